@@ -1,0 +1,39 @@
+# echo-tools: the two commands a user needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export CREWAI_DISABLE_TELEMETRY := true
+export CREWAI_DISABLE_TRACKING := true
+export OTEL_SDK_DISABLED := true
+export CREWAI_TRACING_ENABLED := false
+export LANGCHAIN_TRACING_V2 := false
+export ANONYMIZED_TELEMETRY := False
+
+.PHONY: install test lint demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,server]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check echo_tools workflow_bridge AgentTools tests bench
+	$(VENV)/bin/ruff format --check echo_tools workflow_bridge AgentTools tests bench
+	$(VENV)/bin/mypy echo_tools workflow_bridge
+
+test: $(STAMP)
+	$(MAKE) lint
+	$(PY) -m pytest
+
+demo: $(STAMP)
+	$(PY) -m echo_tools.cli demo
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

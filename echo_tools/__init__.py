@@ -1,0 +1,92 @@
+"""echo-tools: one tool catalogue, one executor, adapters for CrewAI and LangGraph.
+
+The catalogue (`ToolRegistry`, `ToolDef`) and events load eagerly; the executor and ingestion helpers load
+on first use, so `import echo_tools` stays fast and never imports an agent framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.egress import EgressPolicy
+from echo_tools.errors import (
+    EgressDeniedError,
+    MCPConnectionError,
+    ToolConfigError,
+    ToolDisabledError,
+    ToolError,
+    ToolExecutionError,
+    ToolNameConflictError,
+    ToolNotFoundError,
+    ToolOutputValidationError,
+    ToolPermissionError,
+    ToolRegistrationError,
+    ToolStorageError,
+    ToolTimeoutError,
+    ToolValidationError,
+)
+from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
+from echo_tools.models import (
+    RetryPolicy,
+    SideEffect,
+    ToolContext,
+    ToolDef,
+    ToolPermission,
+    ToolResult,
+    ToolStatus,
+    ToolType,
+)
+from echo_tools.registry import ToolRegistry
+from echo_tools.storage import ToolStorage
+
+if TYPE_CHECKING:
+    from echo_tools.executor import ToolExecutor
+
+_LAZY = {
+    "ToolExecutor": "echo_tools.executor",
+}
+
+__all__ = [
+    "EgressDeniedError",
+    "EgressPolicy",
+    "JsonlEventLog",
+    "LoggingEventSink",
+    "MCPConnectionError",
+    "MemoryEventLog",
+    "RetryPolicy",
+    "SideEffect",
+    "ToolConfigError",
+    "ToolContext",
+    "ToolDef",
+    "ToolDisabledError",
+    "ToolError",
+    "ToolEvent",
+    "ToolExecutionError",
+    "ToolExecutor",
+    "ToolNameConflictError",
+    "ToolNotFoundError",
+    "ToolOutputValidationError",
+    "ToolPermission",
+    "ToolPermissionError",
+    "ToolRegistrationError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolStatus",
+    "ToolStorage",
+    "ToolStorageError",
+    "ToolTimeoutError",
+    "ToolType",
+    "ToolValidationError",
+]
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'echo_tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,109 @@
+"""The small interface every tool type implements, and the registration-time config checks.
+
+A backend runs one call of one tool: the executor has already resolved the tool, checked permissions and
+validated the input, and it owns timeouts, retries and events. A backend raises `ToolError` subclasses
+(foreign exceptions translated at its edge, chained with `from exc`) and returns the raw output, or a
+`BackendOutput` when it has metadata to add (MCP content blocks, HTTP status).
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.errors import ToolRegistrationError
+
+if TYPE_CHECKING:
+    from echo_tools.models import ToolContext, ToolDef
+
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_PUBLIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+@dataclass
+class BackendOutput:
+    """A backend's output plus metadata for the `ToolResult`."""
+
+    output: Any
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolBackend(ABC):
+    """Runs calls of one tool type. One instance per executor; it may pool connections."""
+
+    @abstractmethod
+    async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
+        """Run one call and return its raw output (or a `BackendOutput`)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - most backends hold nothing to close
+        """Release pooled sessions and clients."""
+
+    def forget(self, tool_id: str | None = None) -> None:  # noqa: B027
+        """Drop cached instances (of one tool, or all)."""
+
+
+def module_allowed(module: str, allowed_modules: Sequence[str]) -> bool:
+    """True when `module` is one of `allowed_modules` or inside one of them."""
+    return any(module == root or module.startswith(root + ".") for root in allowed_modules)
+
+
+def check_python_target(tool: ToolDef, allowed_modules: Sequence[str], *, kinds: Sequence[str]) -> None:
+    """Check a `{module, class, method}` / `{module, function}` / `{module, factory}` config.
+
+    The module must be inside `allowed_modules`, and every attribute name must be a public identifier:
+    this is what stops a registration from naming `os`, `builtins` or a dunder method. Nothing is imported.
+    """
+    config = tool.execution_config
+    module = config.get("module")
+    if not isinstance(module, str) or not _DOTTED.fullmatch(module):
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: execution_config.module must be a dotted module name, got {module!r}",
+            tool_id=tool.tool_id,
+            field="execution_config.module",
+        )
+    if not module_allowed(module, allowed_modules):
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: execution_config.module {module!r} is outside the allowed modules "
+            f"{list(allowed_modules)!r}; only tools under those packages may be registered",
+            tool_id=tool.tool_id,
+            field="execution_config.module",
+        )
+    present = [k for k in kinds if k in config]
+    if not present:
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: execution_config needs one of {list(kinds)!r} besides 'module'",
+            tool_id=tool.tool_id,
+            field="execution_config",
+        )
+    for key in ("class", "method", "function", "factory"):
+        if key in config:
+            value = config[key]
+            if not isinstance(value, str) or not _PUBLIC_NAME.fullmatch(value):
+                raise ToolRegistrationError(
+                    f"Tool {tool.tool_id!r}: execution_config.{key} must be a public Python name, got {value!r}",
+                    tool_id=tool.tool_id,
+                    field=f"execution_config.{key}",
+                )
+    if "method" in config and "class" not in config:
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: execution_config.method needs execution_config.class",
+            tool_id=tool.tool_id,
+            field="execution_config.class",
+        )
+    isolation = config.get("isolation", "thread")
+    if isolation not in ("thread", "process"):
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: execution_config.isolation must be 'thread' or 'process', got {isolation!r}",
+            tool_id=tool.tool_id,
+            field="execution_config.isolation",
+        )
+    limit = config.get("max_concurrency")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: execution_config.max_concurrency must be a positive integer, got {limit!r}",
+            tool_id=tool.tool_id,
+            field="execution_config.max_concurrency",
+        )

@@ -1,0 +1,149 @@
+"""Egress policy: which hosts outbound requests (API tools, the connector path, web tools) may reach.
+
+By default loopback, private, link-local (169.254.0.0/16, the cloud metadata address), multicast and
+reserved addresses are refused: a tool definition must not turn the server into a proxy into its own
+network. Each is allowed only when the executor is configured so (tests and local demos allow loopback).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from echo_tools.errors import EgressDeniedError
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    """What outbound HTTP may reach.
+
+    Args:
+        allow_loopback: allow 127.0.0.0/8 and ::1 (local servers, tests, demos).
+        allow_private: allow 10/8, 172.16/12, 192.168/16, fc00::/7 and carrier-grade NAT.
+        allow_link_local: allow 169.254.0.0/16 and fe80::/10, the cloud metadata range. Rarely right.
+        allowed_hosts: host names or CIDRs always allowed (checked before the range rules).
+        denied_hosts: host names or CIDRs always denied.
+        allowed_schemes: URL schemes allowed.
+    """
+
+    allow_loopback: bool = False
+    allow_private: bool = False
+    allow_link_local: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    denied_hosts: tuple[str, ...] = ()
+    allowed_schemes: tuple[str, ...] = ("http", "https")
+    max_response_bytes: int = 10 * 1024 * 1024
+    _allowed_nets: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
+        default=(), init=False, repr=False, compare=False
+    )
+    _denied_nets: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
+        default=(), init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_allowed_nets", _networks(self.allowed_hosts))
+        object.__setattr__(self, "_denied_nets", _networks(self.denied_hosts))
+
+    @classmethod
+    def local(cls) -> EgressPolicy:
+        """A policy for local development and tests: loopback allowed, everything private still denied."""
+        return cls(allow_loopback=True)
+
+    def check_url(self, url: str) -> None:
+        """Raise `EgressDeniedError` when `url`'s scheme or literal host is refused (no DNS lookup)."""
+        host = self._host_of(url)
+        self._check_host_name(host, url)
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return
+        self.check_address(address, url)
+
+    def check_resolved(self, url: str) -> None:
+        """`check_url`, then resolve the host name and check every address it resolves to."""
+        self.check_url(url)
+        host = self._host_of(url)
+        try:
+            ipaddress.ip_address(host)
+            return
+        except ValueError:
+            pass
+        if host.lower() in (h.lower() for h in self.allowed_hosts):
+            return
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except OSError as exc:
+            raise EgressDeniedError(f"Host {host!r} of {url!r} does not resolve: {exc}") from exc
+        for info in infos:
+            self.check_address(ipaddress.ip_address(info[4][0]), url)
+
+    def check_address(self, address: IPAddress, url: str = "") -> None:
+        """Raise `EgressDeniedError` when `address` is in a refused range."""
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if any(address in net for net in self._denied_nets):
+            raise EgressDeniedError(f"Egress to {address} ({url}) is denied by denied_hosts")
+        if any(address in net for net in self._allowed_nets):
+            return
+        reason = self._refusal(address)
+        if reason:
+            raise EgressDeniedError(
+                f"Egress to {address} ({url}) is denied: {reason} addresses are not allowed by the egress "
+                "policy; configure EgressPolicy to allow them"
+            )
+
+    def _refusal(self, address: IPAddress) -> str | None:
+        if address.is_loopback:
+            return None if self.allow_loopback else "loopback"
+        if address.is_link_local:
+            return None if self.allow_link_local else "link-local"
+        if address.is_multicast or address.is_unspecified or address.is_reserved:
+            return "multicast, unspecified or reserved"
+        shared = ipaddress.ip_network("100.64.0.0/10")
+        if address.is_private or (isinstance(address, ipaddress.IPv4Address) and address in shared):
+            return None if self.allow_private else "private"
+        return None
+
+    def _host_of(self, url: str) -> str:
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise EgressDeniedError(f"URL {url!r} cannot be parsed: {exc}") from exc
+        if parts.scheme.lower() not in self.allowed_schemes:
+            raise EgressDeniedError(
+                f"URL {url!r} has scheme {parts.scheme!r}; allowed schemes are {list(self.allowed_schemes)!r}"
+            )
+        host = parts.hostname
+        if not host:
+            raise EgressDeniedError(f"URL {url!r} has no host")
+        return host
+
+    def _check_host_name(self, host: str, url: str) -> None:
+        lowered = host.lower().rstrip(".")
+        if lowered in (h.lower() for h in self.denied_hosts):
+            raise EgressDeniedError(f"Egress to host {host!r} ({url}) is denied by denied_hosts")
+        if lowered in (h.lower() for h in self.allowed_hosts):
+            return
+        if lowered == "localhost" or lowered.endswith(".localhost"):
+            if not self.allow_loopback:
+                raise EgressDeniedError(
+                    f"Egress to {host!r} ({url}) is denied: loopback addresses are not allowed by the egress "
+                    "policy; configure EgressPolicy(allow_loopback=True) to allow them"
+                )
+        if lowered in ("metadata.google.internal", "metadata") and not self.allow_link_local:
+            raise EgressDeniedError(f"Egress to {host!r} ({url}) is denied: cloud metadata host")
+
+
+def _networks(entries: Iterable[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    nets = []
+    for entry in entries:
+        try:
+            nets.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            continue  # a host name, matched by name instead
+    return tuple(nets)

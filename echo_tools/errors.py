@@ -1,0 +1,126 @@
+"""The exception tree of echo-tools.
+
+Misuse of the API raises; a tool that fails returns a `ToolResult` with `success=False`, and
+`ToolResult.raise_for_error()` turns it into the matching class below.
+
+    ToolError
+    ├── ToolNotFoundError            no tool matches the reference
+    ├── ToolDisabledError            the tool exists but is disabled
+    ├── ToolRegistrationError        a tool definition was refused (bad id, schema, module, name clash)
+    │   └── ToolNameConflictError    another tool already has that name (case-insensitively)
+    ├── ToolStorageError             the storage folder cannot be read or written
+    ├── ToolValidationError          input failed the tool's input schema
+    │   └── ToolOutputValidationError  output failed the tool's output schema
+    ├── ToolPermissionError          the tool needs a permission the caller did not grant
+    ├── ToolExecutionError           the tool ran and failed
+    │   ├── EgressDeniedError        an outbound request was refused by the egress policy
+    │   └── MCPConnectionError       an MCP server could not be reached or died
+    ├── ToolTimeoutError             the call ran past its deadline and was stopped
+    └── ToolConfigError              a configuration (MCP server, executor setting) is invalid
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from echo_tools.models import ToolResult
+
+
+class ToolError(Exception):
+    """Root of every error echo-tools raises."""
+
+    error_type = "execution"
+
+    def __init__(self, message: str, *, tool_id: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tool_id = tool_id
+        self.field = field
+
+
+class ToolNotFoundError(ToolError):
+    """No tool matches the reference."""
+
+    error_type = "not_found"
+
+
+class ToolDisabledError(ToolError):
+    """The tool exists but its status is `disabled`."""
+
+    error_type = "disabled"
+
+
+class ToolRegistrationError(ToolError):
+    """A tool definition was refused at registration."""
+
+    error_type = "validation"
+
+
+class ToolNameConflictError(ToolRegistrationError):
+    """Another tool already has that name, compared case-insensitively."""
+
+
+class ToolStorageError(ToolError):
+    """The storage folder cannot be read or written."""
+
+
+class ToolValidationError(ToolError):
+    """Input failed the tool's input schema."""
+
+    error_type = "validation"
+
+
+class ToolOutputValidationError(ToolValidationError):
+    """Output failed the tool's output schema."""
+
+    error_type = "output_validation"
+
+
+class ToolPermissionError(ToolError):
+    """The tool needs a permission that the caller's context does not grant."""
+
+    error_type = "permission_denied"
+
+
+class ToolExecutionError(ToolError):
+    """The tool ran and failed."""
+
+    error_type = "execution"
+
+
+class EgressDeniedError(ToolExecutionError):
+    """An outbound request was refused by the egress policy."""
+
+
+class MCPConnectionError(ToolExecutionError):
+    """An MCP server could not be reached, did not start, or died."""
+
+
+class ToolTimeoutError(ToolError):
+    """The call ran past its deadline and its work was stopped."""
+
+    error_type = "timeout"
+
+
+class ToolConfigError(ToolError):
+    """A configuration (MCP server, executor setting) is invalid."""
+
+    error_type = "validation"
+
+
+_BY_ERROR_TYPE: dict[str, type[ToolError]] = {
+    "not_found": ToolNotFoundError,
+    "disabled": ToolDisabledError,
+    "permission_denied": ToolPermissionError,
+    "validation": ToolValidationError,
+    "execution": ToolExecutionError,
+    "timeout": ToolTimeoutError,
+    "output_validation": ToolOutputValidationError,
+}
+
+
+def error_for_result(result: ToolResult) -> ToolError:
+    """The exception matching a failed `ToolResult`'s `error_type`."""
+    cls = _BY_ERROR_TYPE.get(result.error_type or "execution", ToolExecutionError)
+    return cls(result.error or f"Tool {result.tool_id!r} failed", tool_id=result.tool_id)

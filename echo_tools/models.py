@@ -1,0 +1,235 @@
+"""The data model of the tool catalogue: tool definitions, call context and call results.
+
+`ToolDef` reads EchoAI's stored tool files and `tool_manifest.json` files unchanged (unknown keys such as
+`_saved_at` are ignored, `tool_type` in any case) and the legacy `{name, description}` form.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+TOOL_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
+
+
+class ToolType(StrEnum):
+    """How a tool runs: which backend the executor hands it to."""
+
+    LOCAL = "local"
+    MCP = "mcp"
+    API = "api"
+    CREWAI = "crewai"
+    LANGCHAIN = "langchain"
+
+
+class ToolStatus(StrEnum):
+    """Lifecycle state; only `active` tools are bound to agents, `disabled` ones refuse to run."""
+
+    ACTIVE = "active"
+    DEPRECATED = "deprecated"
+    DISABLED = "disabled"
+
+
+class SideEffect(StrEnum):
+    """What a call does to the world; decides whether a failed call may be retried."""
+
+    PURE = "pure"
+    IDEMPOTENT = "idempotent"
+    EXTERNAL = "external"
+
+
+class ToolPermission(StrEnum):
+    """A capability a tool needs and a caller may grant."""
+
+    FS_READ = "fs:read"
+    FS_WRITE = "fs:write"
+    NET_OUTBOUND = "net:outbound"
+    SHELL_EXECUTE = "shell:execute"
+    ENV_READ = "env:read"
+    MCP_CONNECT = "mcp:connect"
+
+
+class RetryPolicy(BaseModel):
+    """Retries for `pure` and `idempotent` tools: attempts after the first, exponential backoff."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    max_retries: int = Field(default=0, ge=0, le=10)
+    backoff_ms: int = Field(default=100, ge=0, le=60_000)
+
+
+def slugify(text: str) -> str:
+    """`"Web Search"` -> `"web_search"`: ASCII, lower case, runs of other characters become `_`."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
+
+
+def check_tool_id(tool_id: str) -> str:
+    """Return `tool_id` when it is a safe id, else raise `ValueError` naming it."""
+    if not isinstance(tool_id, str) or not TOOL_ID_PATTERN.fullmatch(tool_id):
+        raise ValueError(
+            f"tool_id {tool_id!r} is invalid: it must match {TOOL_ID_PATTERN.pattern} "
+            "(lower-case letters, digits, '_', '.', '-'; at most 128 characters; no path separators)"
+        )
+    if ".." in tool_id:
+        raise ValueError(f"tool_id {tool_id!r} is invalid: it must not contain '..'")
+    return tool_id
+
+
+class ToolDef(BaseModel):
+    """One tool of the catalogue, in EchoAI's stored shape plus optional execution limits."""
+
+    model_config = ConfigDict(extra="ignore", use_enum_values=False, populate_by_name=True)
+
+    tool_id: str = ""
+    name: str
+    description: str = ""
+    tool_type: ToolType = ToolType.LOCAL
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    output_schema: dict[str, Any] = Field(default_factory=dict)
+    execution_config: dict[str, Any] = Field(default_factory=dict)
+    version: str = "1.0"
+    tags: list[str] = Field(default_factory=list)
+    status: ToolStatus = ToolStatus.ACTIVE
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timeout_ms: int = Field(default=30_000, gt=0, le=3_600_000)
+    side_effect: SideEffect = SideEffect.EXTERNAL
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    permissions: list[ToolPermission] = Field(default_factory=list)
+
+    # compiled schema validators, filled lazily by echo_tools.schema.compiled
+    _validators: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @field_validator("tool_id", mode="before")
+    @classmethod
+    def _tool_id_safe(cls, value: Any) -> Any:
+        if value is None:
+            return ""
+        if value != "":
+            check_tool_id(value)
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("name must not be empty")
+        if len(value) > 200:
+            raise ValueError(f"name must be at most 200 characters, got {len(value)}")
+        return value
+
+    @field_validator("tool_type", mode="before")
+    @classmethod
+    def _tool_type_any_case(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered not in {t.value for t in ToolType}:
+                allowed = ", ".join(t.value for t in ToolType)
+                raise ValueError(f"tool_type {value!r} is unknown; expected one of: {allowed}")
+            return lowered
+        return value
+
+    @field_validator("status", "side_effect", mode="before")
+    @classmethod
+    def _enum_any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, (int, float)) else value
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _retry_none(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @model_validator(mode="after")
+    def _fill_and_check_id(self) -> ToolDef:
+        if not self.tool_id:
+            slug = slugify(self.name)
+            if not slug:
+                raise ValueError(f"cannot derive a tool_id from name {self.name!r}; give tool_id explicitly")
+            self.tool_id = slug[:128] if slug.startswith("tool_") else f"tool_{slug}"[:128]
+        check_tool_id(self.tool_id)
+        return self
+
+    @property
+    def slug(self) -> str:
+        """The slug of the display name (`"Web Search"` -> `"web_search"`)."""
+        return slugify(self.name)
+
+    @property
+    def llm_name(self) -> str:
+        """The name a language model sees: `^[a-z0-9_-]{1,64}$`, derived from the display name."""
+        return (self.slug or self.tool_id.replace(".", "_"))[:64]
+
+    def to_storage_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict that storage writes (EchoAI's field names, enums as values)."""
+        return self.model_dump(mode="json")
+
+
+class ToolContext(BaseModel):
+    """Who is calling and under which limits; carried into every event of the call."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agent_id: str | None = None
+    workflow_id: str | None = None
+    run_id: str | None = None
+    node_id: str | None = None
+    tool_call_id: str | None = None
+    granted_permissions: list[ToolPermission] | None = None
+    timeout_ms: int | None = Field(default=None, gt=0)
+    trace_id: str | None = None
+
+    def ids(self) -> dict[str, str | None]:
+        """The context ids as a dict (what events carry)."""
+        return {
+            "agent_id": self.agent_id,
+            "workflow_id": self.workflow_id,
+            "run_id": self.run_id,
+            "node_id": self.node_id,
+            "tool_call_id": self.tool_call_id,
+            "trace_id": self.trace_id,
+        }
+
+
+ERROR_TYPES = (
+    "not_found",
+    "disabled",
+    "permission_denied",
+    "validation",
+    "execution",
+    "timeout",
+    "output_validation",
+)
+
+
+class ToolResult(BaseModel):
+    """The outcome of one call. Tool failures are results (`success=False`), not exceptions."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool_id: str
+    name: str
+    success: bool = True
+    output: Any = None
+    error: str | None = None
+    error_type: str | None = None
+    duration_ms: float = 0.0
+    attempts: int = 0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def raise_for_error(self) -> ToolResult:
+        """Raise the `ToolError` subclass matching `error_type` when the call failed; else return self."""
+        if self.success:
+            return self
+        from echo_tools.errors import error_for_result
+
+        raise error_for_result(self)
