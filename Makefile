@@ -30,7 +30,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 demo: $(STAMP)
-	$(PY) -m echo_tools.cli demo
+	$(VENV)/bin/echo-tools demo
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
