@@ -1,0 +1,266 @@
+"""The `local` backend: EchoAI's `{module, class, method}` and `{module, function}` Python tools.
+
+The module is imported here, at the first call, never at registration, and only when it is still inside
+the registry's `allowed_modules`. How a callable is called is decided once per tool and cached: keyword
+arguments, or the whole validated input as one dict / pydantic-model parameter.
+
+Isolation (`execution_config.isolation`):
+  - `thread` (default): a sync callable runs in a worker thread; at a timeout the call returns and the
+    result is abandoned. Python threads cannot be killed, so the function keeps running to its end.
+  - `process`: the function runs in a fresh subprocess that is killed at the timeout. Use it for work that
+    must really stop. Input and output cross the process boundary as JSON.
+  - `inline`: a sync callable runs directly in the calling thread (on the event loop for `invoke`). This
+    is the fast path for small pure functions; the deadline is checked when the function returns (an
+    overrun is reported as a timeout) but cannot cut it short. Async callables are awaited as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import functools
+import importlib
+import inspect
+import threading
+import typing
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.backends.base import ToolBackend, module_allowed
+from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError
+
+if TYPE_CHECKING:
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.models import ToolContext, ToolDef
+
+# Unannotated single parameters with these names receive the whole input (EchoAI's tools use them).
+WHOLE_INPUT_NAMES = frozenset({"data", "input", "input_data", "payload", "params", "args", "kwargs_dict"})
+_WORKERS = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class CallPlan:
+    """How to call one tool's callable, decided once."""
+
+    tool: ToolDef  # the definition this plan was made for (a re-registered tool gets a new plan)
+    fn: Callable[..., Any]
+    is_async: bool
+    style: str  # "kwargs", "dict" or "model"
+    model: Any = None  # the pydantic model class for style "model"
+    isolation: str = "thread"
+
+    def arguments(self, args: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if self.style == "kwargs":
+            return (), args
+        if self.style == "model":
+            return (self.model(**args),), {}
+        return (args,), {}
+
+
+def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple[Any, Callable[..., Any]]:
+    """Import the tool's module and return `(owner, callable)`; owner is the instance for a method.
+
+    Raises:
+        ToolConfigError: the module is outside `allowed_modules`, or the module, class or function is missing.
+    """
+    config = tool.execution_config
+    module_name = config.get("module")
+    if not isinstance(module_name, str) or not module_allowed(module_name, allowed_modules):
+        # defence in depth: registration checked this, but a stored file may have been edited since
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r}: module {module_name!r} is outside the allowed modules "
+            f"{list(allowed_modules)!r}",
+            tool_id=tool.tool_id,
+            field="execution_config.module",
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # boundary: the tool's module may fail to import in any way
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}",
+            tool_id=tool.tool_id,
+            field="execution_config.module",
+        ) from exc
+    if "function" in config:
+        return None, _attribute(tool, module, config["function"], "function")
+    cls = _attribute(tool, module, config.get("class"), "class")
+    try:
+        instance = cls()
+    except Exception as exc:  # boundary: the tool class's constructor is foreign code
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r}: cannot instantiate {module_name}.{cls.__name__}(): "
+            f"{type(exc).__name__}: {exc}",
+            tool_id=tool.tool_id,
+            field="execution_config.class",
+        ) from exc
+    return instance, _attribute(tool, instance, config.get("method"), "method")
+
+
+def _attribute(tool: ToolDef, owner: Any, name: Any, kind: str) -> Any:
+    if not isinstance(name, str) or name.startswith("_") or not hasattr(owner, name):
+        where = getattr(owner, "__name__", type(owner).__name__)
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r}: execution_config.{kind} {name!r} does not exist in {where!r}",
+            tool_id=tool.tool_id,
+            field=f"execution_config.{kind}",
+        )
+    return getattr(owner, name)
+
+
+def plan_call(tool: ToolDef, fn: Callable[..., Any]) -> CallPlan:
+    """Decide how `fn` takes the validated input: keyword args, or one dict / pydantic-model parameter."""
+    isolation = str(tool.execution_config.get("isolation", "thread"))
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+    style, model = "kwargs", None
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature take keywords or fail loudly
+        return CallPlan(tool, fn, is_async, style, None, isolation)
+    params = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    variadic = any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in signature.parameters.values())
+    properties = tool.input_schema.get("properties") or {}
+    if len(params) == 1 and not variadic and params[0].name not in properties:
+        param = params[0]
+        annotation = _resolved_annotation(fn, param)
+        if _is_model(annotation):
+            style, model = "model", annotation
+        elif _is_mapping(annotation) or (
+            annotation is inspect.Parameter.empty and param.name in WHOLE_INPUT_NAMES
+        ):
+            style = "dict"
+    return CallPlan(tool, fn, is_async, style, model, isolation)
+
+
+def _resolved_annotation(fn: Callable[..., Any], param: inspect.Parameter) -> Any:
+    annotation = param.annotation
+    if isinstance(annotation, str):  # `from __future__ import annotations` in the tool's module
+        try:
+            annotation = typing.get_type_hints(fn).get(param.name, annotation)
+        except Exception:  # boundary: unresolvable forward references fall back to keyword args
+            return inspect.Parameter.empty
+    return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    from pydantic import BaseModel
+
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _is_mapping(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation) or annotation
+    return isinstance(origin, type) and issubclass(origin, (dict, Mapping))
+
+
+class LocalBackend(ToolBackend):
+    """Runs Python tools in this process (worker thread, inline or awaited) or in a killable subprocess."""
+
+    def __init__(self, executor: ToolExecutor) -> None:
+        self.executor = executor
+        self._plans: dict[str, CallPlan] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def plan(self, tool: ToolDef) -> CallPlan:
+        """The cached call plan of `tool` (imports the module on first use)."""
+        plan = self._plans.get(tool.tool_id)
+        if plan is not None and plan.tool is tool:
+            return plan
+        with self._lock:
+            plan = self._plans.get(tool.tool_id)
+            if plan is None or plan.tool is not tool:
+                if tool.execution_config.get("isolation") == "process":
+                    from echo_tools.backends._isolated import check_function
+
+                    plan = check_function(tool, self.executor.registry.allowed_modules)
+                else:
+                    _, fn = import_target(tool, self.executor.registry.allowed_modules)
+                    plan = plan_call(tool, fn)
+                self._plans[tool.tool_id] = plan
+        return plan
+
+    def inline(self, tool: ToolDef) -> Callable[[dict[str, Any]], Any] | None:
+        """A plain function running `tool` in the calling thread, when the tool opted in to `inline`."""
+        if tool.execution_config.get("isolation") != "inline":
+            return None
+        plan = self.plan(tool)
+        if plan.is_async:
+            return None
+        fn, style, model = plan.fn, plan.style, plan.model
+
+        def call(args: dict[str, Any]) -> Any:
+            try:
+                if style == "kwargs":
+                    return fn(**args)
+                return fn(model(**args) if style == "model" else args)
+            except ToolError:
+                raise
+            except Exception as exc:  # boundary: the tool's own code
+                raise _translate(tool, exc) from exc
+
+        return call
+
+    async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
+        plan = self.plan(tool)
+        if plan.isolation == "process":
+            from echo_tools.backends._isolated import run_in_subprocess
+
+            return await run_in_subprocess(tool, plan, args, self.executor.registry.allowed_modules)
+        try:
+            positional, keywords = plan.arguments(args)
+            if plan.is_async:
+                return await plan.fn(*positional, **keywords)
+            if plan.isolation == "inline":
+                result = plan.fn(*positional, **keywords)
+            else:
+                loop = asyncio.get_running_loop()
+                ctx = contextvars.copy_context()
+                job = functools.partial(ctx.run, plan.fn, *positional, **keywords)
+                result = await loop.run_in_executor(self._executor(), job)
+            if inspect.isawaitable(result):  # a sync wrapper returning a coroutine
+                result = await result
+            return result
+        except ToolError:
+            raise
+        except Exception as exc:  # boundary: the tool's own code
+            raise _translate(tool, exc) from exc
+
+    def _executor(self) -> ThreadPoolExecutor:
+        # Our own pool, not the loop's default one: abandoned (timed-out) calls must not starve
+        # `asyncio.to_thread` users, and loop shutdown must not wait for them.
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="echo-tools-local")
+                pool = self._pool
+        return pool
+
+    def forget(self, tool_id: str | None = None) -> None:
+        with self._lock:
+            if tool_id is None:
+                self._plans.clear()
+            else:
+                self._plans.pop(tool_id, None)
+
+    async def aclose(self) -> None:
+        self.forget()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _translate(tool: ToolDef, exc: Exception) -> ToolExecutionError:
+    if isinstance(exc, TypeError) and "argument" in str(exc):
+        return ToolExecutionError(
+            f"Tool {tool.tool_id!r} was called with arguments it does not accept: {exc}", tool_id=tool.tool_id
+        )
+    return ToolExecutionError(
+        f"Tool {tool.tool_id!r} raised {type(exc).__name__}: {exc}", tool_id=tool.tool_id
+    )

@@ -1,0 +1,575 @@
+"""ToolExecutor: the single path every tool call takes, whoever asks (CrewAI, LangGraph, the API, the CLI).
+
+`invoke` reads top to bottom as DESIGN.md's nine steps: resolve, permissions, normalise, validate, emit
+`tool.invoked`, run the backend under the timeout (with retries for pure/idempotent tools), normalise and
+validate the output, emit exactly one of `tool.completed` / `tool.failed` / `tool.timeout`, return the
+`ToolResult`. Tool failures are results; only misuse of the API raises. The executor never knows tool
+types: `backend_for(tool_type)` builds the backend module of each type on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import itertools
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from echo_tools import retry
+from echo_tools.egress import EgressPolicy
+from echo_tools.errors import (
+    ToolConfigError,
+    ToolDisabledError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolOutputValidationError,
+    ToolPermissionError,
+    ToolTimeoutError,
+    ToolValidationError,
+)
+from echo_tools.events import REDACTED, EventBus, EventSink, ToolEvent, redact
+from echo_tools.metrics import MetricsRecorder
+from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
+from echo_tools.runtime import run_sync
+from echo_tools.schema import compiled, normalize_args
+
+if TYPE_CHECKING:
+    import httpx
+
+    from echo_tools.backends.base import ToolBackend
+    from echo_tools.registry import ToolRegistry
+
+logger = logging.getLogger("echo_tools.executor")
+
+# tool type -> (module, class) of its backend; imported on first use so no framework loads early
+BACKENDS: dict[ToolType, tuple[str, str]] = {
+    ToolType.LOCAL: ("echo_tools.backends.local", "LocalBackend"),
+    ToolType.API: ("echo_tools.backends.http", "HttpBackend"),
+    ToolType.MCP: ("echo_tools.backends.mcp", "MCPBackend"),
+    ToolType.CREWAI: ("echo_tools.backends.crewai", "CrewAIBackend"),
+    ToolType.LANGCHAIN: ("echo_tools.backends.langchain", "LangChainBackend"),
+}
+
+_NO_CONTEXT = ToolContext()
+_perf = time.perf_counter
+
+
+@dataclasses.dataclass
+class _Outcome:
+    """What step 6 produced: the raw output and metadata, or the error of the last attempt."""
+
+    output: Any = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    error: ToolError | None = None
+    attempts: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Route:
+    """Per tool version: the inline fast-path callable, when the backend offers one."""
+
+    tool: ToolDef
+    inline: Callable[[dict[str, Any]], Any] | None
+
+
+class ToolExecutor:
+    """Runs tools from a `ToolRegistry` with validation, limits, retries, events and metrics.
+
+    Args:
+        registry: where tools are resolved.
+        event_sinks: callables receiving each `ToolEvent` (more via `add_sink`).
+        egress: what `api` tools (and anything using `http_client`) may reach; default denies loopback,
+            private and link-local addresses. Tests use `EgressPolicy.local()`.
+        output_validation: `"error"` makes an output that fails `output_schema` a failed call;
+            `"warn"` logs it and keeps the call successful (`metadata["output_warnings"]`).
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        event_sinks: Iterable[EventSink] = (),
+        egress: EgressPolicy | None = None,
+        *,
+        output_validation: str = "error",
+    ) -> None:
+        if output_validation not in ("error", "warn"):
+            raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
+        self.registry = registry
+        self.egress = egress if egress is not None else EgressPolicy()
+        self.events = EventBus(event_sinks)
+        self.output_validation = output_validation
+        self._metrics = MetricsRecorder()
+        self._backends: dict[ToolType, ToolBackend] = {}
+        self._routes: dict[str, _Route] = {}
+        self._lock = threading.Lock()
+        self._limits: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
+        ]
+        self._limits = weakref.WeakKeyDictionary()
+
+    # -- the pipeline --------------------------------------------------------------------------------
+
+    async def invoke(
+        self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
+    ) -> ToolResult:
+        """Run one call of the tool `ref` names; failures come back as a `ToolResult`, never raised.
+
+        Args:
+            ref: tool id, name (any case), slug or LLM-facing name, or a registered `ToolDef`.
+            input_data: the arguments, a JSON object.
+            context: who calls (ids carried into every event), granted permissions, a timeout override.
+        """
+        context = context or _NO_CONTEXT
+        started = _perf()
+        admitted = self._admit(ref, input_data, context, started)  # steps 1-5
+        if isinstance(admitted, ToolResult):
+            return admitted
+        tool, args = admitted
+        outcome = self._run_inline(tool, args, context)  # step 6, fast path for opted-in sync tools
+        if outcome is None or (outcome.error is not None and outcome.attempts < retry.max_attempts(tool)):
+            outcome = await self._run(
+                tool, args, context, first_attempt=outcome.attempts + 1 if outcome else 1
+            )
+        return self._finish(tool, args, context, outcome, started)  # steps 7-9
+
+    def invoke_sync(
+        self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
+    ) -> ToolResult:
+        """`invoke` for synchronous callers; inline tools run in this thread, others on the background loop.
+
+        Raises:
+            RuntimeError: called from a thread whose event loop is running (await `invoke` there).
+        """
+        if asyncio._get_running_loop() is not None:
+            raise RuntimeError(
+                "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
+                "use 'await executor.invoke(...)' instead"
+            )
+        context = context or _NO_CONTEXT
+        started = _perf()
+        admitted = self._admit(ref, input_data, context, started)
+        if isinstance(admitted, ToolResult):
+            return admitted
+        tool, args = admitted
+        outcome = self._run_inline(tool, args, context)
+        if outcome is None or (outcome.error is not None and outcome.attempts < retry.max_attempts(tool)):
+            first = outcome.attempts + 1 if outcome else 1
+            outcome = run_sync(self._run(tool, args, context, first_attempt=first))
+        return self._finish(tool, args, context, outcome, started)
+
+    def _admit(
+        self, ref: Any, input_data: Any, context: ToolContext, started: float
+    ) -> tuple[ToolDef, dict[str, Any]] | ToolResult:
+        # 1. resolve; refuse disabled tools
+        tool = self.registry.resolve(ref)
+        if tool is None:
+            error: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
+            return self._refuse(None, ref, input_data, error, context, started)
+        if tool.status is ToolStatus.DISABLED:
+            error = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)
+            return self._refuse(tool, ref, input_data, error, context, started)
+        # 2. permissions: what the tool needs must be within what the caller granted (None: unrestricted)
+        granted = context.granted_permissions
+        if tool.permissions and granted is not None:
+            missing = [p.value for p in tool.permissions if p not in granted]
+            if missing:
+                error = ToolPermissionError(
+                    f"Tool {tool.tool_id!r} needs permissions {missing!r} that the caller did not grant "
+                    f"(granted: {[p.value for p in granted]!r})",
+                    tool_id=tool.tool_id,
+                    field="permissions",
+                )
+                return self._refuse(tool, ref, input_data, error, context, started)
+        # 3. normalise: drop None for optional non-nullable keys, fill defaults
+        if input_data is None:
+            input_data = {}
+        if not isinstance(input_data, dict):
+            error = ToolValidationError(
+                f"Tool {tool.tool_id!r}: input must be a JSON object, got {input_data!r:.200}",
+                tool_id=tool.tool_id,
+                field="input",
+            )
+            return self._refuse(tool, ref, input_data, error, context, started)
+        args = normalize_args(tool.input_schema, input_data)
+        # 4. validate; the message names the path and the bad value
+        validator = compiled(tool, "input")
+        if not validator.is_valid(args):
+            problems = validator.errors(args)
+            error = ToolValidationError(
+                f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
+                tool_id=tool.tool_id,
+                field=problems[0].split(":", 1)[0] if problems else "input",
+            )
+            return self._refuse(tool, ref, args, error, context, started)
+        # 5. announce the call
+        if self.events.sinks:
+            self._emit("tool.invoked", tool, context, input=redacted(args))
+        return tool, args
+
+    def _run_inline(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> _Outcome | None:
+        """One attempt in the calling thread for tools that opted in; None when the tool has no fast path."""
+        route = self._routes.get(tool.tool_id)
+        if route is None or route.tool is not tool:
+            route = self._route(tool)
+        call = route.inline
+        if call is None:
+            return None
+        timeout_ms = context.timeout_ms or tool.timeout_ms
+        started = _perf()
+        try:
+            output = call(args)
+        except ToolError as exc:
+            return _Outcome(error=_as_call_error(exc))
+        except Exception as exc:  # boundary: a backend bug must still end as a failed result
+            return _Outcome(
+                error=ToolExecutionError(f"Tool {tool.tool_id!r} failed: {exc!r}", tool_id=tool.tool_id)
+            )
+        if (_perf() - started) * 1000 > timeout_ms:
+            # inline work cannot be cut short; an overrun is still reported as the timeout it is
+            return _Outcome(error=_timeout_error(tool, timeout_ms))
+        return _Outcome(output=output)
+
+    def _route(self, tool: ToolDef) -> _Route:
+        inline = None
+        if not tool.execution_config.get("max_concurrency"):
+            try:
+                offer = getattr(self.backend_for(tool.tool_type), "inline", None)
+                inline = offer(tool) if offer is not None else None
+            except ToolError:
+                inline = None  # the general path reports the same problem as a failed call
+        route = _Route(tool, inline)
+        self._routes[tool.tool_id] = route
+        return route
+
+    async def _run(
+        self, tool: ToolDef, args: dict[str, Any], context: ToolContext, first_attempt: int = 1
+    ) -> _Outcome:
+        # 6. the backend under the timeout (each attempt), retried only for pure/idempotent tools
+        timeout_ms = context.timeout_ms or tool.timeout_ms
+        attempts = retry.max_attempts(tool)
+        attempt = first_attempt
+        while True:
+            try:
+                backend = self.backend_for(tool.tool_type)
+                limit = self._limit(tool)
+                async with asyncio.timeout(timeout_ms / 1000):
+                    if limit is None:
+                        raw = await backend.call(tool, args, context)
+                    else:
+                        async with limit:
+                            raw = await backend.call(tool, args, context)
+                metadata = getattr(raw, "metadata", None)
+                if metadata is not None and hasattr(raw, "output"):
+                    return _Outcome(output=raw.output, metadata=dict(metadata), attempts=attempt)
+                return _Outcome(output=raw, attempts=attempt)
+            except TimeoutError:
+                error: ToolError = _timeout_error(tool, timeout_ms)
+            except ToolError as exc:
+                error = _as_call_error(exc)
+            except Exception as exc:  # boundary: a backend bug must still end as a failed result
+                error = ToolExecutionError(f"Tool {tool.tool_id!r} failed: {exc!r}", tool_id=tool.tool_id)
+            if attempt >= attempts or not retry.is_retryable(error):
+                return _Outcome(error=error, attempts=attempt)
+            await asyncio.sleep(retry.backoff_s(tool, attempt))
+            attempt += 1
+
+    def _finish(
+        self, tool: ToolDef, args: dict[str, Any], context: ToolContext, outcome: _Outcome, started: float
+    ) -> ToolResult:
+        error, metadata, output = outcome.error, outcome.metadata, None
+        if error is None:
+            # 7. normalise the output to a JSON value and check it against output_schema
+            output = to_json_value(outcome.output)
+            validator = compiled(tool, "output")
+            if not validator.accepts_anything and not validator.is_valid(output):
+                problems = validator.errors(output)
+                message = (
+                    f"Tool {tool.tool_id!r} returned output not matching its output_schema: "
+                    + "; ".join(problems)
+                )
+                if self.output_validation == "error":
+                    error = ToolOutputValidationError(message, tool_id=tool.tool_id, field="output")
+                else:
+                    logger.warning("%s", message)
+                    metadata = {**metadata, "output_warnings": problems}
+        duration_ms = (_perf() - started) * 1000
+        # 8. exactly one closing event; 9. the result
+        if error is None:
+            if self.events.sinks:
+                self._emit(
+                    "tool.completed",
+                    tool,
+                    context,
+                    output=redacted(output),
+                    duration_ms=duration_ms,
+                    attempts=outcome.attempts,
+                    metadata=metadata,
+                )
+            self._metrics.record(tool.tool_id, duration_ms, None)
+            return ToolResult(
+                tool_id=tool.tool_id,
+                name=tool.name,
+                output=output,
+                duration_ms=duration_ms,
+                attempts=outcome.attempts,
+                metadata=metadata,
+            )
+        event_type = "tool.timeout" if error.error_type == "timeout" else "tool.failed"
+        if self.events.sinks:
+            self._emit(
+                event_type,
+                tool,
+                context,
+                input=redacted(args),
+                output=redacted(output),
+                error=error.message,
+                error_type=error.error_type,
+                duration_ms=duration_ms,
+                attempts=outcome.attempts,
+                metadata=metadata,
+            )
+        self._metrics.record(tool.tool_id, duration_ms, error.error_type)
+        return ToolResult(
+            tool_id=tool.tool_id,
+            name=tool.name,
+            success=False,
+            error=error.message,
+            error_type=error.error_type,
+            duration_ms=duration_ms,
+            attempts=outcome.attempts,
+            metadata=metadata,
+        )
+
+    def _refuse(
+        self,
+        tool: ToolDef | None,
+        ref: Any,
+        input_data: Any,
+        error: ToolError,
+        context: ToolContext,
+        started: float,
+    ) -> ToolResult:
+        """A call stopped before it ran (steps 1-4): one `tool.failed` event, no `tool.invoked`."""
+        tool_id = tool.tool_id if tool is not None else str(ref)
+        name = tool.name if tool is not None else str(ref)
+        duration_ms = (_perf() - started) * 1000
+        if self.events.sinks:
+            self._emit(
+                "tool.failed",
+                tool,
+                context,
+                tool_id=tool_id,
+                tool_name=name,
+                input=redacted(input_data),
+                error=error.message,
+                error_type=error.error_type,
+                duration_ms=duration_ms,
+                attempts=0,
+            )
+        if tool is not None:
+            self._metrics.record(tool.tool_id, duration_ms, error.error_type)
+        return ToolResult(
+            tool_id=tool_id,
+            name=name,
+            success=False,
+            error=error.message,
+            error_type=error.error_type,
+            duration_ms=duration_ms,
+            attempts=0,
+        )
+
+    def _emit(self, event_type: str, tool: ToolDef | None, context: ToolContext, **fields: Any) -> None:
+        if tool is not None:
+            fields.setdefault("tool_id", tool.tool_id)
+            fields.setdefault("tool_name", tool.name)
+            fields["tool_type"] = tool.tool_type.value
+        self.events.emit(
+            ToolEvent(
+                event_type,
+                agent_id=context.agent_id,
+                workflow_id=context.workflow_id,
+                run_id=context.run_id,
+                node_id=context.node_id,
+                tool_call_id=context.tool_call_id,
+                trace_id=context.trace_id,
+                event_id=event_id(),
+                timestamp=event_timestamp(),
+                **fields,
+            )
+        )
+
+    # -- limits, backends, resources -----------------------------------------------------------------
+
+    def _limit(self, tool: ToolDef) -> asyncio.Semaphore | None:
+        """The tool's `max_concurrency` semaphore on the running loop (semaphores are bound to one loop)."""
+        size = tool.execution_config.get("max_concurrency")
+        if not size:
+            return None
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            per_loop = self._limits.get(loop)
+            if per_loop is None:
+                per_loop = self._limits[loop] = {}
+            key = (tool.tool_id, int(size))
+            semaphore = per_loop.get(key)
+            if semaphore is None:
+                semaphore = per_loop[key] = asyncio.Semaphore(int(size))
+        return semaphore
+
+    def backend_for(self, tool_type: ToolType | str) -> ToolBackend:
+        """The backend of `tool_type`, built as `BackendClass(self)` on first use.
+
+        Raises:
+            ToolConfigError: the type is unknown or its backend module cannot be loaded.
+        """
+        kind = ToolType(tool_type)
+        backend = self._backends.get(kind)
+        if backend is not None:
+            return backend
+        with self._lock:
+            backend = self._backends.get(kind)
+            if backend is None:
+                module_name, class_name = BACKENDS[kind]
+                try:
+                    cls = getattr(importlib.import_module(module_name), class_name)
+                except (ImportError, AttributeError) as exc:
+                    raise ToolConfigError(
+                        f"The backend for tool type {kind.value!r} ({module_name}.{class_name}) cannot be "
+                        f"loaded: {exc}"
+                    ) from exc
+                backend = self._backends[kind] = cls(self)
+        return backend
+
+    def http_client(self) -> httpx.AsyncClient:
+        """The executor's shared `httpx.AsyncClient` for the running event loop (one per loop)."""
+        from echo_tools.backends.http import HttpBackend
+
+        backend = self.backend_for(ToolType.API)
+        assert isinstance(backend, HttpBackend)
+        return backend.client()
+
+    def add_sink(self, sink: EventSink) -> None:
+        """Deliver every later event of this executor to `sink` too."""
+        self.events.add(sink)
+
+    def remove_sink(self, sink: EventSink) -> None:
+        self.events.remove(sink)
+
+    def metrics(self) -> dict[str, dict[str, Any]]:
+        """Per tool id: `calls`, `failures`, `timeouts`, `p50_ms`, `p95_ms`, `p99_ms`, `max_ms`."""
+        return self._metrics.snapshot()
+
+    def forget(self, tool_id: str | None = None) -> None:
+        """Drop cached instances and routes (of one tool, or all), e.g. after editing a tool's module."""
+        with self._lock:
+            if tool_id is None:
+                self._routes.clear()
+            else:
+                self._routes.pop(tool_id, None)
+            backends = list(self._backends.values())
+        for backend in backends:
+            backend.forget(tool_id)
+
+    async def aclose(self) -> None:
+        """Close every backend (pooled MCP sessions, HTTP clients, worker threads)."""
+        with self._lock:
+            backends = list(self._backends.values())
+            self._backends.clear()
+            self._routes.clear()
+        for backend in backends:
+            try:
+                await backend.aclose()
+            except Exception:  # boundary: one backend failing to close must not keep the others open
+                logger.exception("closing backend %r failed", backend)
+
+    def close(self) -> None:
+        """`aclose` for synchronous callers (runs on the background loop)."""
+        run_sync(self.aclose())
+
+
+def _timeout_error(tool: ToolDef, timeout_ms: float) -> ToolTimeoutError:
+    return ToolTimeoutError(
+        f"Tool {tool.tool_id!r} did not finish within its timeout of {timeout_ms:g} ms and was stopped",
+        tool_id=tool.tool_id,
+    )
+
+
+def _as_call_error(error: ToolError) -> ToolError:
+    # A tool that cannot be loaded failed to execute; "validation" would tell the caller to fix its input.
+    if isinstance(error, ToolConfigError):
+        return ToolExecutionError(error.message, tool_id=error.tool_id, field=error.field)
+    return error
+
+
+# -- event and output helpers (on the hot path: kept cheap) ---------------------------------------------
+
+_ID_PREFIX = os.urandom(10).hex()
+_ID_COUNTER = itertools.count(1)
+_second_cache: tuple[int, str] = (0, "")
+
+
+def event_id() -> str:
+    """A 32-hex-digit event id, unique in this process and across processes (random prefix + counter)."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFF:012x}"
+
+
+def event_timestamp() -> str:
+    """UTC now as ISO 8601 with microseconds and `Z`, like `events.utc_now` but cached per second."""
+    global _second_cache
+    now = time.time()
+    second = int(now)
+    cached_second, prefix = _second_cache
+    if cached_second != second:
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second_cache = (second, prefix)
+    return f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
+
+
+_secret_keys: dict[str, bool] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_secret(key: Any) -> bool:
+    found = _secret_keys.get(key)
+    if found is None:
+        found = isinstance(key, str) and redact({key: 1})[key] == REDACTED
+        if len(_secret_keys) < 4096:
+            _secret_keys[key] = found
+    return found
+
+
+def redacted(value: Any, _depth: int = 0) -> Any:
+    """`events.redact` with the key test cached: a copy with secret-looking keys' values replaced."""
+    if isinstance(value, _SCALARS) or _depth > 20:
+        return value
+    if isinstance(value, dict):
+        return {k: (REDACTED if _is_secret(k) else redacted(v, _depth + 1)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v, _depth + 1) for v in value]
+    return value
+
+
+def to_json_value(value: Any, _depth: int = 0) -> Any:
+    """A tool's output as a JSON value: pydantic models and dataclasses become dicts, tuples lists."""
+    if isinstance(value, _SCALARS) or _depth > 100:
+        return value
+    if isinstance(value, dict):
+        return {
+            str(k) if not isinstance(k, str) else k: to_json_value(v, _depth + 1) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json_value(v, _depth + 1) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json_value(dataclasses.asdict(value), _depth + 1)
+    return value
