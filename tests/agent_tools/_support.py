@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,15 @@ def discovered_registry() -> ToolRegistry:
     return registry
 
 
-def executor_available() -> bool:
-    """True once echo_tools/executor.py is committed (the tests then call tools through it)."""
-    return importlib.util.find_spec("echo_tools.executor") is not None
-
-
-def invoke(tool_ref: str, data: dict[str, Any], registry: ToolRegistry | None = None) -> Any:
-    """Call a tool through the real executor and return its ToolResult."""
+def invoke(
+    tool_ref: str, data: dict[str, Any], registry: ToolRegistry | None = None, context: Any = None
+) -> Any:
+    """Call a tool through the real executor (loopback egress allowed) and return its ToolResult."""
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
 
-    executor = ToolExecutor(registry or discovered_registry())
-    return executor.invoke_sync(tool_ref, data)
+    executor = ToolExecutor(registry or discovered_registry(), egress=EgressPolicy.local())
+    try:
+        return executor.invoke_sync(tool_ref, data, context)
+    finally:
+        executor.close()
