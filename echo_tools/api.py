@@ -1,0 +1,312 @@
+"""The HTTP API: the `/tools` routes EchoAI's IDE calls, secured, plus live events and metrics.
+
+`make_router(registry, executor, settings)` returns an `APIRouter` (prefix `/tools`) to mount into an existing
+gateway; `create_app(...)` builds a whole FastAPI app around it (body limit, CORS, error contract, and the
+`/workflows` routes when the workflow bridge is installed). FastAPI is imported here only, never by
+`import echo_tools`. Paths and response shapes follow EchoAI's routes; its bugs (a shadowed `/health`,
+200 answers for failures, no auth, arbitrary modules over HTTP) are fixed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from fastapi import APIRouter, Body, Depends, FastAPI, Query
+from fastapi import Path as PathParam
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+import echo_tools
+from echo_tools.api_errors import ApiError, contract_route_class, from_failed_result, install_error_handlers
+from echo_tools.api_events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
+from echo_tools.api_security import install_security, make_guard
+from echo_tools.backends import module_allowed
+from echo_tools.errors import EgressDeniedError
+from echo_tools.models import ToolContext, ToolDef, ToolPermission, ToolType
+from echo_tools.settings import ApiSettings
+
+if TYPE_CHECKING:
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.registry import ToolRegistry
+
+AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
+_PYTHON_TYPES = ("local", "crewai", "langchain")
+
+
+@dataclass
+class ApiState:
+    """What the routes share: the catalogue, the executor, the settings and the event fan-out."""
+
+    registry: ToolRegistry
+    executor: ToolExecutor
+    settings: ApiSettings
+    broadcaster: EventBroadcaster
+
+
+def list_item(tool: ToolDef) -> dict[str, Any]:
+    """EchoAI's list entry: `{tool_id, name, description, tool_type, status, version, tags}`."""
+    return {
+        "tool_id": tool.tool_id,
+        "name": tool.name,
+        "description": tool.description,
+        "tool_type": tool.tool_type.value,
+        "status": tool.status.value,
+        "version": tool.version,
+        "tags": list(tool.tags),
+    }
+
+
+def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
+    """403 for a registration the server must never accept over HTTP, before the registry sees it.
+
+    Python-backed tools outside `allowed_modules`, and `api` tools whose URL breaks the registry's or the
+    executor's egress policy. The registry enforces the module list as well; this names the refusal.
+    """
+    config = tool.execution_config
+    if tool.tool_type.value in _PYTHON_TYPES:
+        module = config.get("module")
+        allowed = state.registry.allowed_modules
+        if isinstance(module, str) and module and not module_allowed(module, allowed):
+            raise ApiError(
+                403,
+                "permission_denied",
+                f"Registering a {tool.tool_type.value} tool that names module {module!r} is forbidden: "
+                f"only modules under {list(allowed)!r} may be registered",
+                tool_id=tool.tool_id,
+                field="execution_config.module",
+            )
+    if tool.tool_type == ToolType.API and isinstance(config.get("url"), str):
+        for policy in (state.registry.egress, state.executor.egress):
+            try:
+                policy.check_url(config["url"])
+            except EgressDeniedError as exc:
+                raise ApiError(
+                    403, "permission_denied", exc.message, tool_id=tool.tool_id, field="execution_config.url"
+                ) from exc
+
+
+def call_context(
+    run_id: str | None = Query(None, max_length=200, description="carried into the call's events"),
+    agent_id: str | None = Query(None, max_length=200),
+    workflow_id: str | None = Query(None, max_length=200),
+    node_id: str | None = Query(None, max_length=200),
+    trace_id: str | None = Query(None, max_length=200),
+    timeout_ms: int | None = Query(None, gt=0, le=3_600_000, description="overrides the tool's timeout"),
+) -> dict[str, Any]:
+    """The `ToolContext` fields an HTTP caller may set (query parameters)."""
+    return {
+        "run_id": run_id,
+        "agent_id": agent_id,
+        "workflow_id": workflow_id,
+        "node_id": node_id,
+        "trace_id": trace_id,
+        "timeout_ms": timeout_ms,
+    }
+
+
+def make_router(
+    registry: ToolRegistry, executor: ToolExecutor, settings: ApiSettings | None = None
+) -> APIRouter:
+    """The `/tools` routes, secured by `settings` (API key, body size), ready to mount into any app.
+
+    The router adds an event sink to `executor` and `registry` that feeds `GET /tools/events`.
+    """
+    settings = settings or ApiSettings()
+    broadcaster = EventBroadcaster(settings.event_queue_size)
+    executor.add_sink(broadcaster)
+    registry.events.add(broadcaster)
+    state = ApiState(registry, executor, settings, broadcaster)
+    secured = [Depends(make_guard(settings))]
+    router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
+    router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
+
+    @router.post("/register", dependencies=secured, summary="Register or update a tool")
+    async def register(tool: ToolDef = Body(...)) -> dict[str, Any]:
+        refuse_forbidden(state, tool)
+        outcome = await anyio.to_thread.run_sync(registry.register, tool)
+        return {**outcome, "message": f"Tool {outcome['tool_id']!r} {outcome['status']}"}
+
+    @router.get("/list", dependencies=secured, summary="Every tool")
+    async def list_tools() -> list[dict[str, Any]]:
+        return [list_item(t) for t in registry.list_all()]
+
+    @router.get("/list/type/{tool_type}", dependencies=secured, summary="The tools of one type")
+    async def list_by_type(tool_type: str = PathParam(..., max_length=20)) -> list[dict[str, Any]]:
+        return [list_item(t) for t in registry.list_by_type(tool_type)]
+
+    @router.get("/search", dependencies=secured, summary="Tools matching every word of q")
+    async def search(q: str = Query("", max_length=200)) -> list[dict[str, Any]]:
+        return [list_item(t) for t in registry.search(q)]
+
+    # Declared before `/{tool_id}`: EchoAI's `/health` was shadowed by it and answered 404.
+    @router.get("/health", summary="Liveness (needs no API key)")
+    async def health() -> dict[str, Any]:
+        return {
+            "status": "healthy",
+            "service": "echo-tools",
+            "version": echo_tools.__version__,
+            "tool_count": len(registry),
+        }
+
+    @router.get("/events", dependencies=secured, summary="Server-Sent Events stream of tool events")
+    async def events(
+        run_id: str | None = Query(None, max_length=200, description="only the events of this run"),
+        max_events: int | None = Query(None, gt=0, le=100_000, description="end the stream after N events"),
+    ) -> StreamingResponse:
+        stream = event_stream(broadcaster, run_id, settings.sse_ping_seconds, max_events)
+        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @router.get("/metrics", dependencies=secured, summary="Executor metrics, Prometheus text format")
+    async def metrics() -> PlainTextResponse:
+        gauges = {
+            "echo_tools_tools_registered": float(len(registry)),
+            "echo_tools_event_clients": float(broadcaster.client_count),
+            "echo_tools_events_published_total": float(broadcaster.published),
+            "echo_tools_events_dropped_total": float(broadcaster.dropped),
+        }
+        text = prometheus_text(executor.metrics(), gauges)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    @router.post(
+        "/discover", dependencies=secured, summary="Re-read the tool manifests of the discovery folders"
+    )
+    async def discover() -> dict[str, Any]:
+        found = await anyio.to_thread.run_sync(registry.discover_local_tools)
+        return {
+            "status": "success",
+            "discovered_count": len(found),
+            "tools": [t.tool_id for t in found],
+            "problems": [str(p) for p in registry.problems()],
+        }
+
+    @router.post("/cache/clear", dependencies=secured, summary="Drop cached tool instances")
+    async def clear_cache() -> dict[str, Any]:
+        executor.forget()
+        return {"status": "success", "message": "Tool instance cache cleared"}
+
+    @router.get("/agent/{agent_id}", dependencies=secured, summary="The active tools of an EchoAI agent")
+    async def agent_tools(agent_id: str = PathParam(..., pattern=AGENT_ID_PATTERN)) -> dict[str, Any]:
+        agent = await anyio.to_thread.run_sync(read_agent, settings.agents_dir, agent_id)
+        refs = [r for r in agent.get("tools") or [] if isinstance(r, str)]
+        tools = registry.get_tools_for_agent(refs)
+        bound = {t.tool_id for t in tools}
+        # unknown refs and inactive tools, so the IDE can show why a tool is not bound
+        left_out = [r for r in refs if getattr(registry.resolve(r), "tool_id", None) not in bound]
+        return {
+            "agent_id": agent_id,
+            "agent_name": agent.get("name"),
+            "tools": [list_item(t) for t in tools],
+            "tool_count": len(tools),
+            "unresolved": left_out,
+        }
+
+    @router.post("/invoke/id/{tool_id}", dependencies=secured, summary="Invoke a tool by its exact id")
+    async def invoke_by_id(
+        tool_id: str = PathParam(..., max_length=128),
+        input_data: dict[str, Any] | None = Body(None),
+        context: dict[str, Any] = Depends(call_context),
+    ) -> dict[str, Any]:
+        tool = registry.get(tool_id)
+        if tool is None:
+            raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
+        return await _invoke(state, tool, input_data, context)
+
+    @router.post("/invoke/{name}", dependencies=secured, summary="Invoke a tool by name or id")
+    async def invoke_by_name(
+        name: str = PathParam(..., max_length=200),
+        input_data: dict[str, Any] | None = Body(None),
+        context: dict[str, Any] = Depends(call_context),
+    ) -> dict[str, Any]:
+        return await _invoke(state, name, input_data, context)
+
+    @router.post("/validate/{tool_id}", dependencies=secured, summary="Check input against a tool's schema")
+    async def validate(
+        tool_id: str = PathParam(..., max_length=200), input_data: dict[str, Any] | None = Body(None)
+    ) -> dict[str, Any]:
+        tool = registry.require(tool_id)
+        errors = registry.input_errors(tool.tool_id, input_data or {})
+        if not errors:
+            return {"valid": True, "tool_id": tool.tool_id, "message": "Input is valid"}
+        return {"valid": False, "tool_id": tool.tool_id, "error": "; ".join(errors), "errors": errors}
+
+    @router.get("/{tool_id}", dependencies=secured, summary="One tool's full definition")
+    async def get_tool(tool_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
+        return registry.require(tool_id).to_storage_dict()
+
+    @router.delete("/{tool_id}", dependencies=secured, summary="Delete a tool")
+    async def delete_tool(tool_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
+        if registry.get(tool_id) is None:
+            raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
+        await anyio.to_thread.run_sync(registry.delete, tool_id)
+        executor.forget(tool_id)
+        return {"status": "deleted", "tool_id": tool_id, "message": f"Tool {tool_id!r} deleted"}
+
+    return router
+
+
+async def _invoke(
+    state: ApiState, ref: str | ToolDef, input_data: dict[str, Any] | None, context: dict[str, Any]
+) -> dict[str, Any]:
+    granted = state.settings.granted_permissions
+    permissions = [ToolPermission(p) for p in granted] if granted is not None else None
+    ctx = ToolContext(**context, granted_permissions=permissions)
+    result = await state.executor.invoke(ref, input_data or {}, ctx)
+    if not result.success:
+        raise from_failed_result(result)
+    return result.model_dump(mode="json")
+
+
+def read_agent(agents_dir: Path | None, agent_id: str) -> dict[str, Any]:
+    """EchoAI's `<agents_dir>/<agent_id>.json`; the id is checked, never used as a path of its own."""
+    if not re.fullmatch(AGENT_ID_PATTERN, agent_id):
+        raise ApiError(422, "validation", f"agent_id {agent_id!r} is not a valid agent id", field="agent_id")
+    if agents_dir is None:
+        raise ApiError(404, "not_found", f"No agent {agent_id!r}: no agents folder is configured")
+    base = Path(agents_dir).resolve()
+    path = (base / f"{agent_id}.json").resolve()
+    if path.parent != base or not path.is_file():
+        raise ApiError(404, "not_found", f"No agent {agent_id!r} in the agents folder", field="agent_id")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(500, "storage", f"Agent file of {agent_id!r} cannot be read: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ApiError(500, "storage", f"Agent file of {agent_id!r} is not a JSON object")
+    return data
+
+
+def workflow_runner_available() -> bool:
+    """True when `workflow_bridge.runner` is installed; checked without importing the agent frameworks."""
+    spec = importlib.util.find_spec("workflow_bridge")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return any((Path(p) / "runner.py").is_file() for p in spec.submodule_search_locations)
+
+
+def create_app(
+    registry: ToolRegistry, executor: ToolExecutor, settings: ApiSettings | None = None
+) -> FastAPI:
+    """A FastAPI app serving `/tools` (and `/workflows` when the workflow bridge is installed).
+
+    Raises:
+        ToolConfigError: the settings are unsafe (non-loopback host without an API key, CORS `*` with
+            credentials).
+    """
+    settings = (settings or ApiSettings()).check()
+    app = FastAPI(title="echo-tools", version=echo_tools.__version__, docs_url="/docs", redoc_url=None)
+    router = make_router(registry, executor, settings)
+    app.include_router(router)
+    app.state.echo_tools = router.state  # type: ignore[attr-defined]
+    if workflow_runner_available():
+        from echo_tools.api_workflows import make_workflow_router
+
+        state: ApiState = router.state  # type: ignore[attr-defined]
+        app.include_router(make_workflow_router(state))
+    install_error_handlers(app)
+    install_security(app, settings)
+    return app

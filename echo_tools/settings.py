@@ -1,0 +1,137 @@
+"""Settings of the HTTP API and the `echo-tools` command: storage, API key, limits, CORS.
+
+A plain dataclass (no framework import), filled from arguments or from `ECHO_TOOLS_*` environment variables.
+`check()` refuses the unsafe combinations before a server starts: a non-loopback bind without an API key,
+and CORS `*` together with credentials.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from echo_tools.errors import ToolConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_STORAGE = ".echo_tools"
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for `localhost`, 127.0.0.0/8 and ::1; False for `0.0.0.0`, `::` and every other address."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """How the HTTP API behaves.
+
+    Args:
+        api_key: the key clients send as `X-API-Key` or `Authorization: Bearer`; None disables the check
+            (allowed only when `require_api_key` is False, the default for loopback binds).
+        require_api_key: None means "required unless `host` is loopback".
+        host, port: where `echo-tools serve` binds.
+        storage_dir: the tool storage folder the server uses.
+        agents_dir: EchoAI's agent JSON folder read by `GET /tools/agent/{agent_id}` (None: route answers 404).
+        max_body_bytes: request bodies above this size get 413.
+        cors_origins: allowed browser origins; empty disables CORS (the default).
+        cors_allow_credentials: allow cookies/credentials cross-origin (never together with `*`).
+        granted_permissions: permissions HTTP callers get (None: unrestricted, the tool's own limits apply).
+        event_queue_size: events buffered per `/tools/events` client before the oldest are dropped.
+        sse_ping_seconds: keep-alive comment interval of event streams.
+    """
+
+    api_key: str | None = None
+    require_api_key: bool | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    storage_dir: Path | None = None
+    agents_dir: Path | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    cors_origins: tuple[str, ...] = ()
+    cors_allow_credentials: bool = False
+    granted_permissions: tuple[str, ...] | None = None
+    event_queue_size: int = 1000
+    sse_ping_seconds: float = 15.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key_required(self) -> bool:
+        """Whether requests must carry the API key."""
+        if self.require_api_key is not None:
+            return self.require_api_key
+        return self.api_key is not None or not is_loopback_host(self.host)
+
+    def check(self) -> ApiSettings:
+        """Raise `ToolConfigError` naming the setting when the combination is unsafe; else return self."""
+        if self.key_required and not self.api_key:
+            raise ToolConfigError(
+                f"An API key is required to serve on host {self.host!r} (anything but loopback); "
+                "pass --api-key or set ECHO_TOOLS_API_KEY",
+                field="api_key",
+            )
+        if self.api_key is not None and len(self.api_key) < 8:
+            raise ToolConfigError("The API key must be at least 8 characters long", field="api_key")
+        if "*" in self.cors_origins and self.cors_allow_credentials:
+            raise ToolConfigError(
+                "CORS origin '*' cannot be combined with credentials; list the allowed origins instead",
+                field="cors_origins",
+            )
+        if self.max_body_bytes < 1024:
+            raise ToolConfigError(
+                f"max_body_bytes must be at least 1024, got {self.max_body_bytes!r}", field="max_body_bytes"
+            )
+        if not 1 <= self.port <= 65535:
+            raise ToolConfigError(f"port must be within 1..65535, got {self.port!r}", field="port")
+        if self.event_queue_size < 1:
+            raise ToolConfigError(
+                f"event_queue_size must be positive, got {self.event_queue_size!r}", field="event_queue_size"
+            )
+        return self
+
+    def with_changes(self, **changes: Any) -> ApiSettings:
+        """A copy with some fields replaced (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ApiSettings:
+        """Settings from `ECHO_TOOLS_API_KEY`, `ECHO_TOOLS_HOME`, `ECHO_TOOLS_AGENTS_DIR`,
+        `ECHO_TOOLS_CORS_ORIGINS` (comma-separated), `ECHO_TOOLS_MAX_BODY_BYTES`; `overrides` win."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if env.get("ECHO_TOOLS_API_KEY"):
+            values["api_key"] = env["ECHO_TOOLS_API_KEY"]
+        if env.get("ECHO_TOOLS_HOME"):
+            values["storage_dir"] = Path(env["ECHO_TOOLS_HOME"])
+        if env.get("ECHO_TOOLS_AGENTS_DIR"):
+            values["agents_dir"] = Path(env["ECHO_TOOLS_AGENTS_DIR"])
+        if env.get("ECHO_TOOLS_CORS_ORIGINS"):
+            values["cors_origins"] = tuple(
+                o.strip() for o in env["ECHO_TOOLS_CORS_ORIGINS"].split(",") if o.strip()
+            )
+        if env.get("ECHO_TOOLS_MAX_BODY_BYTES"):
+            raw = env["ECHO_TOOLS_MAX_BODY_BYTES"]
+            try:
+                values["max_body_bytes"] = int(raw)
+            except ValueError as exc:
+                raise ToolConfigError(
+                    f"ECHO_TOOLS_MAX_BODY_BYTES must be an integer, got {raw!r}", field="max_body_bytes"
+                ) from exc
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def default_storage_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$ECHO_TOOLS_HOME`, else `./.echo_tools`."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("ECHO_TOOLS_HOME") or DEFAULT_STORAGE)
