@@ -1,0 +1,555 @@
+"""Helpers of NodeMapper: canvas tool entries -> tool ids and bindings, per-node-type config, graph checks.
+
+Kept apart from `node_mapper` so the mapper reads as one pass over nodes and connections; everything here
+is a pure function of its arguments (plus registry look-ups) and reports problems as `Diagnostic`s.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+from echo_tools.models import ToolStatus
+
+if TYPE_CHECKING:
+    from echo_tools.models import ToolDef
+    from echo_tools.registry import ToolRegistry
+
+# EchoAI's fixed role per canvas node type (node_mapper L325-345), used when the node sets no role.
+ROLE_BY_TYPE = {
+    "Start": "Workflow entry point",
+    "End": "Workflow exit point",
+    "Agent": "Autonomous AI agent",
+    "Subagent": "Specialist delegation",
+    "Prompt": "Direct LLM call",
+    "Conditional": "Conditional branching",
+    "Loop": "Iteration logic",
+    "Map": "Parallel execution",
+    "Self-Review": "Quality validation",
+    "HITL": "Human approval gate",
+    "API": "HTTP request",
+    "MCP": "MCP tool execution",
+    "Code": "Code execution",
+    "Template": "String templating",
+    "Failsafe": "Error handling",
+    "Merge": "Branch merging",
+}
+# icon and colour of the IDE's node library, for agents that come back to the canvas without a layout
+LOOK_BY_TYPE = {
+    "Start": ("▶️", "#10b981"),
+    "End": ("⏹️", "#64748b"),
+    "Agent": ("🔶", "#f59e0b"),
+    "Conditional": ("🔀", "#8b5cf6"),
+    "Merge": ("🖇️", "#8b5cf6"),
+    "API": ("🌐", "#3b82f6"),
+    "Code": ("💻", "#0ea5e9"),
+    "HITL": ("👤", "#06b6d4"),
+    "Self-Review": ("✅", "#06b6d4"),
+}
+TOOL_NODE_TYPES = frozenset({"Agent", "Subagent", "Prompt"})  # the node types EchoAI binds tools for
+BUILTIN_TOOL_TYPES = frozenset({"code", "subworkflow", "subworkflow_deployment", "mcp_server"})
+TEMPLATE_TOOL_TYPE = "tools"
+BRANCHING_TYPES = frozenset({"Conditional", "Loop"})
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+_SCHEMA_KEYS = frozenset({"type", "properties", "$schema", "required", "additionalProperties"})
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem found while mapping: `level` is "error" (the workflow cannot run) or "warning"."""
+
+    level: Literal["error", "warning"]
+    node_id: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"node {self.node_id}" if self.node_id is not None else "workflow"
+        return f"{self.level}: {where}: {self.field or '-'}: {self.message}"
+
+
+class Diagnostics(list[Diagnostic]):
+    """A list of diagnostics with two shorthands."""
+
+    def error(self, node_id: str | None, field: str | None, message: str) -> None:
+        self.append(Diagnostic("error", node_id, field, message))
+
+    def warning(self, node_id: str | None, field: str | None, message: str) -> None:
+        self.append(Diagnostic("warning", node_id, field, message))
+
+
+@dataclass
+class ToolResolution:
+    """What a node's `config.tools` resolved to: bound ids, per-entry bindings, wildcard exclusions."""
+
+    tools: list[str] = field(default_factory=list)
+    bindings: list[dict[str, Any]] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+
+
+# -- tool entries ------------------------------------------------------------------------------------
+
+
+def resolve_tool_entries(
+    registry: ToolRegistry | None,
+    entries: Any,
+    *,
+    node_id: str | None = None,
+    field: str = "config.tools",
+    exclude: Iterable[Any] = (),
+) -> ToolResolution:
+    """Resolve a node's tool entries (any of EchoAI's five shapes) to tool ids and bindings.
+
+    Args:
+        registry: the catalogue names are looked up in (None: nothing is known).
+        entries: `node.config.tools`: strings, registered-tool dicts, built-ins, template tools, `"*"`.
+        node_id: named in diagnostics.
+        field: the path of `entries`, named in diagnostics.
+        exclude: tool references left out of a `"*"` wildcard.
+
+    Returns:
+        The resolution; unknown tools are error diagnostics, never placeholder ids.
+    """
+    res = ToolResolution()
+    if entries is None:
+        return res
+    if isinstance(entries, (str, Mapping)):
+        entries = [entries]
+    if not isinstance(entries, list):
+        res.diagnostics.error(node_id, field, f"{field} must be a list of tools, got {entries!r:.80}")
+        return res
+    wildcard = False
+    disabled: list[str] = []
+    for index, entry in enumerate(entries):
+        where = f"{field}[{index}]"
+        if entry == "*" or (isinstance(entry, Mapping) and entry.get("tool_id") == "*"):
+            wildcard = True
+            continue
+        binding = _resolve_entry(registry, entry, node_id, where, res.diagnostics)
+        if binding is None:
+            continue
+        tool_id = binding["tool_id"]
+        if any(b["tool_id"] == tool_id for b in res.bindings):
+            res.diagnostics.warning(node_id, where, f"tool {tool_id!r} is listed twice; it is bound once")
+            continue
+        res.bindings.append(binding)
+        if binding["enabled"] and not binding.pop("_inactive", False):
+            res.tools.append(tool_id)
+        else:
+            binding.pop("_inactive", None)
+            disabled.append(tool_id)
+    if wildcard:
+        res.tools = ["*"]
+        for index, ref in enumerate(exclude):
+            tool = registry.resolve(ref) if registry is not None and isinstance(ref, str) else None
+            if tool is None:
+                res.diagnostics.warning(
+                    node_id, f"config.tools_exclude[{index}]", f"excluded tool {ref!r} is not in the registry"
+                )
+            elif tool.tool_id not in res.exclude:
+                res.exclude.append(tool.tool_id)
+        res.exclude.extend(t for t in disabled if t not in res.exclude and not t.startswith("builtin_"))
+    return res
+
+
+def _resolve_entry(
+    registry: ToolRegistry | None, entry: Any, node_id: str | None, where: str, diags: Diagnostics
+) -> dict[str, Any] | None:
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, Mapping):
+        diags.error(node_id, where, f"a tool entry must be a tool name or an object, got {entry!r:.80}")
+        return None
+    enabled = entry.get("enabled", True) is not False
+    kind = str(entry.get("type") or "").strip().lower()
+    tool_ref, name = entry.get("tool_id") or entry.get("toolId"), entry.get("name")
+    raw_config = as_dict(entry.get("config"))
+    config = {k: copy.deepcopy(v) for k, v in raw_config.items() if k != "fixed"}
+
+    tool = _lookup(registry, tool_ref, name, entry.get("id"))
+    if tool is not None and isinstance(tool_ref, str) and tool_ref and tool.tool_id != tool_ref:
+        diags.warning(
+            node_id,
+            f"{where}.tool_id",
+            f"tool_id {tool_ref!r} is unknown; bound {tool.tool_id!r} by its name",
+        )
+    if tool is None and kind == "mcp_server":
+        tool = _match_mcp_tool(registry, config.get("serverId"), config.get("operationName"))
+    label = tool_ref or name or entry.get("id")
+    if tool is None and kind in BUILTIN_TOOL_TYPES:
+        _check_builtin(kind, config, node_id, where, diags)
+        return _binding(f"builtin_{kind}", name or kind, kind, enabled, _fixed_of(entry), config, entry)
+    if tool is None:
+        level = diags.error if enabled else diags.warning
+        level(
+            node_id,
+            where,
+            f"Node {node_id!r}: tool {label!r} is not in the tool registry"
+            + ("" if enabled else " (it is disabled on the node, so nothing is bound)"),
+        )
+        return None
+
+    fixed = _fixed_of(entry)
+    if kind not in BUILTIN_TOOL_TYPES and kind != TEMPLATE_TOOL_TYPE:
+        if _looks_like_schema(config):
+            config = {}  # the IDE copies the tool's input_schema into config: not a setting
+        else:
+            props = tool.input_schema.get("properties") or {}
+            for key in [k for k in config if k in props]:
+                fixed[key] = config.pop(key)  # a parameter value set on the node
+    _check_fixed(tool, fixed, node_id, f"{where}.fixed", diags)
+    shown_type = kind if kind in BUILTIN_TOOL_TYPES or kind == TEMPLATE_TOOL_TYPE else tool.tool_type.value
+    binding = _binding(tool.tool_id, tool.name, shown_type, enabled, fixed, config, entry)
+    description = entry.get("description")
+    if isinstance(description, str) and description.strip() and description != tool.description:
+        binding["description"] = description
+    if tool.status == ToolStatus.DISABLED:
+        diags.warning(node_id, where, f"tool {tool.tool_id!r} is disabled in the registry; it is not bound")
+        binding["_inactive"] = True
+    elif tool.status == ToolStatus.DEPRECATED:
+        diags.warning(node_id, where, f"tool {tool.tool_id!r} is deprecated")
+    return binding
+
+
+def _lookup(registry: ToolRegistry | None, *refs: Any) -> ToolDef | None:
+    if registry is None:
+        return None
+    for ref in refs:
+        if isinstance(ref, str) and ref.strip():
+            tool = registry.resolve(ref.strip())
+            if tool is not None:
+                return tool
+    return None
+
+
+def _match_mcp_tool(registry: ToolRegistry | None, server: Any, operation: Any) -> ToolDef | None:
+    if registry is None or not server or not operation:
+        return None
+    for tool in registry.list_by_type("mcp"):
+        cfg = tool.execution_config
+        if cfg.get("server") == server and cfg.get("tool") == operation:
+            return tool
+    return None
+
+
+def _check_builtin(
+    kind: str, config: dict[str, Any], node_id: str | None, where: str, diags: Diagnostics
+) -> None:
+    if kind == "mcp_server" and not (config.get("serverId") and config.get("operationName")):
+        diags.error(
+            node_id,
+            f"{where}.config",
+            f"an MCP Server tool needs config.serverId and config.operationName, got {config!r:.120}",
+        )
+    elif kind == "subworkflow" and not config.get("workflowId"):
+        diags.warning(node_id, f"{where}.config.workflowId", "the Subworkflow tool names no workflowId")
+    elif kind == "subworkflow_deployment" and not config.get("deploymentId"):
+        diags.warning(node_id, f"{where}.config.deploymentId", "the deployment tool names no deploymentId")
+    elif kind == "code" and str(config.get("language") or "python").lower() != "python":
+        diags.warning(
+            node_id, f"{where}.config.language", f"only python code runs; got {config.get('language')!r}"
+        )
+
+
+def _binding(
+    tool_id: str,
+    name: str,
+    kind: str,
+    enabled: bool,
+    fixed: dict[str, Any],
+    config: dict[str, Any],
+    entry: Mapping[str, Any],
+) -> dict[str, Any]:
+    binding: dict[str, Any] = {
+        "tool_id": tool_id,
+        "name": name,
+        "type": kind,
+        "enabled": enabled,
+        "fixed": fixed,
+        "config": config,
+    }
+    if entry.get("id") is not None:
+        binding["entry_id"] = entry["id"]
+    return binding
+
+
+def _fixed_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    fixed: dict[str, Any] = {}
+    config = entry.get("config")
+    for source in (entry.get("fixed"), config.get("fixed") if isinstance(config, Mapping) else None):
+        if isinstance(source, Mapping):
+            fixed.update({k: copy.deepcopy(v) for k, v in source.items() if v is not None})
+    return fixed
+
+
+def _looks_like_schema(config: Mapping[str, Any]) -> bool:
+    return bool(config) and (config.get("type") == "object" or bool(_SCHEMA_KEYS & set(config) - {"type"}))
+
+
+def _check_fixed(
+    tool: ToolDef, fixed: dict[str, Any], node_id: str | None, where: str, diags: Diagnostics
+) -> None:
+    if not fixed:
+        return
+    import jsonschema  # only when a node fixes parameters
+
+    props = tool.input_schema.get("properties") or {}
+    closed = tool.input_schema.get("additionalProperties") is False
+    for key, value in fixed.items():
+        prop = props.get(key)
+        if prop is None:
+            message = f"tool {tool.tool_id!r} has no parameter {key!r}"
+            if closed:
+                diags.error(node_id, f"{where}.{key}", message)
+            else:
+                diags.warning(node_id, f"{where}.{key}", message)
+            continue
+        if not isinstance(prop, Mapping):
+            continue
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(dict(prop)).iter_errors(value)
+        )
+        if error is not None:
+            diags.error(
+                node_id,
+                f"{where}.{key}",
+                f"fixed value {value!r:.80} for {tool.tool_id!r} parameter {key!r} is invalid: {error.message}",
+            )
+
+
+# -- per-node-type configuration -----------------------------------------------------------------------
+
+# node type -> (metadata key, canvas config keys kept verbatim)
+_PLAIN_BLOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Loop": ("loop_config", ("loopType", "arrayVariable", "itemVariable", "maxIterations")),
+    "Map": ("map_config", ("operation", "maxConcurrency")),
+    "Template": ("template_config", ("template", "engine")),
+    "Failsafe": ("failsafe_config", ("retryAttempts", "timeout")),
+    "Merge": ("merge_config", ("mergeStrategy", "strategy", "waitForAll")),
+    "Subagent": ("subagent_config", ("targetAgentId", "task")),
+    "Start": ("start_config", ("triggerType",)),
+}
+# keys every node type reads into the agent's top-level fields
+COMMON_KEYS = frozenset(
+    {"prompt", "model", "tools", "tools_exclude", "toolsExclude", "maxIterations", "temperature", "maxTokens"}
+    | {"topP", "role", "goal", "description", "inputVariables", "outputVariables", "timeoutSeconds"}
+)
+_TYPE_KEYS = {
+    "Conditional": {"branches"},
+    "HITL": {"title", "reviewTitle", "message", "priority", "allowEdit", "allowDefer", "allowedDecisions"}
+    | {"notificationChannels"},
+    "API": {"method", "url", "headers", "auth", "authentication", "body", "query", "timeout"},
+    "MCP": {"serverId", "serverName", "operation", "operationName", "toolName", "customUrl", "arguments"},
+    "Code": {"language", "code", "packages"},
+    "Self-Review": {"checkCompleteness", "checkAccuracy", "checkTone", "confidenceThreshold", "minConfidence"}
+    | {"reviewPrompt"},
+}
+
+
+def consumed_keys(node_type: str) -> frozenset[str]:
+    """The config keys the mapper turns into agent fields for `node_type`; the rest go to `canvas_extra`."""
+    plain = _PLAIN_BLOCKS.get(node_type, ("", ()))[1]
+    return COMMON_KEYS | _TYPE_KEYS.get(node_type, set()) | set(plain)
+
+
+def type_metadata(
+    node_type: str,
+    config: Mapping[str, Any],
+    node_id: str,
+    diags: Diagnostics,
+    registry: ToolRegistry | None,
+) -> dict[str, Any]:
+    """The `metadata.<type>_config` blocks EchoAI keeps for a node, read from the real canvas keys."""
+    if node_type in _PLAIN_BLOCKS:
+        key, names = _PLAIN_BLOCKS[node_type]
+        block = {k: copy.deepcopy(config[k]) for k in names if k in config}
+        return {key: block} if block or node_type != "Start" else {}
+    if node_type == "HITL":
+        return {"hitl_config": _hitl(config)}
+    if node_type == "API":
+        return {"api_config": _api(config, node_id, diags)}
+    if node_type == "MCP":
+        return {"mcp_config": _mcp(config, node_id, diags, registry)}
+    if node_type == "Code":
+        code = {"language": config.get("language") or "python", "code": config.get("code") or ""}
+        code["packages"] = list(config.get("packages") or [])
+        if not str(code["code"]).strip():
+            diags.warning(node_id, "config.code", "the Code node has no code")
+        if str(code["language"]).lower() != "python":
+            diags.warning(node_id, "config.language", f"only python code runs; got {code['language']!r}")
+        return {"code_config": code}
+    if node_type == "Self-Review":
+        review = {
+            "checkCompleteness": config.get("checkCompleteness", True),
+            "checkAccuracy": config.get("checkAccuracy", True),
+            "confidenceThreshold": config.get("confidenceThreshold", config.get("minConfidence", 0.8)),
+        }
+        for extra in ("checkTone", "reviewPrompt"):
+            if extra in config:
+                review[extra] = config[extra]
+        return {"review_config": review}
+    return {}
+
+
+def _hitl(config: Mapping[str, Any]) -> dict[str, Any]:
+    hitl = {
+        "title": config.get("title") or config.get("reviewTitle") or "",
+        "message": config.get("message") or "",
+        "priority": config.get("priority") or "medium",
+        "allowEdit": config.get("allowEdit", True),
+        "allowDefer": config.get("allowDefer", False),
+    }
+    for extra in ("allowedDecisions", "notificationChannels"):
+        if extra in config:
+            hitl[extra] = copy.deepcopy(config[extra])
+    return hitl
+
+
+def _api(config: Mapping[str, Any], node_id: str, diags: Diagnostics) -> dict[str, Any]:
+    method = str(config.get("method") or "GET").upper()
+    url = config.get("url")
+    auth = config.get("auth")
+    if not isinstance(auth, Mapping):
+        auth = {"type": config["authentication"]} if config.get("authentication") else {}
+    api: dict[str, Any] = {
+        "method": method,
+        "url": url,
+        "headers": copy.deepcopy(config.get("headers") or {}),
+    }
+    api["auth"] = copy.deepcopy(dict(auth))
+    for extra in ("body", "query", "timeout"):
+        if config.get(extra) is not None:
+            api[extra] = copy.deepcopy(config[extra])
+    if method not in HTTP_METHODS:
+        diags.error(
+            node_id, "config.method", f"API method {method!r} is not one of {', '.join(HTTP_METHODS)}"
+        )
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        diags.error(node_id, "config.url", f"the API node needs an http(s) url, got {url!r}")
+    if not isinstance(api["headers"], Mapping):
+        diags.error(
+            node_id, "config.headers", f"headers must map names to values, got {api['headers']!r:.80}"
+        )
+    return api
+
+
+def _mcp(
+    config: Mapping[str, Any], node_id: str, diags: Diagnostics, registry: ToolRegistry | None
+) -> dict[str, Any]:
+    # EchoAI read serverName/toolName, which the canvas never writes; the IDE's keys are serverId/operation.
+    server = config.get("serverId") or config.get("serverName") or ""
+    operation = config.get("operation") or config.get("operationName") or config.get("toolName") or ""
+    mcp: dict[str, Any] = {
+        "serverId": server,
+        "operation": operation,
+        "serverName": server,
+        "toolName": operation,
+    }
+    if config.get("customUrl"):
+        mcp["customUrl"] = config["customUrl"]
+    if isinstance(config.get("arguments"), Mapping):
+        mcp["arguments"] = copy.deepcopy(dict(config["arguments"]))
+    if not server or not operation:
+        diags.error(
+            node_id,
+            "config.serverId",
+            f"the MCP node needs serverId and operation, got {server!r}, {operation!r}",
+        )
+        return mcp
+    tool = _match_mcp_tool(registry, server, operation)
+    if tool is not None:
+        mcp["tool_id"] = tool.tool_id
+    else:
+        diags.warning(
+            node_id,
+            "config.operation",
+            f"no registered MCP tool serves operation {operation!r} of server {server!r}",
+        )
+    return mcp
+
+
+# -- graph-level checks ----------------------------------------------------------------------------------
+
+
+def infer_execution_model(node_types: Mapping[str, str], edges: Iterable[tuple[str, str]]) -> str:
+    """EchoAI's `_infer_execution_model` (node_mapper L416-451), on canvas node ids.
+
+    Any Subagent: hierarchical. Any Map: parallel, or hybrid with a Conditional. Otherwise a node with more
+    than one outgoing edge gives hybrid when a Conditional or Loop exists, else parallel; else sequential.
+    """
+    types = set(node_types.values())
+    if "Subagent" in types:
+        return "hierarchical"
+    if "Map" in types:
+        return "hybrid" if "Conditional" in types else "parallel"
+    out_degree: dict[str, int] = {}
+    for src, _ in edges:
+        out_degree[src] = out_degree.get(src, 0) + 1
+    fan_out = any(n > 1 for n in out_degree.values())
+    if fan_out and types & BRANCHING_TYPES:
+        return "hybrid"
+    return "parallel" if fan_out else "sequential"
+
+
+def cycles(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """The strongly connected components that hold a cycle (Tarjan, iterative), in node order."""
+    order = list(nodes)
+    succ: dict[str, list[str]] = {n: [] for n in order}
+    self_loops = set()
+    for src, dst in edges:
+        succ.setdefault(src, []).append(dst)
+        if src == dst:
+            self_loops.add(src)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in order:
+        if root in index:
+            continue
+        work = [(root, iter(succ.get(root, ())))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(succ.get(child, ()))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in self_loops:
+                    rank = {n: i for i, n in enumerate(order)}
+                    found.append(sorted(component, key=lambda n: rank.get(n, len(rank))))
+    return found
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` as a dict when it is a mapping, else an empty dict (canvas JSON is often loosely shaped)."""
+    return dict(value) if isinstance(value, Mapping) else {}
