@@ -58,22 +58,17 @@ class EgressPolicy:
         """Raise `EgressDeniedError` when `url`'s scheme or literal host is refused (no DNS lookup)."""
         host = self._host_of(url)
         self._check_host_name(host, url)
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            return
-        self.check_address(address, url)
+        address = literal_address(host)
+        if address is not None:
+            self.check_address(address, url)
 
     def check_resolved(self, url: str) -> None:
         """`check_url`, then resolve the host name and check every address it resolves to."""
         self.check_url(url)
         host = self._host_of(url)
-        try:
-            ipaddress.ip_address(host)
+        if literal_address(host) is not None:
             return
-        except ValueError:
-            pass
-        if host.lower() in (h.lower() for h in self.allowed_hosts):
+        if host.lower().rstrip(".") in (h.lower() for h in self.allowed_hosts):
             return
         try:
             infos = socket.getaddrinfo(host, None)
@@ -84,17 +79,18 @@ class EgressPolicy:
 
     def check_address(self, address: IPAddress, url: str = "") -> None:
         """Raise `EgressDeniedError` when `address` is in a refused range."""
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
+        address = _embedded_ipv4(address)
         if any(address in net for net in self._denied_nets):
             raise EgressDeniedError(f"Egress to {address} ({url}) is denied by denied_hosts")
         if any(address in net for net in self._allowed_nets):
             return
         reason = self._refusal(address)
         if reason:
+            flag = _FLAGS.get(reason)
+            hint = f"; EgressPolicy({flag}=True) allows them" if flag else ""
             raise EgressDeniedError(
                 f"Egress to {address} ({url}) is denied: {reason} addresses are not allowed by the egress "
-                "policy; configure EgressPolicy to allow them"
+                f"policy{hint}"
             )
 
     def _refusal(self, address: IPAddress) -> str | None:
@@ -137,6 +133,41 @@ class EgressPolicy:
                 )
         if lowered in ("metadata.google.internal", "metadata") and not self.allow_link_local:
             raise EgressDeniedError(f"Egress to {host!r} ({url}) is denied: cloud metadata host")
+
+
+_FLAGS = {"loopback": "allow_loopback", "private": "allow_private", "link-local": "allow_link_local"}
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(address: IPAddress) -> IPAddress:
+    # IPv6 forms that carry an IPv4 address (mapped, 6to4, NAT64) are judged by that IPv4 address
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address.sixtofour is not None:
+            return address.sixtofour
+        if address in _NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The IP address a URL host names literally, or None for a host name.
+
+    Besides dotted quads and IPv6 this catches the forms C resolvers accept (`2130706433`, `0x7f.1`,
+    `0177.0.0.1`), which `ipaddress` alone would wrongly treat as host names.
+    """
+    host = host.rstrip(".")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if host and all(c in "0123456789abcdefxABCDEFX." for c in host) and host[0].isdigit():
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
 
 
 def _networks(entries: Iterable[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:

@@ -21,7 +21,7 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolResult
@@ -37,6 +37,10 @@ class ToolError(Exception):
         self.message = message
         self.tool_id = tool_id
         self.field = field
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keep tool_id and field when an error crosses a process boundary (multiprocessing, pickle)
+        return (_rebuild_error, (type(self), self.message, self.tool_id, self.field))
 
 
 class ToolNotFoundError(ToolError):
@@ -118,6 +122,10 @@ _BY_ERROR_TYPE: dict[str, type[ToolError]] = {
     "timeout": ToolTimeoutError,
     "output_validation": ToolOutputValidationError,
 }
+
+
+def _rebuild_error(cls: type[ToolError], message: str, tool_id: str | None, field: str | None) -> ToolError:
+    return cls(message, tool_id=tool_id, field=field)
 
 
 def error_for_result(result: ToolResult) -> ToolError:

@@ -6,6 +6,7 @@ the call that emitted the event. Secrets in inputs and outputs are redacted befo
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -23,8 +24,25 @@ EVENT_TYPES = ("tool.registered", "tool.invoked", "tool.completed", "tool.failed
 
 EventSink = Callable[["ToolEvent"], Any]
 
-_SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|authorization|credential|cookie)", re.I)
 REDACTED = "***"
+
+# A key is secret when one of its words is a secret word (`access_token`, `X-Api-Key`, `clientSecret`);
+# plain substrings would also hide harmless keys such as `max_tokens` or `keyboard`.
+_SECRET_WORDS = frozenset(
+    {"token", "secret", "password", "passwd", "pwd", "passphrase", "authorization", "auth", "bearer",
+     "credential", "credentials", "cookie", "apikey", "privatekey", "accesskey", "secretkey", "signature"}
+)  # fmt: skip
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key")})
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a mapping key names a secret (`api_key`, `Authorization`, `refreshToken`)."""
+    words = [w for w in _NON_WORD.split(_CAMEL.sub(r"\1_\2", key).lower()) if w]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
 
 def utc_now() -> str:
@@ -38,10 +56,10 @@ def redact(value: Any, _depth: int = 0) -> Any:
         return value
     if isinstance(value, dict):
         return {
-            k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) else redact(v, _depth + 1))
+            k: (REDACTED if isinstance(k, str) and is_secret_key(k) else redact(v, _depth + 1))
             for k, v in value.items()
         }
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [redact(v, _depth + 1) for v in value]
     return value
 
@@ -75,6 +93,7 @@ class ToolEvent:
         return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
 
     def to_json(self) -> str:
+        """The event as one line of JSON (values JSON cannot hold are written with `str`)."""
         return json.dumps(self.to_dict(), default=str, ensure_ascii=False)
 
 
@@ -88,9 +107,11 @@ class MemoryEventLog:
         self.events.append(event)
 
     def of_type(self, event_type: str) -> list[ToolEvent]:
+        """The events of one type (`tool.completed` ...), in order."""
         return [e for e in self.events if e.type == event_type]
 
     def clear(self) -> None:
+        """Forget every event."""
         self.events.clear()
 
 
@@ -126,14 +147,23 @@ class EventBus:
         self.sinks: list[EventSink] = list(sinks)
 
     def add(self, sink: EventSink) -> None:
+        """Deliver future events to `sink` too."""
         self.sinks.append(sink)
 
     def remove(self, sink: EventSink) -> None:
+        """Stop delivering to `sink` (no error when it was not added)."""
         if sink in self.sinks:
             self.sinks.remove(sink)
 
     def emit(self, event: ToolEvent) -> None:
-        for sink in self.sinks:
+        """Redact the event's input, output and metadata, then hand it to every sink in order."""
+        sinks = tuple(self.sinks)  # a sink added or removed meanwhile does not disturb this delivery
+        if not sinks:
+            return
+        event.input = redact(event.input)
+        event.output = redact(event.output)
+        event.metadata = redact(event.metadata)
+        for sink in sinks:
             try:
                 sink(event)
             except Exception:  # boundary: a broken sink must never break a tool call

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 TOOL_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class ToolType(StrEnum):
@@ -66,6 +67,15 @@ def slugify(text: str) -> str:
     """`"Web Search"` -> `"web_search"`: ASCII, lower case, runs of other characters become `_`."""
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     return re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
+
+
+def name_keys(name: str) -> frozenset[str]:
+    """The keys a display name is looked up by: case-folded, slugged and the 64-character LLM form.
+
+    Two tools whose keys overlap cannot both be registered ("Web Search" and "web-search" clash).
+    """
+    slug = slugify(name)
+    return frozenset(k for k in (name.casefold(), slug, slug[:64]) if k)
 
 
 def check_tool_id(tool_id: str) -> str:
@@ -121,6 +131,9 @@ class ToolDef(BaseModel):
             raise ValueError("name must not be empty")
         if len(value) > 200:
             raise ValueError(f"name must be at most 200 characters, got {len(value)}")
+        if _CONTROL_CHARS.search(value):
+            # a name is shown to people and language models; a newline in it could forge prompt text
+            raise ValueError(f"name {value!r} must not contain control characters")
         return value
 
     @field_validator("tool_type", mode="before")
@@ -168,6 +181,14 @@ class ToolDef(BaseModel):
     def llm_name(self) -> str:
         """The name a language model sees: `^[a-z0-9_-]{1,64}$`, derived from the display name."""
         return (self.slug or self.tool_id.replace(".", "_"))[:64]
+
+    def lookup_keys(self) -> frozenset[str]:
+        """Every key besides the id that `ToolRegistry.resolve` finds this tool by (see `name_keys`)."""
+        slug = slugify(self.name)
+        keys = {self.name.casefold(), (slug or self.tool_id.replace(".", "_"))[:64]}
+        if slug:
+            keys.add(slug)
+        return frozenset(keys)
 
     def to_storage_dict(self) -> dict[str, Any]:
         """The JSON-ready dict that storage writes (EchoAI's field names, enums as values)."""

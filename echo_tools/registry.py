@@ -17,18 +17,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from echo_tools.backends import check_execution_config
+from echo_tools.backends.base import _DOTTED
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
+    ToolConfigError,
     ToolError,
     ToolNameConflictError,
     ToolNotFoundError,
     ToolRegistrationError,
+    ToolStorageError,
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent
 from echo_tools.models import ToolDef, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_schema, compiled, normalize_args
-from echo_tools.storage import Problem, ToolStorage, describe_validation_error
+from echo_tools.storage import Problem, ToolStorage, describe_validation_error, gc_paused
 
 logger = logging.getLogger("echo_tools.registry")
 
@@ -37,8 +40,51 @@ DEFAULT_ALLOWED_MODULES = ("AgentTools",)
 _MAX_MANIFEST_BYTES = 1024 * 1024
 
 
+def _module_list(allowed_modules: Sequence[str] | str) -> tuple[str, ...]:
+    # a bare string is one package, not a sequence of one-letter packages
+    modules = (allowed_modules,) if isinstance(allowed_modules, str) else tuple(allowed_modules)
+    for module in modules:
+        if not isinstance(module, str) or not _DOTTED.fullmatch(module):
+            raise ToolConfigError(
+                f"allowed_modules entry {module!r} is not a dotted module name", field="allowed_modules"
+            )
+    return modules
+
+
+def _clash_in(
+    tool: ToolDef, keys: frozenset[str], tools: Mapping[str, ToolDef], owners: Mapping[str, str]
+) -> str | None:
+    """Why `tool` cannot join a catalogue (`tools` by id, `owners` by lookup key), or None.
+
+    A name may not share a lookup key with another tool's name, nor equal another tool's id, and an id may
+    not equal another tool's name: otherwise `resolve()` would have to pick one ("first match wins").
+    """
+    for key in sorted(keys):
+        owner = owners.get(key)
+        if owner is None and key in tools and key != tool.tool_id:
+            owner = key
+        if owner is not None and owner != tool.tool_id:
+            other = tools[owner]
+            return (
+                f"Tool name {tool.name!r} (tool_id {tool.tool_id!r}) clashes with tool {other.name!r} "
+                f"(tool_id {owner!r}): names must be unique ignoring case and punctuation"
+            )
+    owner = owners.get(tool.tool_id)
+    if owner is not None and owner != tool.tool_id:
+        return (
+            f"tool_id {tool.tool_id!r} is already the name of tool {tools[owner].name!r} "
+            f"(tool_id {owner!r}); choose another tool_id"
+        )
+    return None
+
+
 class ToolRegistry:
     """The catalogue: register, look up, resolve, list, discover.
+
+    Lookups read plain dicts without locking; writers (register, delete, reload, discovery) are serialised
+    by one lock and update the dicts so that a reader never sees a tool missing halfway through an update.
+    Writes by other processes are picked up by `reload()`, and automatically when a lookup misses or
+    `list_all()` runs after the storage folder changed.
 
     Args:
         storage_dir: folder of stored tools (EchoAI layout). None keeps the catalogue in memory only.
@@ -62,12 +108,13 @@ class ToolRegistry:
     ) -> None:
         self.storage = storage or (ToolStorage(storage_dir) if storage_dir is not None else None)
         self.discovery_dirs = [Path(d) for d in discovery_dirs]
-        self._allowed_modules: tuple[str, ...] = tuple(allowed_modules)
+        self._allowed_modules = _module_list(allowed_modules)
         self.egress = egress or EgressPolicy()
         self.events = EventBus(event_sinks)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # serialises writers; readers never take it
         self._tools: dict[str, ToolDef] = {}
         self._keys: dict[str, str] = {}  # lookup key (casefolded name, slug, llm name) -> tool_id
+        self._aliases: dict[str, frozenset[str]] = {}  # tool_id -> its lookup keys
         self._problems: list[Problem] = []
         self._discovery_problems: list[Problem] = []
         self.mcp_servers: dict[str, dict[str, Any]] = {}
@@ -82,24 +129,47 @@ class ToolRegistry:
     # -- loading -------------------------------------------------------------------------------------
 
     def reload(self) -> None:
-        """Re-read the storage folder (picks up other processes' writes)."""
+        """Re-read the storage folder (picks up other processes' writes) and repair a stale index.
+
+        Files that cannot be used (unreadable, invalid, refused by the module allow-list, or clashing by
+        name with a tool of a smaller id) are skipped and listed by `problems()`.
+        """
         if self.storage is None:
             return
-        tools, problems = self.storage.load_all()
-        with self._lock:
-            self._tools.clear()
-            self._keys.clear()
-            self._problems = list(problems)
+        with self._lock, gc_paused():
+            tools, problems = self.storage.load_all()
+            if not self.storage.index_matches(t.tool_id for t in tools):
+                self._repair_index()
+            by_id: dict[str, ToolDef] = {}
+            keys: dict[str, str] = {}
+            aliases: dict[str, frozenset[str]] = {}
             for tool in tools:
-                refusal = self._load_time_refusal(tool)
+                tool_keys = tool.lookup_keys()
+                refusal = self._load_time_refusal(tool) or _clash_in(tool, tool_keys, by_id, keys)
                 if refusal:
-                    self._problems.append(Problem(str(self.storage.path_for(tool.tool_id)), refusal))
+                    problems.append(Problem(str(self.storage.path_for(tool.tool_id)), refusal))
                     continue
-                clash = self._clash(tool)
-                if clash:
-                    self._problems.append(Problem(str(self.storage.path_for(tool.tool_id)), clash))
-                    continue
-                self._index(tool)
+                by_id[tool.tool_id] = tool
+                aliases[tool.tool_id] = tool_keys
+                for key in tool_keys:
+                    keys[key] = tool.tool_id
+            # swap whole dicts: a concurrent reader sees the old catalogue or the new one, never half of each
+            self._tools, self._keys, self._aliases = by_id, keys, aliases
+            self._problems = problems
+
+    def _repair_index(self) -> None:
+        assert self.storage is not None
+        try:
+            self.storage.repair_index()
+        except ToolStorageError as exc:
+            # a read-only folder can still be read; the index is only a summary for EchoAI
+            logger.warning("tool index left as it is: %s", exc)
+
+    def _refresh_if_changed(self) -> bool:
+        if self.storage is not None and self.storage.changed_elsewhere():
+            self.reload()
+            return True
+        return False
 
     def _load_time_refusal(self, tool: ToolDef) -> str | None:
         # A stored file may have been edited by hand: apply the same module allow-list as registration.
@@ -111,57 +181,69 @@ class ToolRegistry:
 
     def problems(self) -> list[Problem]:
         """Files that could not be loaded or discovered, with the reason (latest load and discovery)."""
-        with self._lock:
-            return [*self._problems, *self._discovery_problems]
+        return [*self._problems, *self._discovery_problems]
 
     # -- registration --------------------------------------------------------------------------------
 
     def register(self, tool: ToolDef | Mapping[str, Any]) -> dict[str, str]:
         """Check and store a tool; returns `{"tool_id", "status": "registered" | "updated"}`.
 
+        Re-registering an identical definition writes nothing and emits no event (status `updated`).
+
         Raises:
             ToolRegistrationError: the definition is invalid or unsafe (the field is named).
-            ToolNameConflictError: another tool has the same name case-insensitively.
+            ToolNameConflictError: another tool has the same name case-insensitively or after slugging,
+                here or in the storage folder (another process).
             ToolStorageError: the storage folder cannot be written; nothing in memory changes.
         """
         tool = self._coerce(tool)
-        self._check(tool)
+        self._check(tool)  # the JSON Schema meta-check is the slow part: done before taking the lock
         with self._lock:
             clash = self._clash(tool)
             if clash:
                 raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
-            existed = tool.tool_id in self._tools
+            current = self._tools.get(tool.tool_id)
+            existed = current is not None
             if self.storage is not None:
-                self.storage.save(tool)
-            self._unindex(tool.tool_id)
-            self._index(tool)
+                existed = existed or self.storage.path_for(tool.tool_id).exists()
+                changed = self.storage.save(tool)
+            else:
+                changed = True
+            if current is not None and current.to_storage_dict() == tool.to_storage_dict():
+                changed = False  # keep the object we hand out, and its compiled validators
+            else:
+                self._put(tool)
         status = "updated" if existed else "registered"
-        self.events.emit(
-            ToolEvent(
-                type="tool.registered",
-                tool_id=tool.tool_id,
-                tool_name=tool.name,
-                tool_type=tool.tool_type.value,
-                metadata={"status": status, "version": tool.version},
+        if changed:
+            self.events.emit(
+                ToolEvent(
+                    type="tool.registered",
+                    tool_id=tool.tool_id,
+                    tool_name=tool.name,
+                    tool_type=tool.tool_type.value,
+                    metadata={"status": status, "version": tool.version},
+                )
             )
-        )
         return {"tool_id": tool.tool_id, "status": status}
 
     def _coerce(self, tool: ToolDef | Mapping[str, Any]) -> ToolDef:
         if isinstance(tool, ToolDef):
-            return tool.model_copy(deep=True)
-        if not isinstance(tool, Mapping):
+            # re-validated from its dump: a ToolDef is mutable, and `tool.tool_id = "../x"` skips validation
+            data: dict[str, Any] = tool.to_storage_dict()
+        elif isinstance(tool, Mapping):
+            data = dict(tool)
+            data.pop("_saved_at", None)
+        else:
             raise ToolRegistrationError(f"A tool definition must be a ToolDef or an object, got {tool!r:.80}")
-        data = dict(tool)
-        data.pop("_saved_at", None)
         try:
             return ToolDef.model_validate(data)
         except ValidationError as exc:
             errors = exc.errors()
-            field = ".".join(str(p) for p in errors[0]["loc"]) if errors else None
+            field = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else None
+            raw_id = data.get("tool_id")
             raise ToolRegistrationError(
-                f"Invalid tool definition: {describe_validation_error(exc)}",
-                tool_id=data.get("tool_id") if isinstance(data.get("tool_id"), str) else None,
+                f"Invalid tool definition {data.get('name')!r:.80}: {describe_validation_error(exc)}",
+                tool_id=raw_id if isinstance(raw_id, str) else None,
                 field=field,
             ) from exc
 
@@ -171,87 +253,101 @@ class ToolRegistry:
         check_execution_config(tool, self._allowed_modules, self.egress)
 
     def _clash(self, tool: ToolDef) -> str | None:
-        for key in self._keys_of(tool):
-            owner = self._keys.get(key)
-            if owner is not None and owner != tool.tool_id:
-                other = self._tools[owner]
-                return (
-                    f"Tool name {tool.name!r} (tool_id {tool.tool_id!r}) clashes with tool {other.name!r} "
-                    f"(tool_id {owner!r}): names must be unique ignoring case and punctuation"
-                )
-        if tool.tool_id in self._keys and self._keys[tool.tool_id] != tool.tool_id:
-            return f"tool_id {tool.tool_id!r} is already the name of tool {self._keys[tool.tool_id]!r}"
-        return None
+        return _clash_in(tool, tool.lookup_keys(), self._tools, self._keys)
 
-    @staticmethod
-    def _keys_of(tool: ToolDef) -> set[str]:
-        keys = {tool.name.casefold(), tool.llm_name}
-        if tool.slug:
-            keys.add(tool.slug)
-        return keys
+    def _put(self, tool: ToolDef) -> None:
+        # Order matters for lock-free readers: the new object and keys go in before stale keys go out.
+        tool_id = tool.tool_id
+        old_keys = self._aliases.get(tool_id, frozenset())
+        new_keys = tool.lookup_keys()
+        self._tools[tool_id] = tool
+        for key in new_keys:
+            self._keys[key] = tool_id
+        for key in old_keys - new_keys:
+            if self._keys.get(key) == tool_id:
+                del self._keys[key]
+        self._aliases[tool_id] = new_keys
 
-    def _index(self, tool: ToolDef) -> None:
-        self._tools[tool.tool_id] = tool
-        for key in self._keys_of(tool):
-            self._keys[key] = tool.tool_id
-
-    def _unindex(self, tool_id: str) -> None:
-        old = self._tools.pop(tool_id, None)
-        if old is not None:
-            for key in self._keys_of(old):
-                if self._keys.get(key) == tool_id:
-                    del self._keys[key]
+    def _drop(self, tool_id: str) -> None:
+        self._tools.pop(tool_id, None)
+        for key in self._aliases.pop(tool_id, frozenset()):
+            if self._keys.get(key) == tool_id:
+                del self._keys[key]
 
     def delete(self, tool_id: str) -> bool:
         """Remove a tool from the catalogue and storage; False when it was not there."""
         with self._lock:
             known = tool_id in self._tools
             stored = self.storage.delete(tool_id) if self.storage is not None else False
-            self._unindex(tool_id)
+            self._drop(tool_id)
         return known or stored
 
     # -- lookup --------------------------------------------------------------------------------------
 
     def get(self, tool_id: str) -> ToolDef | None:
         """The tool with this id, or None."""
-        return self._tools.get(tool_id)
+        found = self._tools.get(tool_id) if isinstance(tool_id, str) else None
+        if found is None and isinstance(tool_id, str) and self._refresh_if_changed():
+            found = self._tools.get(tool_id)
+        return found
 
     def get_by_name(self, name: str) -> ToolDef | None:
-        """The tool with this display name (case-insensitive), or None."""
-        tool_id = self._keys.get(name.casefold()) if isinstance(name, str) else None
+        """The tool with this display name (case-insensitive, or its slug), or None."""
+        if not isinstance(name, str):
+            return None
+        tool_id = self._keys.get(name.casefold())
+        if tool_id is None and self._refresh_if_changed():
+            tool_id = self._keys.get(name.casefold())
         return self._tools.get(tool_id) if tool_id else None
 
     def resolve(self, ref: str | ToolDef | None) -> ToolDef | None:
         """Whatever a canvas or an LLM calls a tool -> the tool, or None when unknown.
 
-        Accepted: the id, the exact or case-insensitive name, the slug (`"Web Search"` -> `web_search`,
-        also `tool_web_search`), and the LLM-facing name.
+        Tried in order: the id; the name ignoring case (also the id ignoring case); the slug (`"Web Search"`
+        -> `web_search`), also as an id, with the `tool_` prefix added (`tool_web_search`) or removed
+        (EchoAI's round trip renames `tool_web_search` to "Tool Web Search"). Names are unique across
+        all these forms (see `register`), so the order never picks between two tools.
         """
         if isinstance(ref, ToolDef):
-            return self._tools.get(ref.tool_id)
+            return self.get(ref.tool_id)
         if not isinstance(ref, str) or not ref:
             return None
-        found = self._tools.get(ref)
+        found = self._lookup(ref)
+        if found is None and self._refresh_if_changed():
+            found = self._lookup(ref)
+        return found
+
+    def _lookup(self, ref: str) -> ToolDef | None:
+        tools, keys = self._tools, self._keys
+        found = tools.get(ref)
         if found is not None:
             return found
-        tool_id = self._keys.get(ref.casefold())
+        folded = ref.casefold()
+        tool_id = keys.get(folded) or (folded if folded in tools else None)
         if tool_id is None:
             slug = slugify(ref)
-            if slug:
-                tool_id = self._keys.get(slug) or (f"tool_{slug}" if f"tool_{slug}" in self._tools else None)
-                if tool_id is None and slug.startswith("tool_"):
-                    tool_id = self._keys.get(slug[5:])
-        return self._tools.get(tool_id) if tool_id else None
+            if not slug:
+                return None
+            tool_id = keys.get(slug)
+            if tool_id is None:
+                for candidate in (slug, f"tool_{slug}"):
+                    if candidate in tools:
+                        tool_id = candidate
+                        break
+            if tool_id is None and slug.startswith("tool_"):
+                tool_id = keys.get(slug[5:])
+        return tools.get(tool_id) if tool_id else None
 
     def require(self, ref: str | ToolDef) -> ToolDef:
         """`resolve`, raising `ToolNotFoundError` naming the reference when unknown."""
         tool = self.resolve(ref)
         if tool is None:
-            raise ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
+            shown = ref.tool_id if isinstance(ref, ToolDef) else ref
+            raise ToolNotFoundError(f"No tool matches {shown!r}", field="tool")
         return tool
 
     def __contains__(self, ref: object) -> bool:
-        return isinstance(ref, str) and self.resolve(ref) is not None
+        return isinstance(ref, (str, ToolDef)) and self.resolve(ref) is not None
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -259,8 +355,11 @@ class ToolRegistry:
     # -- listing -------------------------------------------------------------------------------------
 
     def list_all(self) -> list[ToolDef]:
-        """Every tool, sorted by id."""
-        return [self._tools[k] for k in sorted(self._tools)]
+        """Every tool, sorted by id (re-reading the storage folder first when another process changed it)."""
+        self._refresh_if_changed()
+        snapshot = list(self._tools.items())
+        snapshot.sort()
+        return [tool for _, tool in snapshot]
 
     def list_by_type(self, tool_type: ToolType | str) -> list[ToolDef]:
         """Tools of one type (`local`, `mcp`, `api`, `crewai`, `langchain`; any case)."""
@@ -322,7 +421,7 @@ class ToolRegistry:
         """Scan `discovery_dirs` (or `dirs`) for `*/tool_manifest.json` and register what changed.
 
         New tools are registered, changed manifests update the stored copy, unchanged ones are left as
-        they are. A bad manifest is reported through `problems()` and does not stop the scan.
+        they are (not rewritten). A bad manifest is reported through `problems()` and does not stop the scan.
 
         Returns:
             Every tool whose manifest was valid, registered or not.
@@ -330,10 +429,12 @@ class ToolRegistry:
         found: list[ToolDef] = []
         problems: list[Problem] = []
         for base in [Path(d) for d in dirs] if dirs is not None else self.discovery_dirs:
-            if not base.is_dir():
-                problems.append(Problem(str(base), "discovery folder does not exist"))
+            try:
+                folders = sorted(p for p in base.iterdir() if p.is_dir())
+            except OSError as exc:
+                problems.append(Problem(str(base), f"discovery folder cannot be read: {exc.strerror or exc}"))
                 continue
-            for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+            for folder in folders:
                 manifest = folder / MANIFEST_NAME
                 if not manifest.is_file():
                     continue
@@ -346,22 +447,28 @@ class ToolRegistry:
                 except ToolError as exc:
                     logger.warning("manifest %s skipped: %s", manifest, exc)
                     problems.append(Problem(str(manifest), str(exc)))
-        with self._lock:
-            self._discovery_problems = problems
+                except OSError as exc:
+                    problems.append(Problem(str(manifest), f"cannot be read: {exc.strerror or exc}"))
+        self._discovery_problems = problems
         return found
 
     def _read_manifest(self, path: Path) -> ToolDef:
-        if path.stat().st_size > _MAX_MANIFEST_BYTES:
-            raise ToolRegistrationError(f"manifest is larger than {_MAX_MANIFEST_BYTES} bytes")
+        size = path.stat().st_size
+        if size > _MAX_MANIFEST_BYTES:
+            raise ToolRegistrationError(
+                f"manifest is {size} bytes, more than the {_MAX_MANIFEST_BYTES} allowed"
+            )
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data = json.loads(path.read_bytes())
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             raise ToolRegistrationError(f"manifest is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
-            raise ToolRegistrationError(f"manifest must be a JSON object, got {type(data).__name__}")
-        tool = self._coerce(data)
-        self._check(tool)
-        return tool
+            raise ToolRegistrationError(
+                f"manifest must be a JSON object, got {type(data).__name__}: {data!r:.60}"
+            )
+        if "name" not in data:
+            raise ToolRegistrationError("manifest has no 'name' field; every tool needs one", field="name")
+        return self._coerce(data)  # checked by register() when it is new or changed
 
     # -- MCP servers (implemented in echo_tools.mcp_config) ------------------------------------------
 

@@ -28,9 +28,10 @@ def check_schema(schema: Any, *, field: str, tool_id: str | None = None) -> None
         field: the ToolDef field it came from, named in the error (`input_schema`, `output_schema`).
         tool_id: named in the error.
     """
+    who = f"Tool {tool_id!r}: " if tool_id else ""
     if not isinstance(schema, dict):
         raise ToolRegistrationError(
-            f"{field} must be a JSON object (a JSON Schema), got {type(schema).__name__}: {schema!r:.80}",
+            f"{who}{field} must be a JSON object (a JSON Schema), got {type(schema).__name__}: {schema!r:.80}",
             tool_id=tool_id,
             field=field,
         )
@@ -42,14 +43,21 @@ def check_schema(schema: Any, *, field: str, tool_id: str | None = None) -> None
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise ToolRegistrationError(
-            f"{field} is not a valid JSON Schema at {where}: {exc.message}", tool_id=tool_id, field=field
+            f"{who}{field} is not a valid JSON Schema at {where}: {exc.message}", tool_id=tool_id, field=field
         ) from exc
     try:
-        jsonschema_rs.validator_for(schema)
+        _compile(schema)
     except (ValueError, jsonschema_rs.ReferencingError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ToolRegistrationError(
-            f"{field} cannot be compiled: {exc}", tool_id=tool_id, field=field
+            f"{who}{field} cannot be compiled: {first_line}", tool_id=tool_id, field=field
         ) from exc
+
+
+def _compile(schema: dict[str, Any]) -> Any:
+    # offline: a `$ref` to http:// or file:// must never make registration (or a call) fetch anything;
+    # references inside the schema and the JSON Schema meta-schemas still resolve.
+    return jsonschema_rs.validator_for(schema, offline=True)
 
 
 def format_path(path: Any) -> str:
@@ -73,13 +81,22 @@ class SchemaValidator:
 
     def __init__(self, schema: dict[str, Any], prefix: str = "input") -> None:
         self.accepts_anything = not schema
-        self._validator = None if self.accepts_anything else jsonschema_rs.validator_for(schema)
+        self._validator = None if self.accepts_anything else _compile(schema)
         self._prefix = prefix
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> SchemaValidator:
+        # compiled validators are immutable and cannot be pickled; a deep copy of a ToolDef shares them
+        return self
+
+    def __copy__(self) -> SchemaValidator:
+        return self
+
     def is_valid(self, value: Any) -> bool:
+        """True when `value` satisfies the schema."""
         return self._validator is None or self._validator.is_valid(value)
 
     def errors(self, value: Any) -> list[str]:
+        """Up to five readable messages (`input.values[2]: "x" is not of type "number"`); empty when valid."""
         if self._validator is None or self._validator.is_valid(value):
             return []
         out = []

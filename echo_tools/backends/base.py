@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PUBLIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
+# Modules no tool may name, whatever `allowed_modules` says: each hands out the process, the interpreter
+# or the file system (EchoAI let `{"module": "os", "class": "abort"}` kill its server).
+ALWAYS_DENIED_MODULES = frozenset(
+    {
+        "builtins", "code", "codeop", "ctypes", "importlib", "marshal", "multiprocessing", "nt", "os",
+        "pickle", "posix", "pty", "runpy", "shutil", "signal", "socket", "subprocess", "sys",
+    }
+)  # fmt: skip
+
 
 @dataclass
 class BackendOutput:
@@ -46,8 +55,12 @@ class ToolBackend(ABC):
 
 
 def module_allowed(module: str, allowed_modules: Sequence[str]) -> bool:
-    """True when `module` is one of `allowed_modules` or inside one of them."""
-    return any(module == root or module.startswith(root + ".") for root in allowed_modules)
+    """True when `module` is one of `allowed_modules` or inside one of them (and not always denied)."""
+    if module.split(".", 1)[0] in ALWAYS_DENIED_MODULES:
+        return False
+    if any(part.startswith("__") for part in module.split(".")):
+        return False  # `pkg.__main__`, `pkg.__init__`: never a tool's home
+    return any(root and (module == root or module.startswith(root + ".")) for root in allowed_modules)
 
 
 def check_python_target(tool: ToolDef, allowed_modules: Sequence[str], *, kinds: Sequence[str]) -> None:
@@ -65,9 +78,15 @@ def check_python_target(tool: ToolDef, allowed_modules: Sequence[str], *, kinds:
             field="execution_config.module",
         )
     if not module_allowed(module, allowed_modules):
+        if any(root and (module == root or module.startswith(root + ".")) for root in allowed_modules):
+            why = "is never allowed (standard-library module with process or interpreter access, or a dunder)"
+        else:
+            why = (
+                f"is outside the allowed modules {list(allowed_modules)!r}; "
+                "only tools under those packages may be registered"
+            )
         raise ToolRegistrationError(
-            f"Tool {tool.tool_id!r}: execution_config.module {module!r} is outside the allowed modules "
-            f"{list(allowed_modules)!r}; only tools under those packages may be registered",
+            f"Tool {tool.tool_id!r}: execution_config.module {module!r} {why}",
             tool_id=tool.tool_id,
             field="execution_config.module",
         )
