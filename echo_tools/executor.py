@@ -12,17 +12,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
-import itertools
 import logging
-import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from echo_tools import retry
+from echo_tools.backends.base import BackendOutput
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     ToolConfigError,
@@ -35,11 +33,11 @@ from echo_tools.errors import (
     ToolTimeoutError,
     ToolValidationError,
 )
-from echo_tools.events import REDACTED, EventBus, EventSink, ToolEvent, redact
-from echo_tools.metrics import MetricsRecorder
+from echo_tools.events import EventBus, EventSink
+from echo_tools.metrics import CallEventBus, MetricsRecorder, make_event
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
 from echo_tools.runtime import run_sync
-from echo_tools.schema import compiled, normalize_args
+from echo_tools.schema import SchemaValidator, compiled, normalize_args
 
 if TYPE_CHECKING:
     import httpx
@@ -59,6 +57,7 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
 }
 
 _NO_CONTEXT = ToolContext()
+_UNSET: Any = object()
 _perf = time.perf_counter
 
 
@@ -72,12 +71,14 @@ class _Outcome:
     attempts: int = 1
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False)
 class _Route:
-    """Per tool version: the inline fast-path callable, when the backend offers one."""
+    """What the executor keeps per tool version: its validators and its inline fast path, if any."""
 
     tool: ToolDef
-    inline: Callable[[dict[str, Any]], Any] | None
+    input_validator: SchemaValidator
+    output_validator: SchemaValidator | None  # None when output_schema accepts anything
+    inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run
 
 
 class ToolExecutor:
@@ -104,7 +105,7 @@ class ToolExecutor:
             raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
         self.registry = registry
         self.egress = egress if egress is not None else EgressPolicy()
-        self.events = EventBus(event_sinks)
+        self.events: EventBus = CallEventBus(event_sinks)
         self.output_validation = output_validation
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
@@ -132,18 +133,17 @@ class ToolExecutor:
         admitted = self._admit(ref, input_data, context, started)  # steps 1-5
         if isinstance(admitted, ToolResult):
             return admitted
-        tool, args = admitted
-        outcome = self._run_inline(tool, args, context)  # step 6, fast path for opted-in sync tools
-        if outcome is None or (outcome.error is not None and outcome.attempts < retry.max_attempts(tool)):
-            outcome = await self._run(
-                tool, args, context, first_attempt=outcome.attempts + 1 if outcome else 1
-            )
-        return self._finish(tool, args, context, outcome, started)  # steps 7-9
+        route, args = admitted
+        outcome = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
+        if outcome is None or self._again(route, outcome):
+            first = outcome.attempts + 1 if outcome else 1
+            outcome = await self._run(route.tool, args, context, first)
+        return self._finish(route, args, context, outcome, started)  # steps 7-9
 
     def invoke_sync(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
     ) -> ToolResult:
-        """`invoke` for synchronous callers; inline tools run in this thread, others on the background loop.
+        """`invoke` for synchronous callers: inline tools run in this thread, others on the background loop.
 
         Raises:
             RuntimeError: called from a thread whose event loop is running (await `invoke` there).
@@ -158,16 +158,16 @@ class ToolExecutor:
         admitted = self._admit(ref, input_data, context, started)
         if isinstance(admitted, ToolResult):
             return admitted
-        tool, args = admitted
-        outcome = self._run_inline(tool, args, context)
-        if outcome is None or (outcome.error is not None and outcome.attempts < retry.max_attempts(tool)):
+        route, args = admitted
+        outcome = self._run_inline(route, args, context)
+        if outcome is None or self._again(route, outcome):
             first = outcome.attempts + 1 if outcome else 1
-            outcome = run_sync(self._run(tool, args, context, first_attempt=first))
-        return self._finish(tool, args, context, outcome, started)
+            outcome = run_sync(self._run(route.tool, args, context, first))
+        return self._finish(route, args, context, outcome, started)
 
     def _admit(
         self, ref: Any, input_data: Any, context: ToolContext, started: float
-    ) -> tuple[ToolDef, dict[str, Any]] | ToolResult:
+    ) -> tuple[_Route, dict[str, Any]] | ToolResult:
         # 1. resolve; refuse disabled tools
         tool = self.registry.resolve(ref)
         if tool is None:
@@ -191,7 +191,7 @@ class ToolExecutor:
         # 3. normalise: drop None for optional non-nullable keys, fill defaults
         if input_data is None:
             input_data = {}
-        if not isinstance(input_data, dict):
+        elif not isinstance(input_data, dict):
             error = ToolValidationError(
                 f"Tool {tool.tool_id!r}: input must be a JSON object, got {input_data!r:.200}",
                 tool_id=tool.tool_id,
@@ -200,9 +200,11 @@ class ToolExecutor:
             return self._refuse(tool, ref, input_data, error, context, started)
         args = normalize_args(tool.input_schema, input_data)
         # 4. validate; the message names the path and the bad value
-        validator = compiled(tool, "input")
-        if not validator.is_valid(args):
-            problems = validator.errors(args)
+        route = self._routes.get(tool.tool_id)
+        if route is None or route.tool is not tool:
+            route = self._new_route(tool)
+        if not route.input_validator.is_valid(args):
+            problems = route.input_validator.errors(args)
             error = ToolValidationError(
                 f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
                 tool_id=tool.tool_id,
@@ -211,43 +213,39 @@ class ToolExecutor:
             return self._refuse(tool, ref, args, error, context, started)
         # 5. announce the call
         if self.events.sinks:
-            self._emit("tool.invoked", tool, context, input=redacted(args))
-        return tool, args
+            self.events.emit(
+                make_event("tool.invoked", tool.tool_id, tool.name, tool.tool_type.value, context, input=args)
+            )
+        return route, args
 
-    def _run_inline(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> _Outcome | None:
+    def _run_inline(self, route: _Route, args: dict[str, Any], context: ToolContext) -> _Outcome | None:
         """One attempt in the calling thread for tools that opted in; None when the tool has no fast path."""
-        route = self._routes.get(tool.tool_id)
-        if route is None or route.tool is not tool:
-            route = self._route(tool)
         call = route.inline
+        if call is _UNSET:
+            call = route.inline = self._inline_of(route.tool)
         if call is None:
             return None
-        timeout_ms = context.timeout_ms or tool.timeout_ms
+        timeout_ms = context.timeout_ms or route.tool.timeout_ms
         started = _perf()
         try:
             output = call(args)
         except ToolError as exc:
             return _Outcome(error=_as_call_error(exc))
         except Exception as exc:  # boundary: a backend bug must still end as a failed result
-            return _Outcome(
-                error=ToolExecutionError(f"Tool {tool.tool_id!r} failed: {exc!r}", tool_id=tool.tool_id)
-            )
+            return _Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
         if (_perf() - started) * 1000 > timeout_ms:
             # inline work cannot be cut short; an overrun is still reported as the timeout it is
-            return _Outcome(error=_timeout_error(tool, timeout_ms))
+            return _Outcome(error=_timeout_error(route.tool, timeout_ms))
         return _Outcome(output=output)
 
-    def _route(self, tool: ToolDef) -> _Route:
-        inline = None
-        if not tool.execution_config.get("max_concurrency"):
-            try:
-                offer = getattr(self.backend_for(tool.tool_type), "inline", None)
-                inline = offer(tool) if offer is not None else None
-            except ToolError:
-                inline = None  # the general path reports the same problem as a failed call
-        route = _Route(tool, inline)
-        self._routes[tool.tool_id] = route
-        return route
+    @staticmethod
+    def _again(route: _Route, outcome: _Outcome) -> bool:
+        error = outcome.error
+        return (
+            error is not None
+            and outcome.attempts < retry.max_attempts(route.tool)
+            and retry.is_retryable(error)
+        )
 
     async def _run(
         self, tool: ToolDef, args: dict[str, Any], context: ToolContext, first_attempt: int = 1
@@ -256,6 +254,8 @@ class ToolExecutor:
         timeout_ms = context.timeout_ms or tool.timeout_ms
         attempts = retry.max_attempts(tool)
         attempt = first_attempt
+        if attempt > 1:  # the inline attempt failed: wait as any retry does
+            await asyncio.sleep(retry.backoff_s(tool, attempt - 1))
         while True:
             try:
                 backend = self.backend_for(tool.tool_type)
@@ -264,11 +264,10 @@ class ToolExecutor:
                     if limit is None:
                         raw = await backend.call(tool, args, context)
                     else:
-                        async with limit:
+                        async with limit:  # waiting for a slot counts against the deadline too
                             raw = await backend.call(tool, args, context)
-                metadata = getattr(raw, "metadata", None)
-                if metadata is not None and hasattr(raw, "output"):
-                    return _Outcome(output=raw.output, metadata=dict(metadata), attempts=attempt)
+                if isinstance(raw, BackendOutput):
+                    return _Outcome(output=raw.output, metadata=dict(raw.metadata), attempts=attempt)
                 return _Outcome(output=raw, attempts=attempt)
             except TimeoutError:
                 error: ToolError = _timeout_error(tool, timeout_ms)
@@ -282,14 +281,14 @@ class ToolExecutor:
             attempt += 1
 
     def _finish(
-        self, tool: ToolDef, args: dict[str, Any], context: ToolContext, outcome: _Outcome, started: float
+        self, route: _Route, args: dict[str, Any], context: ToolContext, outcome: _Outcome, started: float
     ) -> ToolResult:
-        error, metadata, output = outcome.error, outcome.metadata, None
+        tool, error, metadata, output = route.tool, outcome.error, outcome.metadata, None
         if error is None:
             # 7. normalise the output to a JSON value and check it against output_schema
             output = to_json_value(outcome.output)
-            validator = compiled(tool, "output")
-            if not validator.accepts_anything and not validator.is_valid(output):
+            validator = route.output_validator
+            if validator is not None and not validator.is_valid(output):
                 problems = validator.errors(output)
                 message = (
                     f"Tool {tool.tool_id!r} returned output not matching its output_schema: "
@@ -304,48 +303,51 @@ class ToolExecutor:
         # 8. exactly one closing event; 9. the result
         if error is None:
             if self.events.sinks:
-                self._emit(
-                    "tool.completed",
-                    tool,
+                self.events.emit(
+                    make_event(
+                        "tool.completed",
+                        tool.tool_id,
+                        tool.name,
+                        tool.tool_type.value,
+                        context,
+                        output=output,
+                        duration_ms=duration_ms,
+                        attempts=outcome.attempts,
+                        metadata=metadata,
+                    )
+                )
+            self._metrics.record(tool.tool_id, duration_ms, None)
+            return make_result(
+                tool.tool_id, tool.name, True, output, None, None, duration_ms, outcome.attempts, metadata
+            )
+        if self.events.sinks:
+            self.events.emit(
+                make_event(
+                    "tool.timeout" if error.error_type == "timeout" else "tool.failed",
+                    tool.tool_id,
+                    tool.name,
+                    tool.tool_type.value,
                     context,
-                    output=redacted(output),
+                    input=args,
+                    output=output,
+                    error=error.message,
+                    error_type=error.error_type,
                     duration_ms=duration_ms,
                     attempts=outcome.attempts,
                     metadata=metadata,
                 )
-            self._metrics.record(tool.tool_id, duration_ms, None)
-            return ToolResult(
-                tool_id=tool.tool_id,
-                name=tool.name,
-                output=output,
-                duration_ms=duration_ms,
-                attempts=outcome.attempts,
-                metadata=metadata,
-            )
-        event_type = "tool.timeout" if error.error_type == "timeout" else "tool.failed"
-        if self.events.sinks:
-            self._emit(
-                event_type,
-                tool,
-                context,
-                input=redacted(args),
-                output=redacted(output),
-                error=error.message,
-                error_type=error.error_type,
-                duration_ms=duration_ms,
-                attempts=outcome.attempts,
-                metadata=metadata,
             )
         self._metrics.record(tool.tool_id, duration_ms, error.error_type)
-        return ToolResult(
-            tool_id=tool.tool_id,
-            name=tool.name,
-            success=False,
-            error=error.message,
-            error_type=error.error_type,
-            duration_ms=duration_ms,
-            attempts=outcome.attempts,
-            metadata=metadata,
+        return make_result(
+            tool.tool_id,
+            tool.name,
+            False,
+            None,
+            error.message,
+            error.error_type,
+            duration_ms,
+            outcome.attempts,
+            metadata,
         )
 
     def _refuse(
@@ -357,54 +359,43 @@ class ToolExecutor:
         context: ToolContext,
         started: float,
     ) -> ToolResult:
-        """A call stopped before it ran (steps 1-4): one `tool.failed` event, no `tool.invoked`."""
+        """A call stopped before it ran (steps 1-4): one `tool.failed` event and no `tool.invoked`."""
         tool_id = tool.tool_id if tool is not None else str(ref)
         name = tool.name if tool is not None else str(ref)
         duration_ms = (_perf() - started) * 1000
         if self.events.sinks:
-            self._emit(
-                "tool.failed",
-                tool,
-                context,
-                tool_id=tool_id,
-                tool_name=name,
-                input=redacted(input_data),
-                error=error.message,
-                error_type=error.error_type,
-                duration_ms=duration_ms,
-                attempts=0,
+            self.events.emit(
+                make_event(
+                    "tool.failed",
+                    tool_id,
+                    name,
+                    tool.tool_type.value if tool is not None else None,
+                    context,
+                    input=input_data,
+                    error=error.message,
+                    error_type=error.error_type,
+                    duration_ms=duration_ms,
+                    attempts=0,
+                )
             )
         if tool is not None:
             self._metrics.record(tool.tool_id, duration_ms, error.error_type)
-        return ToolResult(
-            tool_id=tool_id,
-            name=name,
-            success=False,
-            error=error.message,
-            error_type=error.error_type,
-            duration_ms=duration_ms,
-            attempts=0,
-        )
+        return make_result(tool_id, name, False, None, error.message, error.error_type, duration_ms, 0, {})
 
-    def _emit(self, event_type: str, tool: ToolDef | None, context: ToolContext, **fields: Any) -> None:
-        if tool is not None:
-            fields.setdefault("tool_id", tool.tool_id)
-            fields.setdefault("tool_name", tool.name)
-            fields["tool_type"] = tool.tool_type.value
-        self.events.emit(
-            ToolEvent(
-                event_type,
-                agent_id=context.agent_id,
-                workflow_id=context.workflow_id,
-                run_id=context.run_id,
-                node_id=context.node_id,
-                tool_call_id=context.tool_call_id,
-                trace_id=context.trace_id,
-                event_id=event_id(),
-                timestamp=event_timestamp(),
-                **fields,
-            )
-        )
+    def _new_route(self, tool: ToolDef) -> _Route:
+        output = compiled(tool, "output")
+        route = _Route(tool, compiled(tool, "input"), None if output.accepts_anything else output)
+        self._routes[tool.tool_id] = route
+        return route
+
+    def _inline_of(self, tool: ToolDef) -> Callable[[dict[str, Any]], Any] | None:
+        if tool.execution_config.get("max_concurrency"):
+            return None  # a limited tool goes through the loop-bound semaphore
+        try:
+            offer = getattr(self.backend_for(tool.tool_type), "inline", None)
+            return offer(tool) if offer is not None else None
+        except ToolError:
+            return None  # the general path reports the same problem as a failed call
 
     # -- limits, backends, resources -----------------------------------------------------------------
 
@@ -509,52 +500,9 @@ def _as_call_error(error: ToolError) -> ToolError:
     return error
 
 
-# -- event and output helpers (on the hot path: kept cheap) ---------------------------------------------
+# -- output normalising ----------------------------------------------------------------------------
 
-_ID_PREFIX = os.urandom(10).hex()
-_ID_COUNTER = itertools.count(1)
-_second_cache: tuple[int, str] = (0, "")
-
-
-def event_id() -> str:
-    """A 32-hex-digit event id, unique in this process and across processes (random prefix + counter)."""
-    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFF:012x}"
-
-
-def event_timestamp() -> str:
-    """UTC now as ISO 8601 with microseconds and `Z`, like `events.utc_now` but cached per second."""
-    global _second_cache
-    now = time.time()
-    second = int(now)
-    cached_second, prefix = _second_cache
-    if cached_second != second:
-        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        _second_cache = (second, prefix)
-    return f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
-
-
-_secret_keys: dict[str, bool] = {}
 _SCALARS = (str, int, float, bool, type(None))
-
-
-def _is_secret(key: Any) -> bool:
-    found = _secret_keys.get(key)
-    if found is None:
-        found = isinstance(key, str) and redact({key: 1})[key] == REDACTED
-        if len(_secret_keys) < 4096:
-            _secret_keys[key] = found
-    return found
-
-
-def redacted(value: Any, _depth: int = 0) -> Any:
-    """`events.redact` with the key test cached: a copy with secret-looking keys' values replaced."""
-    if isinstance(value, _SCALARS) or _depth > 20:
-        return value
-    if isinstance(value, dict):
-        return {k: (REDACTED if _is_secret(k) else redacted(v, _depth + 1)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redacted(v, _depth + 1) for v in value]
-    return value
 
 
 def to_json_value(value: Any, _depth: int = 0) -> Any:
@@ -562,9 +510,7 @@ def to_json_value(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, _SCALARS) or _depth > 100:
         return value
     if isinstance(value, dict):
-        return {
-            str(k) if not isinstance(k, str) else k: to_json_value(v, _depth + 1) for k, v in value.items()
-        }
+        return {k if isinstance(k, str) else str(k): to_json_value(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [to_json_value(v, _depth + 1) for v in value]
     dump = getattr(value, "model_dump", None)
@@ -573,3 +519,65 @@ def to_json_value(value: Any, _depth: int = 0) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json_value(dataclasses.asdict(value), _depth + 1)
     return value
+
+
+# -- results ----------------------------------------------------------------------------------------
+
+
+def make_result(
+    tool_id: str,
+    name: str,
+    success: bool,
+    output: Any,
+    error: str | None,
+    error_type: str | None,
+    duration_ms: float,
+    attempts: int,
+    metadata: dict[str, Any],
+) -> ToolResult:
+    """A `ToolResult` from values the executor produced itself (already the right types).
+
+    Skips pydantic's validation, which would cost as much as the rest of a fast call; what pydantic's own
+    `model_construct` does, without its per-field Python loop.
+    """
+    values = {
+        "tool_id": tool_id,
+        "name": name,
+        "success": success,
+        "output": output,
+        "error": error,
+        "error_type": error_type,
+        "duration_ms": duration_ms,
+        "attempts": attempts,
+        "metadata": metadata,
+    }
+    return _construct(values) if _FAST_RESULT else ToolResult(**values)
+
+
+_set = object.__setattr__
+
+
+def _construct(values: dict[str, Any]) -> ToolResult:
+    result = object.__new__(ToolResult)
+    _set(result, "__dict__", values)
+    _set(result, "__pydantic_fields_set__", set(values))
+    _set(result, "__pydantic_extra__", None)
+    _set(result, "__pydantic_private__", None)
+    return result
+
+
+def _fast_result_is_safe() -> bool:
+    # Only when ToolResult still has exactly these plain fields and a constructed result equals a validated one.
+    sample: dict[str, Any] = {"tool_id": "t", "name": "t", "success": True, "output": [1], "error": None}
+    sample |= {"error_type": None}
+    sample |= {"duration_ms": 1.0, "attempts": 1, "metadata": {}}
+    if set(ToolResult.model_fields) != set(sample):
+        return False
+    try:
+        fast = _construct(dict(sample))
+        return fast == ToolResult(**sample) and fast.model_dump() == sample
+    except Exception:  # boundary: any surprise from a newer pydantic means the slow, validated path
+        return False
+
+
+_FAST_RESULT = _fast_result_is_safe()

@@ -1,14 +1,27 @@
-"""Per-tool call metrics of an executor: counts of calls, failures and timeouts, and latency percentiles.
+"""What an executor records about each call: per-tool metrics and the call events.
 
-Latencies go to a bounded reservoir per tool (the most recent `RESERVOIR` calls), so memory stays flat
-however long the process runs; percentiles are computed when read, not on every call.
+Metrics: counts of calls, failures and timeouts, and latency percentiles from a bounded reservoir per tool
+(the most recent `RESERVOIR` calls). Events: built and delivered cheaply, since two go out on every call.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import logging
+import os
 import threading
+import time
 from collections import deque
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.events import REDACTED, EventBus, ToolEvent, redact
+
+if TYPE_CHECKING:
+    from echo_tools.models import ToolContext
+
+logger = logging.getLogger("echo_tools.events")
 
 RESERVOIR = 2048
 
@@ -74,3 +87,145 @@ class MetricsRecorder:
     def reset(self) -> None:
         with self._lock:
             self._stats.clear()
+
+
+# -- call events, built on the hot path -------------------------------------------------------------
+
+_ID_PREFIX = os.urandom(10).hex()
+_ID_COUNTER = itertools.count(1)
+_second_cache: tuple[int, str] = (0, "")
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ToolEvent))
+# The fast construction below fills the instance dict directly; it is only safe for a plain dataclass.
+_FAST = (
+    not hasattr(ToolEvent, "__slots__")
+    and not hasattr(ToolEvent, "__post_init__")
+    and {"event_id", "timestamp"} <= set(_FIELD_NAMES)
+)
+
+
+def format_timestamp(now: float) -> str:
+    """`now` (epoch seconds) as ISO 8601 UTC with microseconds and `Z`, like `events.utc_now`."""
+    global _second_cache
+    second = int(now)
+    cached_second, prefix = _second_cache
+    if cached_second != second:
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second_cache = (second, prefix)
+    return f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
+
+
+def format_event_id(number: int) -> str:
+    """32 hex digits: a random per-process prefix and a counter, unique across processes."""
+    return f"{_ID_PREFIX}{number & 0xFFFFFFFFFFFF:012x}"
+
+
+class CallEvent(ToolEvent):
+    """A `ToolEvent` whose `event_id` and `timestamp` are formatted on first read.
+
+    Like `logging.LogRecord`, the moment is captured when the event is made and turned into text only if
+    a sink looks at it; most calls are never inspected field by field.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for attributes missing from the instance dict
+        if name == "timestamp":
+            value: Any = format_timestamp(self.__dict__["_created"])
+        elif name == "event_id":
+            value = format_event_id(self.__dict__["_number"])
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__[name] = value
+        return value
+
+
+def make_event(
+    event_type: str,
+    tool_id: str | None,
+    tool_name: str | None,
+    tool_type: str | None,
+    context: ToolContext,
+    *,
+    input: Any = None,
+    output: Any = None,
+    error: str | None = None,
+    error_type: str | None = None,
+    duration_ms: float | None = None,
+    attempts: int | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> ToolEvent:
+    """A call event carrying the context ids (not yet redacted: the bus does that)."""
+    values = {
+        "type": event_type,
+        "tool_id": tool_id,
+        "tool_name": tool_name,
+        "tool_type": tool_type,
+        "agent_id": context.agent_id,
+        "workflow_id": context.workflow_id,
+        "run_id": context.run_id,
+        "node_id": context.node_id,
+        "tool_call_id": context.tool_call_id,
+        "trace_id": context.trace_id,
+        "input": input,
+        "output": output,
+        "error": error,
+        "error_type": error_type,
+        "duration_ms": duration_ms,
+        "attempts": attempts,
+        "metadata": metadata if metadata is not None else {},
+    }
+    if not _FAST:
+        return ToolEvent(**values)
+    event = object.__new__(CallEvent)
+    values["_number"] = next(_ID_COUNTER)
+    values["_created"] = time.time()
+    event.__dict__ = values
+    return event
+
+
+_secret_keys: dict[Any, bool] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_secret(key: Any) -> bool:
+    found = _secret_keys.get(key)
+    if found is None:
+        # ask events.redact itself, so the rule stays the one defined there; cache the answer
+        found = isinstance(key, str) and redact({key: 1})[key] == REDACTED
+        if len(_secret_keys) < 4096:
+            _secret_keys[key] = found
+    return found
+
+
+def redacted(value: Any, _depth: int = 0) -> Any:
+    """`events.redact` with the per-key test cached; a flat dict without secrets is returned as is."""
+    if isinstance(value, _SCALARS) or _depth > 20:
+        return value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _is_secret(key) or not isinstance(item, _SCALARS):
+                break
+        else:
+            return value
+        return {k: (REDACTED if _is_secret(k) else redacted(v, _depth + 1)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(v, _depth + 1) for v in value]
+    return value
+
+
+class CallEventBus(EventBus):
+    """The executor's event bus: `EventBus.emit`'s contract (redact, deliver in order, isolate failing
+    sinks) with the secret-key test cached, since it runs twice per call."""
+
+    def emit(self, event: ToolEvent) -> None:
+        sinks = tuple(self.sinks)
+        if not sinks:
+            return
+        event.input = redacted(event.input)
+        event.output = redacted(event.output)
+        if event.metadata:
+            event.metadata = redacted(event.metadata)
+        for sink in sinks:
+            try:
+                sink(event)
+            except Exception:  # boundary: a broken sink must never break a tool call
+                logger.exception("event sink %r raised on %s", sink, event.type)

@@ -56,7 +56,7 @@ class CallPlan:
             return (), args
         if self.style == "model":
             return (self.model(**args),), {}
-        return (args,), {}
+        return (dict(args),), {}  # a copy: the tool may change it, the invoked event still holds args
 
 
 def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple[Any, Callable[..., Any]]:
@@ -198,7 +198,7 @@ class LocalBackend(ToolBackend):
             try:
                 if style == "kwargs":
                     return fn(**args)
-                return fn(model(**args) if style == "model" else args)
+                return fn(model(**args) if style == "model" else dict(args))
             except ToolError:
                 raise
             except Exception as exc:  # boundary: the tool's own code
