@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 from echo_tools import EgressPolicy, MemoryEventLog, ToolExecutor, ToolRegistry
@@ -34,3 +36,103 @@ def make_executor(*tools: dict[str, Any], **kwargs: Any) -> tuple[ToolExecutor, 
     log = MemoryEventLog()
     kwargs.setdefault("egress", EgressPolicy.local())
     return ToolExecutor(make_registry(*tools), [log], **kwargs), log
+
+
+# -- a real HTTP server on 127.0.0.1, in its own thread and loop ------------------------------------
+
+
+class LocalHttpServer:
+    """An aiohttp server on 127.0.0.1 (random port) with the endpoints the `api` backend tests need."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="test-http-server", daemon=True)
+        self.runner: Any = None
+        self.port = 0
+        self.slow_cancelled = threading.Event()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> LocalHttpServer:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+        return self
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        async def echo(request: web.Request) -> web.Response:
+            body = await request.json() if request.can_read_body else None
+            return web.json_response(
+                {
+                    "method": request.method,
+                    "path": request.path,
+                    "query": dict(request.query),
+                    "json": body,
+                    "headers": {k.lower(): v for k, v in request.headers.items()},
+                }
+            )
+
+        async def item(request: web.Request) -> web.Response:
+            return web.json_response({"id": request.match_info["item_id"], "query": dict(request.query)})
+
+        async def text(request: web.Request) -> web.Response:
+            return web.Response(text="plain hello")
+
+        async def slow(request: web.Request) -> web.Response:
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:
+                self.slow_cancelled.set()
+                raise
+            return web.Response(text="late")
+
+        async def fail(request: web.Request) -> web.Response:
+            return web.Response(status=500, text="database exploded " + "x" * 2000)
+
+        async def huge(request: web.Request) -> web.StreamResponse:
+            response = web.StreamResponse()  # chunked: no Content-Length to check up front
+            await response.prepare(request)
+            for _ in range(64):
+                await response.write(b"y" * 32 * 1024)
+            await response.write_eof()
+            return response
+
+        def redirect(to: str) -> Any:
+            async def handler(request: web.Request) -> web.Response:
+                raise web.HTTPFound(to)
+
+            return handler
+
+        app = web.Application()
+        app.router.add_route("*", "/echo", echo)
+        app.router.add_get("/items/{item_id}", item)
+        app.router.add_get("/text", text)
+        app.router.add_get("/slow", slow)
+        app.router.add_get("/fail", fail)
+        app.router.add_get("/huge", huge)
+        app.router.add_get("/redirect/metadata", redirect("http://169.254.169.254/latest/meta-data/"))
+        app.router.add_get("/redirect/ok", redirect("/echo?via=redirect"))
+        app.router.add_get("/redirect/loop", redirect("/redirect/loop"))
+        self.runner = web.AppRunner(app, handler_cancellation=True)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+def api_tool(name: str, url: str, **fields: Any) -> dict[str, Any]:
+    """An `api` tool definition; `config=` adds execution_config keys (method, headers, query, body)."""
+    return {
+        "name": name,
+        "tool_type": "api",
+        "execution_config": {"url": url, **fields.pop("config", {})},
+        **fields,
+    }

@@ -1,0 +1,244 @@
+"""The `api` backend: a tool that is one HTTP request, `{url, method, headers, query, body, timeout}`.
+
+`{param}` placeholders in the URL are filled from the input (URL-quoted) and removed from it; the rest of
+the input is the JSON body, or the query string for GET, DELETE and HEAD. `${NAME}` in header values is
+read from the environment at call time and never stored resolved. Every URL, and every redirect hop, is
+checked against the executor's egress policy; redirects are followed by hand (at most 5). Responses are
+streamed and cut at `egress.max_response_bytes`.
+
+Transport: one `httpx.AsyncClient` per executor and event loop (httpx clients are bound to the loop they
+first ran on), on httpx-aiohttp's aiohttp transport: httpx's API with aiohttp's connection pool, which
+stays fast under concurrency where httpcore's pool does not (encode/httpx#3215).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import re
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urljoin, urlsplit
+
+import httpx
+
+from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.errors import ToolExecutionError, ToolValidationError
+
+if TYPE_CHECKING:
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.models import ToolContext, ToolDef
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+QUERY_METHODS = frozenset({"GET", "DELETE", "HEAD"})
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+ERROR_BODY_CHARS = 500
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def make_client() -> httpx.AsyncClient:
+    """A client on the aiohttp transport; `trust_env=False` so no proxy can sidestep the egress checks."""
+    from httpx_aiohttp import HttpxAiohttpClient
+
+    return HttpxAiohttpClient(
+        trust_env=False,
+        follow_redirects=False,
+        timeout=DEFAULT_TIMEOUT_S,
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+    )
+
+
+def resolve_headers(tool: ToolDef, headers: dict[str, Any]) -> dict[str, str]:
+    """Header values with `${NAME}` replaced from the environment, read now (never stored).
+
+    Raises:
+        ToolExecutionError: a referenced variable is not set (the header and variable are named).
+    """
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        text = str(value)
+        for var in ENV_REFERENCE.findall(text):
+            if var not in os.environ:
+                raise ToolExecutionError(
+                    f"Tool {tool.tool_id!r}: header {name!r} needs environment variable {var!r}, which is not set",
+                    tool_id=tool.tool_id,
+                    field=f"execution_config.headers.{name}",
+                )
+        out[name] = ENV_REFERENCE.sub(lambda m: os.environ[m.group(1)], text)
+    return out
+
+
+def build_request(tool: ToolDef, args: dict[str, Any]) -> tuple[str, str, dict[str, Any], Any]:
+    """`(method, url, query, json_body)` for one call: placeholders filled, the rest as body or query."""
+    config = tool.execution_config
+    method = str(config.get("method", "POST")).upper()
+    template = str(config["url"])
+    names = PLACEHOLDER.findall(template)
+    for name in names:
+        if args.get(name) is None:
+            raise ToolValidationError(
+                f"Tool {tool.tool_id!r}: input.{name} is required to fill the URL placeholder {{{name}}}",
+                tool_id=tool.tool_id,
+                field=f"input.{name}",
+            )
+    url = PLACEHOLDER.sub(lambda m: quote(str(args[m.group(1)]), safe=""), template)
+    rest = {k: v for k, v in args.items() if k not in names}
+    query: dict[str, Any] = dict(config.get("query") or {})
+    body: Any = None
+    if method in QUERY_METHODS:
+        for key, value in rest.items():
+            if value is None:
+                continue
+            query[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+    else:
+        fixed = config.get("body")
+        if isinstance(fixed, dict):
+            body = {**fixed, **rest}
+        elif fixed is not None and not rest:
+            body = fixed
+        else:
+            body = rest
+    return method, url, query, body
+
+
+class HttpBackend(ToolBackend):
+    """Runs `api` tools through the executor's shared HTTP clients (one per event loop)."""
+
+    def __init__(self, executor: ToolExecutor) -> None:
+        self.executor = executor
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
+        self._clients = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def client(self) -> httpx.AsyncClient:
+        """The shared client of the running event loop (created on first use)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            with self._lock:
+                client = self._clients.get(loop)
+                if client is None or client.is_closed:
+                    client = self._clients[loop] = make_client()
+        return client
+
+    async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> BackendOutput:
+        config = tool.execution_config
+        method, url, query, body = build_request(tool, args)
+        headers = resolve_headers(tool, config.get("headers") or {})
+        timeout = float(config.get("timeout") or DEFAULT_TIMEOUT_S)
+        client = self.client()
+        for _ in range(MAX_REDIRECTS + 1):
+            await self._check_egress(url)
+            send_json = body if method not in QUERY_METHODS else None
+            try:
+                request = client.build_request(
+                    method, url, params=query or None, json=send_json, headers=headers, timeout=timeout
+                )
+                response = await client.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise ToolExecutionError(
+                    f"Tool {tool.tool_id!r}: {method} {_shown(url)} timed out after {timeout:g} s",
+                    tool_id=tool.tool_id,
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise ToolExecutionError(
+                    f"Tool {tool.tool_id!r}: {method} {_shown(url)} failed: {type(exc).__name__}: {exc}",
+                    tool_id=tool.tool_id,
+                ) from exc
+            try:
+                location = response.headers.get("location")
+                if response.status_code in REDIRECTS and location:
+                    url = urljoin(str(response.request.url), location)
+                    query = {}  # the Location carries its own query
+                    if response.status_code == 303 or (
+                        response.status_code in (301, 302) and method != "HEAD"
+                    ):
+                        method, body = ("GET" if method != "HEAD" else "HEAD"), None
+                    continue
+                content = await self._read_capped(tool, response)
+            finally:
+                await response.aclose()
+            return BackendOutput(
+                self._decode(tool, method, url, response, content), {"status": response.status_code}
+            )
+        raise ToolExecutionError(
+            f"Tool {tool.tool_id!r}: more than {MAX_REDIRECTS} redirects starting from {_shown(str(config['url']))}",
+            tool_id=tool.tool_id,
+        )
+
+    async def _check_egress(self, url: str) -> None:
+        host = urlsplit(url).hostname or ""
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            # a host name: resolving it blocks, so it happens off the loop
+            await asyncio.to_thread(self.executor.egress.check_resolved, url)
+            return
+        self.executor.egress.check_resolved(url)  # a literal address: no DNS, no thread needed
+
+    async def _read_capped(self, tool: ToolDef, response: httpx.Response) -> bytes:
+        limit = self.executor.egress.max_response_bytes
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ToolExecutionError(
+                f"Tool {tool.tool_id!r}: the response of {int(declared)} bytes exceeds the limit of {limit} bytes",
+                tool_id=tool.tool_id,
+            )
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise ToolExecutionError(
+                    f"Tool {tool.tool_id!r}: the response exceeds the limit of {limit} bytes; reading stopped",
+                    tool_id=tool.tool_id,
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    @staticmethod
+    def _decode(tool: ToolDef, method: str, url: str, response: httpx.Response, content: bytes) -> Any:
+        text = content.decode(response.encoding or "utf-8", errors="replace")
+        if not 200 <= response.status_code < 300:
+            raise ToolExecutionError(
+                f"Tool {tool.tool_id!r}: {method} {_shown(url)} returned HTTP {response.status_code}: "
+                f"{text[:ERROR_BODY_CHARS]}",
+                tool_id=tool.tool_id,
+            )
+        if not content:
+            return None
+        if "json" in response.headers.get("content-type", ""):
+            try:
+                return json.loads(content)
+            except ValueError:
+                return text
+        return text
+
+    async def aclose(self) -> None:
+        """Close every client: this loop's directly, a client of another live loop on that loop."""
+        with self._lock:
+            clients = list(self._clients.items())
+            self._clients.clear()
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, client in clients:
+            if loop is current:
+                await client.aclose()
+            elif loop.is_running() and not loop.is_closed():
+                future = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+                if current is not None:
+                    await asyncio.wrap_future(future)
+            # a client of a closed loop cannot be closed any more; its sockets went with the loop
+
+
+def _shown(url: str) -> str:
+    """The URL without its query string, which may carry keys."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
