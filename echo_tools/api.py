@@ -25,6 +25,7 @@ import echo_tools
 from echo_tools.api_errors import ApiError, contract_route_class, from_failed_result, install_error_handlers
 from echo_tools.api_events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
 from echo_tools.api_security import install_security, make_guard
+from echo_tools.api_shapes import list_item
 from echo_tools.backends import module_allowed
 from echo_tools.errors import EgressDeniedError
 from echo_tools.models import ToolContext, ToolDef, ToolPermission, ToolType
@@ -46,19 +47,6 @@ class ApiState:
     executor: ToolExecutor
     settings: ApiSettings
     broadcaster: EventBroadcaster
-
-
-def list_item(tool: ToolDef) -> dict[str, Any]:
-    """EchoAI's list entry: `{tool_id, name, description, tool_type, status, version, tags}`."""
-    return {
-        "tool_id": tool.tool_id,
-        "name": tool.name,
-        "description": tool.description,
-        "tool_type": tool.tool_type.value,
-        "status": tool.status.value,
-        "version": tool.version,
-        "tags": list(tool.tags),
-    }
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:

@@ -1,0 +1,127 @@
+"""How the CLI shows events: one line per tool or node event, plain or coloured with rich.
+
+Used by `echo-tools events FILE` (a JSONL log) and by `echo-tools run` (events as they happen).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any
+
+_STYLES = {
+    "tool.invoked": ("→", "cyan"),
+    "tool.completed": ("✓", "green"),
+    "tool.failed": ("✗", "red"),
+    "tool.timeout": ("⏱", "red"),
+    "tool.registered": ("+", "blue"),
+    "node.started": ("▶", "bold magenta"),
+    "node.completed": ("■", "magenta"),
+    "node.failed": ("✗", "bold red"),
+}
+
+
+def as_dict(event: Any) -> dict[str, Any]:
+    """A `ToolEvent`, a dataclass-like object or a dict -> a plain dict."""
+    if isinstance(event, dict):
+        return event
+    to_dict = getattr(event, "to_dict", None)
+    if callable(to_dict):
+        data = to_dict()
+        if isinstance(data, dict):
+            return data
+    return {"type": type(event).__name__, "detail": str(event)}
+
+
+def short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_event_line(event: dict[str, Any]) -> str:
+    """`12:00:01.123  tool.completed  tool_calculator  3.1 ms  run=r1  -> {...}` (plain text)."""
+    stamp = str(event.get("timestamp", ""))
+    clock = stamp[11:23] if len(stamp) >= 23 else stamp
+    kind = str(event.get("type", "?"))
+    subject = event.get("tool_id") or event.get("node_id") or event.get("node") or ""
+    parts = [clock, kind.ljust(15), str(subject)]
+    if event.get("duration_ms") is not None:
+        parts.append(f"{float(event['duration_ms']):.1f} ms")
+    if event.get("run_id"):
+        parts.append(f"run={event['run_id']}")
+    if event.get("error"):
+        parts.append(f"error[{event.get('error_type', '?')}]: {short(event['error'])}")
+    elif kind == "tool.invoked" and event.get("input") is not None:
+        parts.append(f"<- {short(event['input'])}")
+    elif event.get("output") is not None:
+        parts.append(f"-> {short(event['output'])}")
+    return "  ".join(p for p in parts if p)
+
+
+class LivePrinter:
+    """Prints run events as they happen (from any thread), coloured when stdout is a terminal."""
+
+    def __init__(self, rich: bool) -> None:
+        self._lock = threading.Lock()
+        self._console: Any = None
+        if rich:
+            from rich.console import Console
+
+            self._console = Console()
+
+    def __call__(self, event: Any) -> None:
+        data = as_dict(event)
+        kind = str(data.get("type", ""))
+        symbol, style = _STYLES.get(kind, ("·", "dim"))
+        indent = "    " if kind.startswith("tool.") else ""
+        with self._lock:
+            if self._console is not None:
+                from rich.markup import escape
+
+                self._console.print(f"{indent}[{style}]{symbol}[/] {escape(describe(data))}")
+            else:
+                sys.stdout.write(f"{indent}{symbol} {describe(data)}\n")
+                sys.stdout.flush()
+
+    def panel(self, title: str, body: str) -> None:
+        with self._lock:
+            if self._console is not None:
+                from rich.panel import Panel
+
+                self._console.print(Panel(body, title=title))
+            else:
+                sys.stdout.write(f"== {title} ==\n{body}\n")
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            if self._console is not None:
+                from rich.markup import escape
+
+                self._console.print(f"[yellow]{escape(text)}[/]")
+            else:
+                sys.stdout.write(text + "\n")
+
+
+def describe(event: dict[str, Any]) -> str:
+    """The text of a live line (no timestamp)."""
+    kind = str(event.get("type", "?"))
+    if kind.startswith("tool."):
+        line = f"{kind[5:]:<9} {event.get('tool_name') or event.get('tool_id')}"
+        if event.get("duration_ms") is not None:
+            line += f"  {float(event['duration_ms']):.0f} ms"
+        if event.get("error"):
+            return line + f"  {short(event['error'], 120)}"
+        if kind == "tool.invoked" and event.get("input") is not None:
+            return line + f"  {short(event['input'])}"
+        if event.get("output") is not None:
+            return line + f"  -> {short(event['output'])}"
+        return line
+    name = event.get("node_name") or event.get("name") or event.get("node_id") or event.get("node") or ""
+    line = f"{kind} {name}".strip()
+    if event.get("duration_ms") is not None:
+        line += f"  {float(event['duration_ms']):.0f} ms"
+    if event.get("error"):
+        line += f"  {short(event['error'], 120)}"
+    return line

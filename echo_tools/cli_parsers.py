@@ -1,0 +1,99 @@
+"""Argument parsers of the `echo-tools` subcommands that live in their own modules (mcp, serve, run, ...).
+
+Only argparse here: building the parser must stay as cheap as `echo-tools --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+Handler = Callable[[argparse.Namespace], int]
+SubParsers = Any  # argparse's _SubParsersAction is private
+
+
+def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
+    mcp = sub.add_parser("mcp", help="MCP servers: add, list, refresh")
+    actions = mcp.add_subparsers(dest="mcp_command", metavar="ACTION")
+    actions.required = True
+
+    add = actions.add_parser("add", help="add an MCP server and register its tools")
+    add.add_argument("name", metavar="NAME", help="server name (tools become mcp tools of this server)")
+    how = add.add_mutually_exclusive_group(required=True)
+    how.add_argument("--command", help="start the server as this process (stdio transport)")
+    how.add_argument("--url", help="connect to this streamable-HTTP server URL")
+    add.add_argument(
+        "--arg", action="append", default=[], metavar="ARG", help="process argument (repeatable)"
+    )
+    add.add_argument(
+        "--env", action="append", default=[], metavar="K=V", help="process environment (repeatable)"
+    )
+    add.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
+    add.set_defaults(func=handler)
+
+    listing = actions.add_parser("list", help="the configured MCP servers")
+    listing.set_defaults(func=handler)
+
+    refresh = actions.add_parser("refresh", help="re-list one server's tools")
+    refresh.add_argument("name", metavar="NAME")
+    refresh.set_defaults(func=handler)
+
+
+def add_workflow_parsers(sub: SubParsers, handler: Handler) -> None:
+    run = sub.add_parser("run", help="run a canvas or workflow JSON file, showing nodes and tool calls live")
+    run.add_argument("file", metavar="FILE", help="canvas payload, canvas export or {workflow, agents} JSON")
+    run.add_argument("--input", metavar="TEXT", help="the user input of the run")
+    run.add_argument(
+        "--llm",
+        metavar="SPEC",
+        help="model, e.g. openai/gpt-4o-mini (default: $ECHO_LLM or the offline rehearsal model)",
+    )
+    run.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
+    run.add_argument("--run-id", help="the run id (default: generated)")
+    run.set_defaults(func=handler)
+
+    compile_ = sub.add_parser(
+        "compile", help="map and compile a workflow file; print diagnostics, nodes and edges"
+    )
+    compile_.add_argument("file", metavar="FILE")
+    compile_.add_argument("--json", action="store_true", help="print JSON")
+    compile_.set_defaults(func=handler)
+
+    demo = sub.add_parser("demo", help="discover AgentTools and run the sample workflow offline (make demo)")
+    demo.add_argument(
+        "--sample",
+        metavar="FILE",
+        help="workflow to run (default: sample_workflows/code_pipeline.canvas.json)",
+    )
+    demo.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
+    demo.set_defaults(func=handler)
+
+
+def add_serve_parser(sub: SubParsers, handler: Handler) -> None:
+    serve = sub.add_parser("serve", help="run the HTTP API (the /tools routes) with uvicorn")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="bind address (default 127.0.0.1; others need --api-key)"
+    )
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument(
+        "--api-key", help="require this key (X-API-Key or Bearer); default $ECHO_TOOLS_API_KEY"
+    )
+    serve.add_argument("--agents-dir", metavar="DIR", help="EchoAI's agent JSON folder for /tools/agent/{id}")
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="allowed browser origin (repeatable; CORS is off without one)",
+    )
+    serve.add_argument("--max-body-bytes", type=int, help="request body limit (default 1048576)")
+    serve.add_argument(
+        "--allow-loopback-egress",
+        action="store_true",
+        help="let api tools reach 127.0.0.1 (off by default when serving)",
+    )
+    serve.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    serve.set_defaults(func=handler)

@@ -1,0 +1,146 @@
+"""`echo-tools run`, `compile` and `demo`: workflows from files, with nodes and tool calls shown live.
+
+The workflow bridge (LangGraph, CrewAI) is imported only here, inside the commands. With no LLM configured
+the run uses the offline rehearsal model, announced before the run starts; the tools always run for real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from echo_tools.api_shapes import compile_summary
+
+DEMO_SAMPLE = Path("sample_workflows") / "code_pipeline.canvas.json"
+
+
+def load_source(path_text: str) -> dict[str, Any]:
+    """A workflow file as a JSON object (canvas payload, canvas export or `{workflow, agents}`)."""
+    from echo_tools.cli import CliError
+
+    path = Path(path_text)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CliError(f"workflow file {str(path)!r} cannot be read: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"workflow file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise CliError(f"workflow file {str(path)!r} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def runner() -> Any:
+    from echo_tools.cli import CliError
+
+    try:
+        import workflow_bridge.runner as module  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise CliError(f"the workflow runner is not available: {exc}") from exc
+    return module
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from echo_tools.cli import open_executor, open_registry, print_json
+
+    source = load_source(args.file)
+    registry = open_registry(args)
+    executor = open_executor(registry, args)
+    graph, mapped = runner().compile_source(source, registry, executor)
+    summary = compile_summary(graph, mapped)
+    if args.json:
+        print_json(summary)
+    else:
+        for d in summary["diagnostics"]:
+            where = ".".join(str(p) for p in (d.get("node_id"), d.get("field")) if p)
+            sys.stdout.write(f"{d.get('level', '?'):<8} {where or '-'}: {d.get('message')}\n")
+        sys.stdout.write(f"nodes: {', '.join(n['id'] for n in summary['nodes'])}\n")
+        for edge in summary["edges"]:
+            arrow = "-?->" if edge.get("conditional") else "-->"
+            sys.stdout.write(f"  {edge['source']} {arrow} {edge['target']}\n")
+    errors = [d for d in summary["diagnostics"] if d.get("level") == "error"]
+    return 1 if errors else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from echo_tools.cli import open_executor, open_registry, use_rich
+    from echo_tools.cli_output import LivePrinter
+
+    source = load_source(args.file)
+    registry = open_registry(args)
+    executor = open_executor(registry, args)
+    printer = LivePrinter(use_rich())
+    module = runner()
+    if not args.llm and not os.environ.get("ECHO_LLM"):
+        from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
+
+        printer.note(REHEARSAL_NOTICE)
+    run_id = getattr(args, "run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
+    try:
+        state = module.run_workflow(
+            source,
+            registry=registry,
+            executor=executor,
+            user_input=args.input,
+            llm=args.llm,
+            on_event=printer,
+            run_id=run_id,
+        )
+    finally:
+        executor.close()
+    result = state.get("crew_result") if isinstance(state, dict) else state
+    printer.panel(
+        f"crew_result (run {run_id})",
+        result if isinstance(result, str) else json.dumps(result, indent=2, default=str),
+    )
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Discover AgentTools into a fresh storage and run the sample workflow offline (or, without the
+    workflow runner, list the tools and invoke the calculator once)."""
+    from echo_tools.cli import cmd_list, open_executor, open_registry, print_json
+
+    if not args.storage:
+        args.storage = tempfile.mkdtemp(prefix="echo-tools-demo-")
+    sys.stdout.write(f"echo-tools demo: storage {args.storage}\n")
+    registry = open_registry(args)
+    found = registry.discover_local_tools()
+    sys.stdout.write(f"Discovered {len(found)} AgentTools: {', '.join(t.tool_id for t in found)}\n")
+    sample = _sample_path(args.sample)
+    if sample is not None and _has_runner():
+        args.file, args.input, args.llm, args.run_id = str(sample), None, None, None
+        return cmd_run(args)
+    cmd_list(argparse.Namespace(**{**vars(args), "type": None, "json": False}))
+    executor = open_executor(registry, args)
+    data = {"operation": "add", "values": [2, 3, 4.5]}
+    sys.stdout.write(f"\ninvoke tool_calculator {json.dumps(data)}\n")
+    try:
+        result = executor.invoke_sync("tool_calculator", data)
+    finally:
+        executor.close()
+    print_json(result.model_dump(mode="json"))
+    return 0 if result.success else 1
+
+
+def _sample_path(given: str | None) -> Path | None:
+    if given:
+        return Path(given)
+    for base in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (base / DEMO_SAMPLE).is_file():
+            return base / DEMO_SAMPLE
+    return None
+
+
+def _has_runner() -> bool:
+    from echo_tools.api import workflow_runner_available
+
+    return workflow_runner_available()
