@@ -93,9 +93,14 @@ def check_python(source: str) -> tuple[list[Issue], dict[str, int]]:
         tree = ast.parse(source)
     except SyntaxError as exc:
         issue = Issue(
-            exc.lineno or 1, "bugs", "critical", "syntax-error", f"The code does not parse: {exc.msg}",
-            "Fix the syntax error first; nothing else can be checked until the code parses", exc.offset or 0,
-        )  # fmt: skip
+            exc.lineno or 1,
+            "bugs",
+            "critical",
+            "syntax-error",
+            f"The code does not parse: {exc.msg}",
+            "Fix the syntax error first; nothing else can be checked until the code parses",
+            exc.offset or 0,
+        )
         return [issue], {"lines": source.count("\n") + 1, "functions": 0, "classes": 0, "max_complexity": 0}
     issues: list[Issue] = []
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -105,11 +110,27 @@ def check_python(source: str) -> tuple[list[Issue], dict[str, int]]:
         max_cc = max(max_cc, _check_function(func, issues))
     for cls in classes:
         if not cls.name.startswith("_") and ast.get_docstring(cls) is None:
-            issues.append(Issue(cls.lineno, "maintainability", "suggestion", "missing-docstring",
-                                f"Class {cls.name!r} has no docstring", "Add a one-line docstring saying what it represents"))  # fmt: skip
+            issues.append(
+                Issue(
+                    cls.lineno,
+                    "maintainability",
+                    "suggestion",
+                    "missing-docstring",
+                    f"Class {cls.name!r} has no docstring",
+                    "Add a one-line docstring saying what it represents",
+                )
+            )
     if tree.body and ast.get_docstring(tree) is None and len(source.splitlines()) > 20:
-        issues.append(Issue(1, "maintainability", "suggestion", "missing-docstring", "The module has no docstring",
-                            "Start the file with a docstring saying what the module is for"))  # fmt: skip
+        issues.append(
+            Issue(
+                1,
+                "maintainability",
+                "suggestion",
+                "missing-docstring",
+                "The module has no docstring",
+                "Start the file with a docstring saying what the module is for",
+            )
+        )
     _check_nodes(tree, issues)
     _check_unused_imports(tree, issues)
     issues.extend(check_lines(source))
@@ -126,31 +147,66 @@ def _check_function(func: ast.FunctionDef | ast.AsyncFunctionDef, issues: list[I
     cc = complexity(func)
     if cc > COMPLEXITY_WARNING:
         severity = "critical" if cc > COMPLEXITY_CRITICAL else "warning"
-        issues.append(Issue(func.lineno, "maintainability", severity, "high-complexity",
-                            f"Function {func.name!r} has cyclomatic complexity {cc} (limit {COMPLEXITY_WARNING})",
-                            "Split it into smaller functions; replace long if/elif chains with a lookup table"))  # fmt: skip
+        issues.append(
+            Issue(
+                func.lineno,
+                "maintainability",
+                severity,
+                "high-complexity",
+                f"Function {func.name!r} has cyclomatic complexity {cc} (limit {COMPLEXITY_WARNING})",
+                "Split it into smaller functions; replace long if/elif chains with a lookup table",
+            )
+        )
     length = (func.end_lineno or func.lineno) - func.lineno + 1
     if length > LONG_FUNCTION_LINES:
-        issues.append(Issue(func.lineno, "maintainability", "warning", "long-function",
-                            f"Function {func.name!r} is {length} lines long (limit {LONG_FUNCTION_LINES})",
-                            "Extract the separate steps into helper functions"))  # fmt: skip
+        issues.append(
+            Issue(
+                func.lineno,
+                "maintainability",
+                "warning",
+                "long-function",
+                f"Function {func.name!r} is {length} lines long (limit {LONG_FUNCTION_LINES})",
+                "Extract the separate steps into helper functions",
+            )
+        )
     if not func.name.startswith("_") and ast.get_docstring(func) is None:
-        issues.append(Issue(func.lineno, "readability", "suggestion", "missing-docstring",
-                            f"Function {func.name!r} has no docstring",
-                            "Add a docstring: what it does, its arguments and what it returns"))  # fmt: skip
+        issues.append(
+            Issue(
+                func.lineno,
+                "readability",
+                "suggestion",
+                "missing-docstring",
+                f"Function {func.name!r} has no docstring",
+                "Add a docstring: what it does, its arguments and what it returns",
+            )
+        )
     args = func.args
     count = len(args.posonlyargs) + len(args.args) + len(args.kwonlyargs)
     if count > MAX_ARGUMENTS:
-        issues.append(Issue(func.lineno, "maintainability", "suggestion", "too-many-arguments",
-                            f"Function {func.name!r} takes {count} arguments (limit {MAX_ARGUMENTS})",
-                            "Group related arguments into a dataclass or use keyword-only arguments"))  # fmt: skip
+        issues.append(
+            Issue(
+                func.lineno,
+                "maintainability",
+                "suggestion",
+                "too-many-arguments",
+                f"Function {func.name!r} takes {count} arguments (limit {MAX_ARGUMENTS})",
+                "Group related arguments into a dataclass or use keyword-only arguments",
+            )
+        )
     for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
         if isinstance(default, (ast.List, ast.Dict, ast.Set)) or (
             isinstance(default, ast.Call) and _dotted(default.func) in ("list", "dict", "set")
         ):
-            issues.append(Issue(default.lineno, "bugs", "warning", "mutable-default",
-                                f"Function {func.name!r} has a mutable default argument; it is shared between calls",
-                                "Use None as the default and create the list/dict inside the function"))  # fmt: skip
+            issues.append(
+                Issue(
+                    default.lineno,
+                    "bugs",
+                    "warning",
+                    "mutable-default",
+                    f"Function {func.name!r} has a mutable default argument; it is shared between calls",
+                    "Use None as the default and create the list/dict inside the function",
+                )
+            )
     _check_unused_locals(func, issues)
     return cc
 
@@ -169,9 +225,16 @@ def _check_unused_locals(func: ast.FunctionDef | ast.AsyncFunctionDef, issues: l
                 loaded.add(node.id)
     for name, line in stored.items():
         if name not in loaded and name not in declared and not name.startswith("_"):
-            issues.append(Issue(line, "maintainability", "suggestion", "unused-variable",
-                                f"Local name {name!r} in {func.name!r} is assigned but never used",
-                                "Remove it, or name it '_' if the value is deliberately ignored"))  # fmt: skip
+            issues.append(
+                Issue(
+                    line,
+                    "maintainability",
+                    "suggestion",
+                    "unused-variable",
+                    f"Local name {name!r} in {func.name!r} is assigned but never used",
+                    "Remove it, or name it '_' if the value is deliberately ignored",
+                )
+            )
 
 
 def _check_unused_imports(tree: ast.Module, issues: list[Issue]) -> None:
@@ -183,9 +246,16 @@ def _check_unused_imports(tree: ast.Module, issues: list[Issue]) -> None:
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if alias.name == "*":
-                    issues.append(Issue(node.lineno, "maintainability", "warning", "star-import",
-                                        f"'from {node.module} import *' hides where names come from",
-                                        "Import the names you use explicitly"))  # fmt: skip
+                    issues.append(
+                        Issue(
+                            node.lineno,
+                            "maintainability",
+                            "warning",
+                            "star-import",
+                            f"'from {node.module} import *' hides where names come from",
+                            "Import the names you use explicitly",
+                        )
+                    )
                 elif node.module != "__future__":
                     imported[alias.asname or alias.name] = node.lineno
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
@@ -204,8 +274,16 @@ def _check_unused_imports(tree: ast.Module, issues: list[Issue]) -> None:
     )
     for name, line in imported.items():
         if name not in used and name not in exported and not re.search(rf"\b{re.escape(name)}\b", strings):
-            issues.append(Issue(line, "maintainability", "suggestion", "unused-import", f"Import {name!r} is never used",
-                                "Remove the import"))  # fmt: skip
+            issues.append(
+                Issue(
+                    line,
+                    "maintainability",
+                    "suggestion",
+                    "unused-import",
+                    f"Import {name!r} is never used",
+                    "Remove the import",
+                )
+            )
 
 
 def _check_nodes(tree: ast.Module, issues: list[Issue]) -> None:
@@ -213,13 +291,27 @@ def _check_nodes(tree: ast.Module, issues: list[Issue]) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ExceptHandler):
             if node.type is None:
-                issues.append(Issue(node.lineno, "bugs", "warning", "bare-except",
-                                    "A bare 'except:' also catches KeyboardInterrupt and SystemExit",
-                                    "Catch the specific exceptions you expect (at least 'except Exception:')"))  # fmt: skip
+                issues.append(
+                    Issue(
+                        node.lineno,
+                        "bugs",
+                        "warning",
+                        "bare-except",
+                        "A bare 'except:' also catches KeyboardInterrupt and SystemExit",
+                        "Catch the specific exceptions you expect (at least 'except Exception:')",
+                    )
+                )
             if len(node.body) == 1 and isinstance(node.body[0], ast.Pass):
-                issues.append(Issue(node.lineno, "bugs", "warning", "swallowed-exception",
-                                    "An exception is caught and silently ignored",
-                                    "Log it or handle it; ignoring errors hides bugs"))  # fmt: skip
+                issues.append(
+                    Issue(
+                        node.lineno,
+                        "bugs",
+                        "warning",
+                        "swallowed-exception",
+                        "An exception is caught and silently ignored",
+                        "Log it or handle it; ignoring errors hides bugs",
+                    )
+                )
         elif isinstance(node, ast.Call):
             _check_call(node, issues)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -231,8 +323,16 @@ def _check_nodes(tree: ast.Module, issues: list[Issue]) -> None:
                     and isinstance(right, ast.Constant)
                     and right.value is None
                 ):
-                    issues.append(Issue(node.lineno, "readability", "suggestion", "compare-to-none",
-                                        "Comparison to None with == or !=", "Use 'is None' / 'is not None'"))  # fmt: skip
+                    issues.append(
+                        Issue(
+                            node.lineno,
+                            "readability",
+                            "suggestion",
+                            "compare-to-none",
+                            "Comparison to None with == or !=",
+                            "Use 'is None' / 'is not None'",
+                        )
+                    )
         elif isinstance(node, loop_depth_nodes):
             for inner in ast.walk(node):
                 if (
@@ -241,17 +341,32 @@ def _check_nodes(tree: ast.Module, issues: list[Issue]) -> None:
                     and isinstance(inner.value, (ast.JoinedStr, ast.Constant))
                     and isinstance(getattr(inner.value, "value", ""), str)
                 ):
-                    issues.append(Issue(inner.lineno, "performance", "suggestion", "string-concat-in-loop",
-                                        "Strings are concatenated with += inside a loop (quadratic time)",
-                                        "Collect the parts in a list and ''.join() them once"))  # fmt: skip
+                    issues.append(
+                        Issue(
+                            inner.lineno,
+                            "performance",
+                            "suggestion",
+                            "string-concat-in-loop",
+                            "Strings are concatenated with += inside a loop (quadratic time)",
+                            "Collect the parts in a list and ''.join() them once",
+                        )
+                    )
                     break
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
             isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
         ):
             name = getattr(node, "name", None) or getattr(node, "id", "")
             if name in _BUILTIN_NAMES and name not in ("_",) and not name.startswith("__"):
-                issues.append(Issue(node.lineno, "bugs", "suggestion", "shadowed-builtin",
-                                    f"The name {name!r} shadows a Python builtin", f"Rename it (e.g. '{name}_')"))  # fmt: skip
+                issues.append(
+                    Issue(
+                        node.lineno,
+                        "bugs",
+                        "suggestion",
+                        "shadowed-builtin",
+                        f"The name {name!r} shadows a Python builtin",
+                        f"Rename it (e.g. '{name}_')",
+                    )
+                )
 
 
 def _check_call(node: ast.Call, issues: list[Issue]) -> None:
@@ -275,9 +390,16 @@ def _check_call(node: ast.Call, issues: list[Issue]) -> None:
                 and isinstance(keyword.value, ast.Constant)
                 and keyword.value.value is True
             ):
-                issues.append(Issue(node.lineno, "security", "critical", "shell-true",
-                                    f"{name}() with shell=True runs its command through the shell (injection risk)",
-                                    "Pass a list of arguments and drop shell=True"))  # fmt: skip
+                issues.append(
+                    Issue(
+                        node.lineno,
+                        "security",
+                        "critical",
+                        "shell-true",
+                        f"{name}() with shell=True runs its command through the shell (injection risk)",
+                        "Pass a list of arguments and drop shell=True",
+                    )
+                )
     if name in (
         "requests.get",
         "requests.post",
@@ -287,16 +409,32 @@ def _check_call(node: ast.Call, issues: list[Issue]) -> None:
         "httpx.post",
     ):
         if not any(k.arg == "timeout" for k in node.keywords):
-            issues.append(Issue(node.lineno, "bugs", "warning", "no-timeout", f"{name}() without a timeout can hang forever",
-                                "Pass timeout=... (seconds)"))  # fmt: skip
+            issues.append(
+                Issue(
+                    node.lineno,
+                    "bugs",
+                    "warning",
+                    "no-timeout",
+                    f"{name}() without a timeout can hang forever",
+                    "Pass timeout=... (seconds)",
+                )
+            )
         for keyword in node.keywords:
             if (
                 keyword.arg == "verify"
                 and isinstance(keyword.value, ast.Constant)
                 and keyword.value.value is False
             ):
-                issues.append(Issue(node.lineno, "security", "critical", "tls-verify-off", f"{name}() with verify=False disables TLS checks",
-                                    "Keep certificate verification on; configure a CA bundle if needed"))  # fmt: skip
+                issues.append(
+                    Issue(
+                        node.lineno,
+                        "security",
+                        "critical",
+                        "tls-verify-off",
+                        f"{name}() with verify=False disables TLS checks",
+                        "Keep certificate verification on; configure a CA bundle if needed",
+                    )
+                )
 
 
 def _check_secret_assignment(node: ast.Assign | ast.AnnAssign, issues: list[Issue]) -> None:
@@ -316,9 +454,16 @@ def _check_secret_assignment(node: ast.Assign | ast.AnnAssign, issues: list[Issu
             and not _PLACEHOLDER.match(value.value.strip())
             and len(value.value) >= 6
         ):
-            issues.append(Issue(node.lineno, "security", "critical", "hardcoded-secret",
-                                f"{name!r} is assigned a hard-coded secret-looking string",
-                                "Read secrets from the environment or a secret store (os.environ['...'])"))  # fmt: skip
+            issues.append(
+                Issue(
+                    node.lineno,
+                    "security",
+                    "critical",
+                    "hardcoded-secret",
+                    f"{name!r} is assigned a hard-coded secret-looking string",
+                    "Read secrets from the environment or a secret store (os.environ['...'])",
+                )
+            )
             return
 
 
@@ -327,15 +472,38 @@ def check_lines(source: str) -> list[Issue]:
     issues = []
     for number, line in enumerate(source.splitlines(), start=1):
         if _SECRET_VALUE.search(line):
-            issues.append(Issue(number, "security", "critical", "secret-literal",
-                                "The line contains what looks like a real credential (key or token format)",
-                                "Remove it from the code, rotate it, and load it from the environment"))  # fmt: skip
+            issues.append(
+                Issue(
+                    number,
+                    "security",
+                    "critical",
+                    "secret-literal",
+                    "The line contains what looks like a real credential (key or token format)",
+                    "Remove it from the code, rotate it, and load it from the environment",
+                )
+            )
         if len(line) > LONG_LINE:
-            issues.append(Issue(number, "readability", "suggestion", "long-line", f"Line is {len(line)} characters long (limit {LONG_LINE})",
-                                "Break it up; name intermediate values"))  # fmt: skip
+            issues.append(
+                Issue(
+                    number,
+                    "readability",
+                    "suggestion",
+                    "long-line",
+                    f"Line is {len(line)} characters long (limit {LONG_LINE})",
+                    "Break it up; name intermediate values",
+                )
+            )
         if re.search(r"(#|//)\s*(TODO|FIXME|XXX|HACK)\b", line):
-            issues.append(Issue(number, "maintainability", "suggestion", "todo", "An open TODO/FIXME marker",
-                                "Resolve it or track it in the issue tracker"))  # fmt: skip
+            issues.append(
+                Issue(
+                    number,
+                    "maintainability",
+                    "suggestion",
+                    "todo",
+                    "An open TODO/FIXME marker",
+                    "Resolve it or track it in the issue tracker",
+                )
+            )
     return issues
 
 
@@ -363,6 +531,14 @@ def check_generic(source: str, language: str) -> list[Issue]:
     if pattern:
         for number, line in enumerate(source.splitlines(), start=1):
             if re.search(pattern[0], line):
-                issues.append(Issue(number, "security", "warning", "dangerous-call", f"Risky construct ({pattern[1]})",
-                                    "Check that no untrusted input reaches it; prefer a safe API"))  # fmt: skip
+                issues.append(
+                    Issue(
+                        number,
+                        "security",
+                        "warning",
+                        "dangerous-call",
+                        f"Risky construct ({pattern[1]})",
+                        "Check that no untrusted input reaches it; prefer a safe API",
+                    )
+                )
     return issues

@@ -1,0 +1,149 @@
+"""The test runner that executes inside the sandbox, next to `solution.py` and `cases.json`.
+
+It is sent to the sandbox as `main.py` source text, never imported by the server. It imports the code
+under test, runs each case (a function call compared with its expected value, or a `test_*` function),
+and prints one `\x1eCASE {json}` line per finished case so that a timeout still reports what ran.
+"""
+
+import contextlib
+import io
+import json
+import linecache
+import math
+import sys
+import time
+import traceback
+
+MARK = "\x1eCASE "
+
+
+def _jsonable(value):
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _same(actual, expected, tolerance):
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        return actual == expected
+    if isinstance(actual, (int, float)) and isinstance(expected, (int, float)):
+        return math.isclose(actual, expected, rel_tol=tolerance, abs_tol=tolerance)
+    if isinstance(actual, list) and isinstance(expected, list):
+        return len(actual) == len(expected) and all(
+            _same(a, e, tolerance) for a, e in zip(actual, expected, strict=True)
+        )
+    if isinstance(actual, dict) and isinstance(expected, dict):
+        return actual.keys() == expected.keys() and all(
+            _same(actual[k], expected[k], tolerance) for k in actual
+        )
+    return actual == expected
+
+
+def _report(result):
+    sys.__stdout__.write(MARK + json.dumps(result) + "\n")
+    sys.__stdout__.flush()
+
+
+def _run(name, call):
+    captured = io.StringIO()
+    started = time.perf_counter()
+    result = {"name": name}
+    try:
+        with contextlib.redirect_stdout(captured):
+            outcome = call()
+        result.update(outcome)
+    except AssertionError as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        result.update(
+            passed=False,
+            error=f"AssertionError: {exc}" if str(exc) else f"assertion failed: {frame.line.strip()}",
+            line=frame.lineno,
+        )
+    except Exception as exc:  # the code under test may raise anything; that is a failed case
+        result.update(passed=False, error=f"{type(exc).__name__}: {exc}")
+    result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    if captured.getvalue():
+        result["stdout"] = captured.getvalue()[:2000]
+    _report(result)
+
+
+def _case(namespace, case, tolerance):
+    def call():
+        fn = namespace.get(case["function"])
+        if not callable(fn):
+            return {"passed": False, "error": f"function {case['function']!r} is not defined by the code"}
+        inputs = case.get("inputs", [])
+        expected_error = case.get("expect_exception")
+        try:
+            actual = fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
+        except Exception as exc:
+            if expected_error and type(exc).__name__ == expected_error:
+                return {"passed": True, "actual": f"raised {type(exc).__name__}"}
+            raise
+        if expected_error:
+            return {
+                "passed": False,
+                "actual": _jsonable(actual),
+                "error": f"expected {expected_error} to be raised",
+            }
+        actual = _jsonable(actual)
+        return {
+            "passed": _same(actual, case.get("expected"), tolerance),
+            "actual": actual,
+            "expected": case.get("expected"),
+        }
+
+    return call
+
+
+def _compile(source, filename):
+    # registered so that tracebacks and failed asserts can quote the line
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return compile(source, filename, "exec")
+
+
+def main():
+    with open("cases.json", encoding="utf-8") as handle:
+        spec = json.load(handle)
+    namespace = {"__name__": "solution"}
+    try:
+        with open("solution.py", encoding="utf-8") as handle:
+            exec(_compile(handle.read(), "solution.py"), namespace)
+    except BaseException as exc:
+        _report(
+            {
+                "name": "<import>",
+                "passed": False,
+                "error": f"the code under test failed to load: {type(exc).__name__}: {exc}",
+            }
+        )
+        return
+    tolerance = spec.get("tolerance", 1e-9)
+    for index, case in enumerate(spec.get("test_cases", [])):
+        _run(case.get("name") or f"case_{index + 1}:{case['function']}", _case(namespace, case, tolerance))
+    if spec.get("test_code"):
+        scope = dict(namespace)
+        scope["__name__"] = "test_solution"
+        try:
+            exec(_compile(spec["test_code"], "test_code.py"), scope)
+        except BaseException as exc:
+            _report(
+                {
+                    "name": "<test_code>",
+                    "passed": False,
+                    "error": f"test_code failed to load: {type(exc).__name__}: {exc}",
+                }
+            )
+            return
+        for name, fn in list(scope.items()):
+            if (
+                name.startswith("test")
+                and callable(fn)
+                and getattr(fn, "__code__", None)
+                and fn.__code__.co_filename == "test_code.py"
+            ):
+                _run(name, lambda fn=fn: (fn(), {"passed": True})[1])
+
+
+main()
