@@ -66,6 +66,13 @@ def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple
         ToolConfigError: the module is outside `allowed_modules`, or the module, class or function is missing.
     """
     config = tool.execution_config
+    if not config:
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r} has no execution_config (a catalogue entry only), so it cannot run; "
+            "give it {module, function} or {module, class, method}",
+            tool_id=tool.tool_id,
+            field="execution_config",
+        )
     module_name = config.get("module")
     if not isinstance(module_name, str) or not module_allowed(module_name, allowed_modules):
         # defence in depth: registration checked this, but a stored file may have been edited since

@@ -152,3 +152,11 @@ def boom(message: str) -> None:
 
 def needs_str(text: str) -> str:
     return text.strip()
+
+
+def thread_name() -> str:
+    return threading.current_thread().name
+
+
+def login(user: str, password: str) -> None:
+    raise PermissionError(f"user {user!r} refused")

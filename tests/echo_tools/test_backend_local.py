@@ -1,0 +1,203 @@
+"""The `local` backend: call shapes, instance caching, isolation (thread, process, inline), timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from echo_tools import ToolContext, ToolRegistry
+from tests.echo_tools._executor_support import BASIC, NUMBERS, local_tool, make_executor, make_inline
+from tests.echo_tools.fixture_tools import basic
+
+
+def test_one_dict_parameter_receives_the_whole_input() -> None:
+    executor, _ = make_executor(local_tool("whole", "whole_dict"))
+    assert executor.invoke_sync("whole", {"x": 1, "y": 2}).output == {"keys": ["x", "y"], "type": "dict"}
+
+
+def test_unannotated_payload_parameter_receives_the_whole_input() -> None:
+    executor, _ = make_executor(local_tool("whole", "whole_unannotated"))
+    assert executor.invoke_sync("whole", {"b": 1, "a": 2}).output == {"keys": ["a", "b"]}
+
+
+def test_one_pydantic_parameter_receives_a_model_built_from_the_input() -> None:
+    executor, _ = make_executor(local_tool("model", "with_model"))
+    result = executor.invoke_sync("model", {"text": "tea"})
+    assert result.output == {"text": "TEA", "limit": 3, "type": "Query"}
+
+
+def test_class_method_tools_share_one_cached_instance() -> None:
+    tool = {
+        "name": "multiply",
+        "execution_config": {"module": BASIC, "class": "Calculator", "method": "multiply"},
+        "input_schema": NUMBERS,
+    }
+    executor, _ = make_executor(tool)
+    before = basic.Calculator.instances
+    assert [executor.invoke_sync("multiply", {"a": 3, "b": n}).output for n in range(3)] == [0, 3, 6]
+    assert basic.Calculator.instances == before + 1
+
+
+def test_a_missing_function_fails_naming_it() -> None:
+    executor, _ = make_executor(local_tool("ghost", "no_such_function"))
+    result = executor.invoke_sync("ghost", {})
+    assert result.error_type == "execution" and "'no_such_function'" in result.error
+
+
+def test_wrong_keyword_arguments_fail_with_a_readable_error() -> None:
+    executor, _ = make_executor(local_tool("add", "add"))
+    result = executor.invoke_sync("add", {"a": 1, "c": 2})
+    assert result.error_type == "execution" and "arguments it does not accept" in result.error
+
+
+def test_module_allow_list_is_checked_again_at_call_time(tmp_path: Path) -> None:
+    # a stored file edited by hand after registration must still not import a foreign module
+    executor, _ = make_executor(local_tool("add", "add"))
+    executor.registry.get("tool_add").execution_config["module"] = "os"
+    result = executor.invoke_sync("add", {"a": 1, "b": 2})
+    assert result.error_type == "execution" and "'os'" in result.error and "allowed modules" in result.error
+
+
+def test_a_legacy_tool_without_execution_config_fails_clearly() -> None:
+    registry = ToolRegistry(allowed_modules=["tests.echo_tools.fixture_tools"])
+    registry.register({"name": "legacy", "description": "catalogue entry only"})
+    from echo_tools import ToolExecutor
+
+    result = ToolExecutor(registry).invoke_sync("legacy", {})
+    assert result.error_type == "execution" and "execution_config" in result.error
+
+
+def test_sync_tool_sleeping_past_its_timeout_returns_before_the_work_ends() -> None:
+    basic.FINISHED.clear()
+    executor, log = make_executor(local_tool("slow", "slow_sync", timeout_ms=500))
+    result = executor.invoke_sync("slow", {"seconds": 5})
+    assert not basic.FINISHED.is_set()  # the call came back while the thread still sleeps
+    assert result.error_type == "timeout" and "500 ms" in result.error
+    assert [e.type for e in log.events] == ["tool.invoked", "tool.timeout"]
+    assert log.events[-1].error_type == "timeout"
+
+
+async def test_context_timeout_overrides_the_tools_timeout() -> None:
+    basic.CANCELLED.clear()
+    executor, _ = make_executor(local_tool("slow", "slow_async", timeout_ms=60_000))
+    result = await executor.invoke("slow", {"seconds": 30}, ToolContext(timeout_ms=200))
+    assert result.error_type == "timeout" and "200 ms" in result.error
+
+
+async def test_timeout_cancels_an_async_tool() -> None:
+    basic.CANCELLED.clear()
+    executor, _ = make_executor(local_tool("slow", "slow_async", timeout_ms=200))
+    result = await executor.invoke("slow", {"seconds": 30})
+    assert result.error_type == "timeout"
+    assert basic.CANCELLED.is_set()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_timeout_kills_the_subprocess(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    tool = local_tool("sleeper", "write_pid_and_sleep", timeout_ms=1500, config={"isolation": "process"})
+    executor, log = make_executor(tool)
+    task = asyncio.ensure_future(executor.invoke("sleeper", {"pid_file": str(pid_file), "seconds": 60}))
+    result = await task
+    assert result.error_type == "timeout"
+    pid = int(pid_file.read_text())
+    assert pid != os.getpid()
+    assert not _pid_alive(pid)
+    assert log.events[-1].type == "tool.timeout"
+
+
+def test_process_isolation_returns_the_childs_output() -> None:
+    executor, _ = make_executor(local_tool("pid", "pid", config={"isolation": "process"}))
+    result = executor.invoke_sync("pid", {})
+    assert result.success and result.output != os.getpid()
+    assert result.metadata["pid"] == result.output
+    assert not _pid_alive(result.output)
+
+
+def test_process_isolation_reports_the_tools_exception() -> None:
+    executor, _ = make_executor(local_tool("boom", "boom", config={"isolation": "process"}))
+    result = executor.invoke_sync("boom", {"message": "child failed"})
+    assert (
+        result.error_type == "execution" and "ValueError" in result.error and "child failed" in result.error
+    )
+
+
+def test_inline_tools_run_in_the_calling_thread() -> None:
+    executor, _ = make_executor(local_tool("where", "thread_name"))
+    make_inline(executor.registry, "tool_where")
+    assert executor.invoke_sync("where", {}).output == threading.current_thread().name
+
+
+def test_thread_tools_run_in_a_worker_thread() -> None:
+    executor, _ = make_executor(local_tool("where", "thread_name"))
+    assert executor.invoke_sync("where", {}).output.startswith("echo-tools-local")
+
+
+async def test_inline_tools_run_on_the_loop_when_awaited() -> None:
+    executor, log = make_executor(
+        local_tool("add", "add", input_schema=NUMBERS, output_schema={"type": "number"})
+    )
+    make_inline(executor.registry, "tool_add")
+    result = await executor.invoke("add", {"a": 1, "b": 2})
+    assert result.output == 3 and [e.type for e in log.events] == ["tool.invoked", "tool.completed"]
+
+
+def test_an_inline_tool_that_overruns_is_reported_as_a_timeout() -> None:
+    basic.FINISHED.clear()
+    executor, _ = make_executor(local_tool("slow", "slow_sync", timeout_ms=50))
+    make_inline(executor.registry, "tool_slow")
+    result = executor.invoke_sync("slow", {"seconds": 0.2})
+    assert basic.FINISHED.is_set()  # inline work cannot be cut short ...
+    assert result.error_type == "timeout"  # ... but the overrun is still a timeout
+
+
+@pytest.mark.parametrize("isolation", ["thread", "inline"])
+def test_retries_rerun_a_pure_tool_until_it_succeeds(isolation: str) -> None:
+    key = f"pure-{isolation}"
+    basic.COUNTERS.pop(key, None)
+    tool = local_tool("flaky", "flaky", side_effect="pure", retry={"max_retries": 3, "backoff_ms": 1})
+    executor, log = make_executor(tool)
+    if isolation == "inline":
+        make_inline(executor.registry, "tool_flaky")
+    result = executor.invoke_sync("flaky", {"key": key, "fail_times": 2})
+    assert result.success and result.output == {"attempts": 3} and result.attempts == 3
+    assert basic.COUNTERS[key] == 3
+    assert log.events[-1].attempts == 3
+
+
+def test_retries_stop_at_max_retries() -> None:
+    basic.COUNTERS.pop("idem", None)
+    tool = local_tool("flaky", "flaky", side_effect="idempotent", retry={"max_retries": 1, "backoff_ms": 1})
+    executor, _ = make_executor(tool)
+    result = executor.invoke_sync("flaky", {"key": "idem", "fail_times": 5})
+    assert result.error_type == "execution" and result.attempts == 2 and basic.COUNTERS["idem"] == 2
+
+
+def test_external_tools_are_never_retried() -> None:
+    basic.COUNTERS.pop("ext", None)
+    tool = local_tool("flaky", "flaky", side_effect="external", retry={"max_retries": 3, "backoff_ms": 1})
+    executor, _ = make_executor(tool)
+    result = executor.invoke_sync("flaky", {"key": "ext", "fail_times": 1})
+    assert not result.success and result.attempts == 1 and basic.COUNTERS["ext"] == 1
+
+
+def test_timeouts_of_a_pure_tool_are_retried() -> None:
+    basic.CANCELLED.clear()
+    tool = local_tool(
+        "slow", "slow_async", side_effect="pure", timeout_ms=50, retry={"max_retries": 2, "backoff_ms": 1}
+    )
+    executor, log = make_executor(tool)
+    result = executor.invoke_sync("slow", {"seconds": 10})
+    assert result.error_type == "timeout" and result.attempts == 3
+    assert [e.type for e in log.events] == ["tool.invoked", "tool.timeout"]
