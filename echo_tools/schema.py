@@ -70,7 +70,10 @@ def format_path(path: Any) -> str:
 
 def _describe(error: Any, prefix: str) -> str:
     path = format_path(list(error.instance_path))
-    where = f"{prefix}.{path}" if path != "(root)" else prefix
+    if path == "(root)":
+        where = prefix
+    else:
+        where = f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
     return f"{where}: {error.message}"
 
 
@@ -112,12 +115,25 @@ def compiled(tool: Any, kind: str) -> SchemaValidator:
 
     The registry hands out one ToolDef object per stored version, so this compiles once per tool version;
     a re-registered tool is a new object and gets fresh validators.
+
+    Raises:
+        ToolRegistrationError: the schema cannot be compiled (a stored file edited by hand).
     """
     cache: dict[str, SchemaValidator] = tool._validators
     found = cache.get(kind)
     if found is None:
         schema = tool.input_schema if kind == "input" else tool.output_schema
-        found = cache[kind] = SchemaValidator(schema, prefix=kind)
+        try:
+            found = cache[kind] = SchemaValidator(schema, prefix=kind)
+        except (ValueError, jsonschema_rs.ReferencingError) as exc:
+            # stored files are not meta-checked at load (too slow for big folders); a hand-edited schema
+            # that cannot compile surfaces here, as a refused definition rather than a crash
+            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ToolRegistrationError(
+                f"Tool {tool.tool_id!r}: {kind}_schema cannot be compiled: {first_line}",
+                tool_id=tool.tool_id,
+                field=f"{kind}_schema",
+            ) from exc
     return found
 
 

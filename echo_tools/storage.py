@@ -109,14 +109,14 @@ class ToolStorage:
 
     def __init__(self, directory: str | Path, *, lock_timeout: float = 30.0) -> None:
         self.directory = Path(directory).expanduser().resolve()
+        if self.directory.exists() and not self.directory.is_dir():
+            raise ToolStorageError(f"Storage folder {str(self.directory)!r} is not a folder (it is a file)")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ToolStorageError(
                 f"Storage folder {str(self.directory)!r} cannot be created: {exc.strerror or exc}"
             ) from exc
-        if not self.directory.is_dir():
-            raise ToolStorageError(f"Storage folder {str(self.directory)!r} is not a folder")
         self._lock = FileLock(str(self.directory / LOCK_FILE), timeout=lock_timeout)
         self._index_path = self.directory / INDEX_FILE
         # The index's signature when we last read the folder or wrote it; any other writer replaces the
