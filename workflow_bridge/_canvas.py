@@ -7,6 +7,7 @@ is a pure function of its arguments (plus registry look-ups) and reports problem
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -168,7 +169,7 @@ def _resolve_entry(
     kind = str(entry.get("type") or "").strip().lower()
     tool_ref, name = entry.get("tool_id") or entry.get("toolId"), entry.get("name")
     raw_config = as_dict(entry.get("config"))
-    config = {k: copy.deepcopy(v) for k, v in raw_config.items() if k != "fixed"}
+    config = {k: json_copy(v) for k, v in raw_config.items() if k != "fixed"}
 
     tool = _lookup(registry, tool_ref, name, entry.get("id"))
     if tool is not None and isinstance(tool_ref, str) and tool_ref and tool.tool_id != tool_ref:
@@ -282,7 +283,7 @@ def _fixed_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     config = entry.get("config")
     for source in (entry.get("fixed"), config.get("fixed") if isinstance(config, Mapping) else None):
         if isinstance(source, Mapping):
-            fixed.update({k: copy.deepcopy(v) for k, v in source.items() if v is not None})
+            fixed.update({k: json_copy(v) for k, v in source.items() if v is not None})
     return fixed
 
 
@@ -366,7 +367,7 @@ def type_metadata(
     """The `metadata.<type>_config` blocks EchoAI keeps for a node, read from the real canvas keys."""
     if node_type in _PLAIN_BLOCKS:
         key, names = _PLAIN_BLOCKS[node_type]
-        block = {k: copy.deepcopy(config[k]) for k in names if k in config}
+        block = {k: json_copy(config[k]) for k in names if k in config}
         return {key: block} if block or node_type != "Start" else {}
     if node_type == "HITL":
         return {"hitl_config": _hitl(config)}
@@ -405,7 +406,7 @@ def _hitl(config: Mapping[str, Any]) -> dict[str, Any]:
     }
     for extra in ("allowedDecisions", "notificationChannels"):
         if extra in config:
-            hitl[extra] = copy.deepcopy(config[extra])
+            hitl[extra] = json_copy(config[extra])
     return hitl
 
 
@@ -418,12 +419,12 @@ def _api(config: Mapping[str, Any], node_id: str, diags: Diagnostics) -> dict[st
     api: dict[str, Any] = {
         "method": method,
         "url": url,
-        "headers": copy.deepcopy(config.get("headers") or {}),
+        "headers": json_copy(config.get("headers") or {}),
     }
-    api["auth"] = copy.deepcopy(dict(auth))
+    api["auth"] = json_copy(dict(auth))
     for extra in ("body", "query", "timeout"):
         if config.get(extra) is not None:
-            api[extra] = copy.deepcopy(config[extra])
+            api[extra] = json_copy(config[extra])
     if method not in HTTP_METHODS:
         diags.error(
             node_id, "config.method", f"API method {method!r} is not one of {', '.join(HTTP_METHODS)}"
@@ -453,7 +454,7 @@ def _mcp(
     if config.get("customUrl"):
         mcp["customUrl"] = config["customUrl"]
     if isinstance(config.get("arguments"), Mapping):
-        mcp["arguments"] = copy.deepcopy(dict(config["arguments"]))
+        mcp["arguments"] = json_copy(dict(config["arguments"]))
     if not server or not operation:
         diags.error(
             node_id,
@@ -553,3 +554,11 @@ def cycles(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> list[list[
 def as_dict(value: Any) -> dict[str, Any]:
     """`value` as a dict when it is a mapping, else an empty dict (canvas JSON is often loosely shaped)."""
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data (through the C JSON codec: several times faster than `copy.deepcopy`)."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):  # not plain JSON (e.g. a tuple key): fall back to the general copy
+        return copy.deepcopy(value)

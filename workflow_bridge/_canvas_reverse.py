@@ -7,11 +7,17 @@ Mapping the result again gives the same agents and tool bindings: canvas node id
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from workflow_bridge._canvas import BUILTIN_TOOL_TYPES, LOOK_BY_TYPE, ROLE_BY_TYPE, TOOL_NODE_TYPES, as_dict
+from workflow_bridge._canvas import (
+    BUILTIN_TOOL_TYPES,
+    LOOK_BY_TYPE,
+    ROLE_BY_TYPE,
+    TOOL_NODE_TYPES,
+    as_dict,
+    json_copy,
+)
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
@@ -70,7 +76,7 @@ def workflow_to_canvas(
     if workflow.get("description"):
         payload["description"] = workflow["description"]
     metadata = as_dict(workflow.get("metadata"))
-    extra = {k: copy.deepcopy(v) for k, v in metadata.items() if k not in _WORKFLOW_OWN_METADATA}
+    extra = {k: json_copy(v) for k, v in metadata.items() if k not in _WORKFLOW_OWN_METADATA}
     if extra:
         payload["metadata"] = extra
     return payload
@@ -106,7 +112,7 @@ def _node(
     node_type = str(md.get("node_type") or "Agent")
     layout = as_dict(md.get("ui_layout"))
     icon, color = LOOK_BY_TYPE.get(node_type, ("⬜", "#94a3b8"))
-    config: dict[str, Any] = copy.deepcopy(dict(md.get("canvas_extra") or {}))
+    config: dict[str, Any] = json_copy(dict(md.get("canvas_extra") or {}))
     is_agent = node_type in TOOL_NODE_TYPES
     if agent["role"] != ROLE_BY_TYPE.get(node_type, "Workflow node"):
         config["role"] = agent["role"]
@@ -200,12 +206,12 @@ def _entry_from_binding(registry: ToolRegistry | None, binding: Mapping[str, Any
     if tool is not None and kind not in BUILTIN_TOOL_TYPES and kind != "tools":
         entry["version"] = tool.version
         entry["tags"] = list(tool.tags)
-    config = copy.deepcopy(dict(binding.get("config") or {}))
+    config = json_copy(dict(binding.get("config") or {}))
     if not config and tool is not None and kind not in BUILTIN_TOOL_TYPES and kind != "tools":
-        config = copy.deepcopy(tool.input_schema)  # what the IDE's addTool puts there
+        config = json_copy(tool.input_schema)  # what the IDE's addTool puts there
     entry["config"] = config
     if binding.get("fixed"):
-        entry["fixed"] = copy.deepcopy(dict(binding["fixed"]))
+        entry["fixed"] = json_copy(dict(binding["fixed"]))
     return entry
 
 
@@ -216,18 +222,20 @@ def _type_config(
     canvas_ids: Mapping[str, Any],
     state_schema: Mapping[str, Any],
 ) -> dict[str, Any]:
-    if node_type == "Start":
-        variables = md.get("input_variables") or [
-            {"name": n, "type": str(state_schema.get(n, "string"))} for n in agent["input_schema"]
+    out: dict[str, Any] = {}
+    for side, schema_key, md_key in (
+        ("input", "input_schema", "input_variables"),
+        ("output", "output_schema", "output_variables"),
+    ):
+        variables = md.get(md_key) or [
+            {"name": n, "type": str(state_schema.get(n, "string"))} for n in agent[schema_key]
         ]
-        out = {"inputVariables": copy.deepcopy(variables)}
-        out.update(copy.deepcopy(md.get("start_config") or {}))
-        return out
-    if node_type == "End":
-        variables = md.get("output_variables") or [
-            {"name": n, "type": str(state_schema.get(n, "string"))} for n in agent["output_schema"]
-        ]
-        return {"outputVariables": copy.deepcopy(variables)}
+        if variables or (side, node_type) in (("input", "Start"), ("output", "End")):
+            out[f"{side}Variables"] = json_copy(variables)
+    return {**out, **_block_config(node_type, md, canvas_ids)}
+
+
+def _block_config(node_type: str, md: Mapping[str, Any], canvas_ids: Mapping[str, Any]) -> dict[str, Any]:
     if node_type == "Conditional":
         branches = []
         for branch in md.get("branches") or []:
@@ -245,7 +253,7 @@ def _type_config(
         return {"branches": branches}
     if node_type == "HITL":
         hitl = dict(md.get("hitl_config") or {})
-        return {k: copy.deepcopy(v) for k, v in hitl.items()}
+        return {k: json_copy(v) for k, v in hitl.items()}
     if node_type == "MCP":
         mcp = md.get("mcp_config") or {}
         out = {
@@ -254,9 +262,10 @@ def _type_config(
         }
         for extra in ("customUrl", "arguments"):
             if extra in mcp:
-                out[extra] = copy.deepcopy(mcp[extra])
+                out[extra] = json_copy(mcp[extra])
         return out
     block = {
+        "Start": "start_config",
         "API": "api_config",
         "Code": "code_config",
         "Self-Review": "review_config",
@@ -267,4 +276,4 @@ def _type_config(
         "Merge": "merge_config",
         "Subagent": "subagent_config",
     }.get(node_type)
-    return copy.deepcopy(dict(md.get(block) or {})) if block else {}
+    return json_copy(dict(md.get(block) or {})) if block else {}

@@ -31,7 +31,6 @@ workflow and agent shapes (echoai-notes §1.4, §1.6), fixing what EchoAI's mapp
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import re
 import uuid
@@ -51,6 +50,7 @@ from workflow_bridge._canvas import (
     consumed_keys,
     cycles,
     infer_execution_model,
+    json_copy,
     resolve_tool_entries,
     type_metadata,
 )
@@ -284,8 +284,10 @@ class NodeMapper:
             )
         in_vars = _variables(config.get("inputVariables"), key, "config.inputVariables", diags)
         out_vars = _variables(config.get("outputVariables"), key, "config.outputVariables", diags)
-        agent["input_schema"] = [v["name"] for v in in_vars] if node_type == "Start" else []
-        agent["output_schema"] = [v["name"] for v in out_vars] if node_type == "End" else []
+        # EchoAI reads these only on Start and End; any node may declare them here (an API node's
+        # outputVariables name the state keys its result lands in).
+        agent["input_schema"] = [v["name"] for v in in_vars]
+        agent["output_schema"] = [v["name"] for v in out_vars]
         agent["constraints"] = {
             "max_steps": config.get("maxIterations") or 5,
             "timeout_seconds": config.get("timeoutSeconds") or 60,
@@ -303,14 +305,14 @@ class NodeMapper:
             "canvas_node_id": node["id"],
             "created_at": now,
         }
-        if node_type == "Start" and in_vars:
+        if in_vars:
             metadata["input_variables"] = in_vars
-        if node_type == "End" and out_vars:
+        if out_vars:
             metadata["output_variables"] = out_vars
         if node_type == "Conditional":
             metadata["branches"] = _branches(config.get("branches"), key, node_ids, edges, diags)
         metadata.update(type_metadata(node_type, config, key, diags, self.registry))
-        extra = {k: copy.deepcopy(v) for k, v in config.items() if k not in consumed_keys(node_type)}
+        extra = {k: json_copy(v) for k, v in config.items() if k not in consumed_keys(node_type)}
         if extra:
             metadata["canvas_extra"] = extra
         agent["metadata"] = metadata
@@ -379,13 +381,10 @@ class NodeMapper:
                 conn["condition"] = str(condition)
             connections.append(conn)
         state_schema: dict[str, str] = {}
-        for key, node_type in types.items():
-            variables = agents[ids[key]]["metadata"].get(
-                "input_variables" if node_type == "Start" else "output_variables", []
-            )
-            if node_type in ("Start", "End"):
-                for var in variables:
-                    state_schema[var["name"]] = var["type"]
+        for key in types:
+            agent_md = agents[ids[key]]["metadata"]
+            for var in [*agent_md.get("input_variables", []), *agent_md.get("output_variables", [])]:
+                state_schema.setdefault(var["name"], var["type"])
         name = (
             payload.get("workflow_name") or payload.get("name") or payload.get("title") or "Untitled Workflow"
         )
@@ -403,9 +402,7 @@ class NodeMapper:
         elif save_as == "final":
             metadata["immutable"] = True
         if isinstance(payload.get("metadata"), Mapping):  # e.g. a sample's default_input
-            metadata.update(
-                {k: copy.deepcopy(v) for k, v in payload["metadata"].items() if k not in metadata}
-            )
+            metadata.update({k: json_copy(v) for k, v in payload["metadata"].items() if k not in metadata})
         workflow: dict[str, Any] = {
             "workflow_id": workflow_id,
             "name": str(name),
@@ -524,7 +521,7 @@ def normalize_agent(agent: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(agent, Mapping):
         raise TypeError(f"an agent must be a JSON object, got {type(agent).__name__}")
-    out = copy.deepcopy(dict(agent))
+    out = json_copy(dict(agent))
     for key in ("tools", "input_schema", "output_schema", "tool_bindings"):
         if out.get(key) is None:
             out[key] = []
