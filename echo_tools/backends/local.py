@@ -59,11 +59,11 @@ class CallPlan:
         return (dict(args),), {}  # a copy: the tool may change it, the invoked event still holds args
 
 
-def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple[Any, Callable[..., Any]]:
-    """Import the tool's module and return `(owner, callable)`; owner is the instance for a method.
+def import_module_checked(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> Any:
+    """Import the module `tool.execution_config` names, after checking it is inside `allowed_modules`.
 
     Raises:
-        ToolConfigError: the module is outside `allowed_modules`, or the module, class or function is missing.
+        ToolConfigError: there is no config, the module is outside `allowed_modules`, or it fails to import.
     """
     config = tool.execution_config
     if not config:
@@ -83,26 +83,69 @@ def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple
             field="execution_config.module",
         )
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except Exception as exc:  # boundary: the tool's module may fail to import in any way
         raise ToolConfigError(
             f"Tool {tool.tool_id!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}",
             tool_id=tool.tool_id,
             field="execution_config.module",
         ) from exc
-    if "function" in config:
-        return None, _attribute(tool, module, config["function"], "function")
-    cls = _attribute(tool, module, config.get("class"), "class")
+
+
+def build_instance(tool: ToolDef, module: Any) -> Any:
+    """`module.<class>()` or `module.<factory>()` from the tool's config; constructor errors named."""
+    config = tool.execution_config
+    kind = "class" if "class" in config else "factory"
+    maker = _attribute(tool, module, config.get(kind), kind)
     try:
-        instance = cls()
+        return maker()
     except Exception as exc:  # boundary: the tool class's constructor is foreign code
         raise ToolConfigError(
-            f"Tool {tool.tool_id!r}: cannot instantiate {module_name}.{cls.__name__}(): "
+            f"Tool {tool.tool_id!r}: cannot build {module.__name__}.{config.get(kind)}(): "
             f"{type(exc).__name__}: {exc}",
             tool_id=tool.tool_id,
-            field="execution_config.class",
+            field=f"execution_config.{kind}",
         ) from exc
+
+
+def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple[Any, Callable[..., Any]]:
+    """Import the tool's module and return `(owner, callable)`; owner is the instance for a method.
+
+    Raises:
+        ToolConfigError: the module is outside `allowed_modules`, or the module, class or function is missing.
+    """
+    module = import_module_checked(tool, allowed_modules)
+    config = tool.execution_config
+    if "function" in config:
+        return None, _attribute(tool, module, config["function"], "function")
+    instance = build_instance(tool, module)
     return instance, _attribute(tool, instance, config.get("method"), "method")
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def worker_pool() -> ThreadPoolExecutor:
+    """The process-wide pool that sync tools run in.
+
+    Not the loop's default executor: abandoned (timed-out) calls must not starve `asyncio.to_thread`
+    users, and `asyncio.run` must not wait for them when its loop shuts down.
+    """
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="echo-tools-worker")
+    return _pool
+
+
+async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` in the worker pool, with the caller's context variables."""
+    ctx = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(
+        worker_pool(), functools.partial(ctx.run, fn, *args, **kwargs)
+    )
 
 
 def _attribute(tool: ToolDef, owner: Any, name: Any, kind: str) -> Any:
@@ -172,7 +215,6 @@ class LocalBackend(ToolBackend):
         self.executor = executor
         self._plans: dict[str, CallPlan] = {}
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
 
     def plan(self, tool: ToolDef) -> CallPlan:
         """The cached call plan of `tool` (imports the module on first use)."""
@@ -226,10 +268,7 @@ class LocalBackend(ToolBackend):
             if plan.isolation == "inline":
                 result = plan.fn(*positional, **keywords)
             else:
-                loop = asyncio.get_running_loop()
-                ctx = contextvars.copy_context()
-                job = functools.partial(ctx.run, plan.fn, *positional, **keywords)
-                result = await loop.run_in_executor(self._executor(), job)
+                result = await run_in_worker(plan.fn, *positional, **keywords)
             if inspect.isawaitable(result):  # a sync wrapper returning a coroutine
                 result = await result
             return result
@@ -237,17 +276,6 @@ class LocalBackend(ToolBackend):
             raise
         except Exception as exc:  # boundary: the tool's own code
             raise _translate(tool, exc) from exc
-
-    def _executor(self) -> ThreadPoolExecutor:
-        # Our own pool, not the loop's default one: abandoned (timed-out) calls must not starve
-        # `asyncio.to_thread` users, and loop shutdown must not wait for them.
-        pool = self._pool
-        if pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="echo-tools-local")
-                pool = self._pool
-        return pool
 
     def forget(self, tool_id: str | None = None) -> None:
         with self._lock:
@@ -258,9 +286,6 @@ class LocalBackend(ToolBackend):
 
     async def aclose(self) -> None:
         self.forget()
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _translate(tool: ToolDef, exc: Exception) -> ToolExecutionError:

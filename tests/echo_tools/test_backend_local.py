@@ -141,7 +141,7 @@ def test_inline_tools_run_in_the_calling_thread() -> None:
 
 def test_thread_tools_run_in_a_worker_thread() -> None:
     executor, _ = make_executor(local_tool("where", "thread_name"))
-    assert executor.invoke_sync("where", {}).output.startswith("echo-tools-local")
+    assert executor.invoke_sync("where", {}).output.startswith("echo-tools-worker")
 
 
 async def test_inline_tools_run_on_the_loop_when_awaited() -> None:

@@ -1,0 +1,75 @@
+"""The `crewai` backend: a CrewAI `BaseTool` class (`{module, class}` or `{module, factory}`) run by the executor.
+
+The tool is built once per tool version and called through its own public entry points, so its argument
+model and usage limits still apply: `arun(**args)` when the class implements `_arun`, otherwise
+`run(**args)` in a worker thread. CrewAI is imported only when such a tool first runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.backends.base import ToolBackend
+from echo_tools.backends.local import build_instance, import_module_checked, run_in_worker
+from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError
+
+if TYPE_CHECKING:
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.models import ToolContext, ToolDef
+
+
+class CrewAIBackend(ToolBackend):
+    """Runs CrewAI tool classes; one instance per tool version."""
+
+    def __init__(self, executor: ToolExecutor) -> None:
+        self.executor = executor
+        self._instances: dict[str, tuple[ToolDef, Any, bool]] = {}
+        self._lock = threading.Lock()
+
+    def instance(self, tool: ToolDef) -> tuple[Any, bool]:
+        """`(crewai_tool, is_async)` for `tool`, built on first use."""
+        found = self._instances.get(tool.tool_id)
+        if found is not None and found[0] is tool:
+            return found[1], found[2]
+        with self._lock:
+            module = import_module_checked(tool, self.executor.registry.allowed_modules)
+            instance = build_instance(tool, module)
+            from crewai.tools import BaseTool
+
+            if not isinstance(instance, BaseTool):
+                raise ToolConfigError(
+                    f"Tool {tool.tool_id!r}: {type(instance).__name__} is not a crewai.tools.BaseTool",
+                    tool_id=tool.tool_id,
+                    field="execution_config.class",
+                )
+            is_async = type(instance)._arun is not BaseTool._arun
+            self._instances[tool.tool_id] = (tool, instance, is_async)
+        return instance, is_async
+
+    async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
+        instance, is_async = self.instance(tool)
+        try:
+            if is_async:
+                result = await instance.arun(**args)
+            else:
+                result = await run_in_worker(instance.run, **args)
+        except ToolError:
+            raise
+        except Exception as exc:  # boundary: the CrewAI tool's own code
+            raise ToolExecutionError(
+                f"Tool {tool.tool_id!r} (CrewAI {type(instance).__name__}) raised {type(exc).__name__}: {exc}",
+                tool_id=tool.tool_id,
+            ) from exc
+        from crewai.tools.tool_failure import ToolFailure
+
+        if isinstance(result, ToolFailure):  # CrewAI reports some failures (usage limits) as values
+            raise ToolExecutionError(f"Tool {tool.tool_id!r}: {result.message}", tool_id=tool.tool_id)
+        return result
+
+    def forget(self, tool_id: str | None = None) -> None:
+        with self._lock:
+            if tool_id is None:
+                self._instances.clear()
+            else:
+                self._instances.pop(tool_id, None)
