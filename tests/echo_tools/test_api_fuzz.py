@@ -1,0 +1,51 @@
+"""Fuzz every /tools route from the app's own OpenAPI schema (schemathesis): no input answers 500.
+
+The event stream is left out (it is endless by design; its own tests bound it). Examples are bounded per
+route so the whole run stays in seconds. The app is built at import (schemathesis reads its schema while
+collecting), over a storage folder removed when the module's tests finish.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+
+from echo_tools.api import create_app
+from echo_tools.executor import ToolExecutor
+from echo_tools.settings import ApiSettings
+from tests.echo_tools._api_support import ADD, ECHO, EXPLODE, make_registry
+
+_TMP = tempfile.TemporaryDirectory(prefix="echo-tools-fuzz-")
+_AGENTS = Path(_TMP.name) / "agents"
+_AGENTS.mkdir()
+(_AGENTS / "agt_0a1b.json").write_text('{"agent_id": "agt_0a1b", "tools": ["tool_echo"]}')
+REGISTRY = make_registry(Path(_TMP.name) / "tools", ECHO, ADD, EXPLODE)
+EXECUTOR = ToolExecutor(REGISTRY)
+APP = create_app(REGISTRY, EXECUTOR, ApiSettings(agents_dir=_AGENTS))
+
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(path="/tools/events")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cleanup() -> Iterator[None]:
+    yield
+    EXECUTOR.close()
+    _TMP.cleanup()
+
+
+@schema.parametrize()
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_route_answers_a_server_error(case: Any) -> None:
+    response = case.call()
+    case.validate_response(response, checks=[not_a_server_error])
+    content_type = (response.headers.get("content-type") or [""])[0]
+    if response.status_code >= 400 and content_type.startswith("application/json"):
+        body = response.json()
+        assert {"error_type", "message", "tool_id", "field"} <= set(body), body
