@@ -1,0 +1,156 @@
+"""Choosing the language model of an agent: a real one through CrewAI's `LLM`, or the offline rehearsal.
+
+Order: the agent's own `llm` config when it can run here (a model plus its provider's API key in the
+environment, or a `base_url`), then the caller's default, then `ECHO_LLM`, then the rehearsal model
+(`llm_rehearsal.RehearsalLLM`), which is announced on every run. A spec is `provider/model`
+(`openai/gpt-4o-mini`), an OpenAI-compatible URL with the model after `#`
+(`http://localhost:11434/v1#llama3.1`), or `rehearsal`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from crewai.llms.base_llm import BaseLLM
+
+from workflow_bridge.llm_rehearsal import REHEARSAL_MODEL, REHEARSAL_NOTICE, RehearsalLLM
+
+logger = logging.getLogger("workflow_bridge.llm")
+
+ENV_SPEC = "ECHO_LLM"
+ENV_MODEL = "ECHO_LLM_MODEL"
+ENV_API_KEY = "ECHO_LLM_API_KEY"
+REHEARSAL_SPECS = {"rehearsal", "offline", REHEARSAL_MODEL}
+
+# Where each provider's key is read from; CrewAI's native clients read the same variables.
+PROVIDER_KEYS = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "azure": ("AZURE_API_KEY",),
+    "bedrock": ("AWS_ACCESS_KEY_ID",),
+}
+_MODEL_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("gpt", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("claude", "anthropic"),
+    ("gemini", "gemini"),
+)
+
+
+class LLMConfigError(ValueError):
+    """An LLM setting that names something this machine cannot build."""
+
+
+def is_rehearsal(llm: Any) -> bool:
+    """True for the offline rehearsal model."""
+    return bool(getattr(llm, "is_rehearsal", False))
+
+
+def provider_of(model: str, provider: str | None = None) -> str | None:
+    """The provider of `model` (`"openai/gpt-4o"` -> openai, `"claude-..."` -> anthropic)."""
+    if provider:
+        return provider.lower()
+    if "/" in model:
+        return model.split("/", 1)[0].lower()
+    lowered = model.lower()
+    return next((p for prefix, p in _MODEL_PREFIXES if lowered.startswith(prefix)), None)
+
+
+def _params(config: Mapping[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if isinstance(config.get("temperature"), (int, float)):
+        params["temperature"] = float(config["temperature"])
+    max_tokens = config.get("max_tokens") or config.get("maxTokens")
+    if isinstance(max_tokens, int) and max_tokens > 0:
+        params["max_tokens"] = max_tokens
+    return params
+
+
+def llm_from_spec(spec: str, **params: Any) -> BaseLLM:
+    """Build a model from a spec: `rehearsal`, `provider/model`, a bare model name, or `URL#model`.
+
+    Raises:
+        LLMConfigError: a URL without a model name, or a provider CrewAI cannot build here.
+    """
+    spec = spec.strip()
+    if spec.lower() in REHEARSAL_SPECS:
+        return RehearsalLLM()
+    if spec.startswith(("http://", "https://")):
+        url, _, model = spec.partition("#")
+        model = model or os.environ.get(ENV_MODEL, "")
+        if not model:
+            raise LLMConfigError(
+                f"LLM spec {spec!r} names a server but no model; append '#<model>' or set {ENV_MODEL}"
+            )
+        api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        return _build(model, base_url=url, api_key=api_key, **params)
+    return _build(spec, **params)
+
+
+def _build(model: str, **kwargs: Any) -> BaseLLM:
+    from crewai import LLM
+
+    if kwargs.get("base_url"):
+        model = model if model.startswith("openai/") else f"openai/{model}"
+        kwargs["custom_openai"] = True
+    try:
+        return LLM(model=model, **kwargs)
+    except (ImportError, ValueError) as exc:
+        raise LLMConfigError(f"cannot build LLM {model!r}: {exc}") from exc
+
+
+def _from_agent_config(config: Mapping[str, Any]) -> BaseLLM | None:
+    model = config.get("model") or config.get("modelName") or ""
+    if not isinstance(model, str) or not model.strip():
+        return None
+    base_url = config.get("base_url") or config.get("baseUrl")
+    if base_url:
+        api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        return _build(model, base_url=base_url, api_key=api_key, **_params(config))
+    provider = provider_of(model, config.get("provider"))
+    keys = PROVIDER_KEYS.get(provider or "", ())
+    if not any(os.environ.get(k) for k in keys):
+        return None  # configured but not runnable here: no key in the environment
+    name = model if "/" in model or not provider else f"{provider}/{model}"
+    return _build(name, **_params(config))
+
+
+def resolve_llm(agent_llm_config: Mapping[str, Any] | None, default: BaseLLM | str | None = None) -> BaseLLM:
+    """The model an agent runs with.
+
+    Args:
+        agent_llm_config: the agent's `llm` dict (`provider`, `model`, `temperature`, `max_tokens`,
+            `base_url`); used when its provider's API key is in the environment or it has a `base_url`.
+        default: a model or spec used when the agent's own config cannot run here.
+
+    Returns:
+        A CrewAI LLM; the `RehearsalLLM` when nothing is configured (check with `is_rehearsal`).
+    """
+    config = agent_llm_config if isinstance(agent_llm_config, Mapping) else {}
+    llm = _from_agent_config(config)
+    if llm is not None:
+        return llm
+    if default is not None:
+        return llm_from_spec(default, **_params(config)) if isinstance(default, str) else default
+    spec = os.environ.get(ENV_SPEC, "").strip()
+    if spec:
+        return llm_from_spec(spec, **_params(config))
+    return RehearsalLLM()
+
+
+__all__ = [
+    "REHEARSAL_NOTICE",
+    "LLMConfigError",
+    "RehearsalLLM",
+    "is_rehearsal",
+    "llm_from_spec",
+    "provider_of",
+    "resolve_llm",
+]

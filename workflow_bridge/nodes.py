@@ -1,0 +1,350 @@
+"""The canvas nodes that are not LLM agents: Start, End, Merge, API, Code, MCP, Conditional and HITL.
+
+EchoAI ran every one of them as a CrewAI agent role-playing its job. Here Start and End pass data through,
+Merge joins branch results, API / Code / MCP nodes run their configured tool through the executor,
+Conditional nodes evaluate their branches with `conditions.evaluate_condition`, and HITL nodes pause the
+run with LangGraph's `interrupt` until `Command(resume=decision)`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from echo_tools.models import ToolContext
+from workflow_bridge.conditions import evaluate_condition, number_in
+from workflow_bridge.crewai_adapter import CrewAIAdapter, Node, format_parallel, now, original_request
+from workflow_bridge.llm_rehearsal import build_arguments, json_objects_in
+
+HTTP_TOOL = "tool_http_request"
+CODE_TOOL = "tool_code_executor"
+CONTINUE, REJECT = "__continue__", "__reject__"
+_PAIR = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*[:=]\s*([^\n,;]+)")
+_MAX_TEXT = 20_000
+
+
+def _message(agent: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+    return {
+        "agent": agent.get("agent_id"),
+        "name": agent.get("name"),
+        "role": agent.get("role"),
+        "node_type": (agent.get("metadata") or {}).get("node_type"),
+        **fields,
+        "timestamp": now(),
+    }
+
+
+def scope_for(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Names a condition or a Code node can use: state keys, plus `name: value` pairs and JSON keys found
+    in the previous agent's text (agents report values such as `risk_score: 75` as text)."""
+    scope: dict[str, Any] = {}
+    text = state.get("crew_result")
+    if isinstance(text, str) and text:
+        text = text[:_MAX_TEXT]
+        for key, value in _PAIR.findall(text):
+            scope.setdefault(key, value.strip().strip("\"'"))
+            scope.setdefault(key.lower(), scope[key])
+        for obj in json_objects_in(text):
+            scope.update({k: v for k, v in obj.items() if isinstance(k, str)})
+    scope.update({k: v for k, v in state.items() if v is not None})
+    return scope
+
+
+def passthrough_node(agent: Mapping[str, Any], reason: str = "pass-through") -> Node:
+    """A node that only records that it ran (missing agents compiled with `missing_agents="passthrough"`)."""
+
+    def passthrough(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [_message(agent, passthrough=True, note=reason)]}
+
+    return passthrough
+
+
+def start_node(agent: Mapping[str, Any]) -> Node:
+    """Start: no LLM; carries the request forward and fills its input keys from a JSON request."""
+    input_keys = [k for k in agent.get("input_schema") or [] if isinstance(k, str)]
+
+    def start(state: dict[str, Any]) -> dict[str, Any]:
+        request = original_request(state)
+        delta: dict[str, Any] = {"original_user_input": request}
+        found = next(iter(json_objects_in(request)), {}) if request.lstrip().startswith("{") else {}
+        for key in input_keys:
+            if state.get(key) is None:
+                if key in found:
+                    delta[key] = found[key]
+                elif len(input_keys) == 1:
+                    delta[key] = request
+        inputs = {k: delta.get(k, state.get(k)) for k in input_keys}
+        delta["messages"] = [_message(agent, inputs=inputs, original_request=request)]
+        return delta
+
+    return start
+
+
+def end_node(agent: Mapping[str, Any]) -> Node:
+    """End: no LLM; copies `crew_result` into its output keys and `result`."""
+    output_keys = [k for k in agent.get("output_schema") or [] if isinstance(k, str)]
+
+    def end(state: dict[str, Any]) -> dict[str, Any]:
+        text = state.get("crew_result")
+        if text in (None, "") and state.get("parallel_output"):
+            text = format_parallel(state["parallel_output"])
+        text = "" if text is None else text
+        delta: dict[str, Any] = {k: text for k in output_keys}
+        delta["result"] = text
+        delta["messages"] = [_message(agent, output_preview=str(text)[:500])]
+        return delta
+
+    return end
+
+
+def merge_node(agent: Mapping[str, Any]) -> Node:
+    """Merge: no LLM; the branches' `parallel_output` becomes `crew_result` for what follows."""
+
+    def merge(state: dict[str, Any]) -> dict[str, Any]:
+        combined = format_parallel(state.get("parallel_output"))
+        delta: dict[str, Any] = {
+            "messages": [_message(agent, merged=list(state.get("individual_outputs") or {}))]
+        }
+        if combined:
+            delta["crew_result"] = combined
+        return delta
+
+    return merge
+
+
+def tool_node(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str) -> Node:
+    """API, Code and MCP nodes: run the configured tool through the executor, no LLM.
+
+    The tool's output (as text) becomes `crew_result`; a failed call is recorded in `messages` and leaves
+    `crew_result` as it was, so the run goes on.
+    """
+    node_type = (agent.get("metadata") or {}).get("node_type")
+    tool_ref, make_args = _tool_plan(adapter, agent, node_type)
+
+    def run_tool(state: dict[str, Any]) -> dict[str, Any]:
+        ctx = ToolContext(
+            agent_id=agent.get("agent_id"),
+            workflow_id=state.get("workflow_id"),
+            run_id=state.get("run_id"),
+            node_id=node_id,
+        )
+        adapter.capture.open(ctx.run_id, node_id)
+        try:
+            result = adapter.executor.invoke_sync(tool_ref, make_args(state), ctx)
+        finally:
+            events = adapter.capture.close(ctx.run_id, node_id)
+        delta: dict[str, Any] = {"tool_events": events, "original_user_input": original_request(state)}
+        if result.success:
+            text = result.output if isinstance(result.output, str) else json.dumps(result.output, default=str)
+            delta["crew_result"] = text
+            for key in agent.get("output_schema") or []:
+                delta[key] = text
+            delta["messages"] = [
+                _message(agent, tool_id=result.tool_id, status="completed", output_preview=text[:500])
+            ]
+        else:
+            delta["messages"] = [
+                _message(
+                    agent,
+                    tool_id=result.tool_id,
+                    status="failed",
+                    error=result.error,
+                    error_type=result.error_type,
+                )
+            ]
+        return delta
+
+    return run_tool
+
+
+def _tool_plan(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_type: str | None) -> tuple[str, Any]:
+    meta = agent.get("metadata") or {}
+    registry = adapter.registry
+    if node_type == "API":
+        config = dict(meta.get("api_config") or {})
+        tool = registry.require(HTTP_TOOL)
+        return tool.tool_id, lambda state: _api_arguments(config, tool.input_schema, state)
+    if node_type == "Code":
+        config = dict(meta.get("code_config") or {})
+        tool = registry.require(CODE_TOOL)
+        return tool.tool_id, lambda state: _code_arguments(config, tool.input_schema, state)
+    config = dict(meta.get("mcp_config") or {})
+    tool = _mcp_tool(registry, config, agent)
+    fixed = dict(config.get("arguments") or {})
+
+    def mcp_arguments(state: dict[str, Any]) -> dict[str, Any]:
+        text = f"ORIGINAL USER REQUEST:\n{original_request(state)}\n\nPREVIOUS AGENT OUTPUT:\n{state.get('crew_result') or ''}"
+        return {**build_arguments(tool.input_schema, text), **fixed}
+
+    return tool.tool_id, mcp_arguments
+
+
+def _mcp_tool(registry: Any, config: Mapping[str, Any], agent: Mapping[str, Any]) -> Any:
+    from echo_tools.errors import ToolNotFoundError
+
+    if config.get("tool_id"):
+        return registry.require(config["tool_id"])
+    server = config.get("serverName") or config.get("serverId")
+    operation = config.get("toolName") or config.get("operation")
+    for tool in registry.list_by_type("mcp"):
+        exe = tool.execution_config
+        if exe.get("server") == server and exe.get("tool") == operation:
+            return tool
+    found = registry.resolve(f"{server}_{operation}") if server and operation else None
+    if found is None:
+        raise ToolNotFoundError(
+            f"MCP node {agent.get('name')!r} ({agent.get('agent_id')}) names server {server!r} operation "
+            f"{operation!r}, and no registered MCP tool serves it; add the server with `echo-tools mcp add`"
+        )
+    return found
+
+
+def _pick(schema: Mapping[str, Any], *names: str) -> str | None:
+    props = schema.get("properties") or {}
+    return next((n for n in names if n in props), None)
+
+
+def _api_arguments(config: Mapping[str, Any], schema: Mapping[str, Any], state: Mapping[str, Any]) -> dict:
+    method = str(config.get("method") or "GET").upper()
+    args: dict[str, Any] = {"url": config.get("url"), "method": method}
+    if config.get("headers"):
+        args[_pick(schema, "headers") or "headers"] = dict(config["headers"])
+    if config.get("query"):
+        args[_pick(schema, "query", "params") or "query"] = config["query"]
+    if config.get("timeout") and _pick(schema, "timeout", "timeout_seconds"):
+        args[_pick(schema, "timeout", "timeout_seconds") or "timeout"] = config["timeout"]
+    if method in ("POST", "PUT", "PATCH"):
+        body = config.get("body")
+        if body is None:
+            body = {"input": original_request(state), "previous_output": state.get("crew_result")}
+        args[_pick(schema, "json", "body", "data") or "json"] = body
+    return args
+
+
+def _code_arguments(config: Mapping[str, Any], schema: Mapping[str, Any], state: Mapping[str, Any]) -> dict:
+    code = str(config.get("code") or "")
+    args: dict[str, Any] = {"code": _preamble(code, scope_for(state)) + code}
+    if config.get("language") and _pick(schema, "language"):
+        args["language"] = str(config["language"]).lower()
+    if _pick(schema, "stdin"):
+        payload = {k: state.get(k) for k in ("user_input", "crew_result") if state.get(k) is not None}
+        args["stdin"] = json.dumps(payload, default=str)
+    return args
+
+
+def _preamble(code: str, scope: Mapping[str, Any]) -> str:
+    # Canvas code reads workflow values by bare name (`win_probability`); define the ones it reads but
+    # never assigns, from state and the previous agent's text, as literals (never code).
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    loaded: set[str] = set()
+    stored: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else stored).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            stored.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            stored.add(node.name)
+        elif isinstance(node, ast.arg):
+            stored.add(node.arg)
+    lines = []
+    for name in sorted(loaded - stored - set(dir(builtins))):
+        if name in scope:
+            value = scope[name]
+            number = number_in(value) if isinstance(value, str) else None
+            literal = value if number is None else (int(number) if number.is_integer() else number)
+            if isinstance(literal, (int, float, str, bool, list, dict)) or literal is None:
+                lines.append(f"{name} = {literal!r}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def conditional_node(agent: Mapping[str, Any], branches: list[tuple[str, str | None]], node_id: str) -> Node:
+    """Conditional: the first branch whose condition holds names the next node (`_routes[node_id]`).
+
+    Args:
+        branches: (condition, target node id or None for END) in order; an empty condition is `else`.
+    """
+
+    def conditional(state: dict[str, Any]) -> dict[str, Any]:
+        scope = scope_for(state)
+        chosen, condition = None, None
+        for condition_text, target in branches:
+            if evaluate_condition(condition_text, scope):
+                chosen, condition = target, condition_text
+                break
+        route = chosen or "__end__"
+        return {
+            "_conditional_route": route,
+            "_conditional_node": node_id,
+            "_routes": {node_id: route},
+            "messages": [_message(agent, route=route, condition=condition or "")],
+        }
+
+    return conditional
+
+
+def hitl_node(agent: Mapping[str, Any], node_id: str) -> Node:
+    """HITL: pauses with `interrupt(request)`; resume with `Command(resume=decision)`.
+
+    A decision is `"approve"`, `"reject"` or a dict `{"decision": "approve"|"reject"|"edit",
+    "edited_output": text, "comment": text}`; `edit` replaces `crew_result`, `reject` ends the run.
+    """
+    config = dict((agent.get("metadata") or {}).get("hitl_config") or {})
+
+    def hitl(state: dict[str, Any]) -> dict[str, Any]:
+        from langgraph.types import interrupt
+
+        raw = interrupt(
+            {
+                "type": "hitl",
+                "node_id": node_id,
+                "agent_id": agent.get("agent_id"),
+                "title": config.get("title") or agent.get("name"),
+                "message": config.get("message") or "",
+                "priority": config.get("priority") or "medium",
+                "allow_edit": bool(config.get("allowEdit", True)),
+                "decisions": config.get("allowedDecisions") or ["approve", "reject", "edit"],
+                "crew_result": state.get("crew_result"),
+                "run_id": state.get("run_id"),
+            }
+        )
+        decision = _decision(raw)
+        kind = decision["decision"]
+        delta: dict[str, Any] = {
+            "hitl_decision": decision,
+            "_routes": {node_id: REJECT if kind == "reject" else CONTINUE},
+            "messages": [_message(agent, decision=kind, comment=decision.get("comment"))],
+        }
+        if kind == "edit" and decision.get("edited_output") is not None:
+            delta["crew_result"] = decision["edited_output"]
+        if kind == "reject":
+            delta["result"] = f"Rejected at {agent.get('name')!r}: {decision.get('comment') or 'no comment'}"
+        return delta
+
+    return hitl
+
+
+def _decision(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        raw = {"decision": raw}
+    if not isinstance(raw, Mapping):
+        raise ValueError(
+            f"a HITL decision must be 'approve', 'reject' or a dict with 'decision', got {raw!r}"
+        )
+    decision = dict(raw)
+    kind = str(decision.get("decision") or decision.get("action") or "").lower()
+    aliases = {"approved": "approve", "rejected": "reject", "request_revisions": "reject", "edited": "edit"}
+    kind = aliases.get(kind, kind)
+    if kind not in ("approve", "reject", "edit"):
+        raise ValueError(f"HITL decision must be approve, reject or edit, got {decision.get('decision')!r}")
+    decision["decision"] = kind
+    if kind == "edit" and decision.get("edited_output") is None:
+        decision["edited_output"] = decision.get("crew_result") or decision.get("output")
+    return decision
