@@ -1,0 +1,209 @@
+"""The `echo-tools` command through its entry point in a subprocess, over a fresh storage folder.
+
+The storage starts empty, so the first command discovers the real AgentTools (the calculator is used
+for real calls). Errors must be one line on stderr with a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+COMMANDS = (
+    "list",
+    "show",
+    "invoke",
+    "validate",
+    "discover",
+    "mcp",
+    "events",
+    "run",
+    "compile",
+    "demo",
+    "serve",
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ECHO_TOOLS_HOME": str(home), "NO_COLOR": "1"}
+    env.pop("ECHO_TOOLS_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "echo_tools.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith("echo-tools: ")
+    return lines[0]
+
+
+def test_help_lists_every_command(home: Path) -> None:
+    result = cli(home, "--help")
+    assert result.returncode == 0
+    for command in COMMANDS:
+        assert f"    {command} " in result.stdout
+    assert "--storage" in result.stdout
+
+
+def test_list_discovers_the_agent_tools_into_an_empty_storage(home: Path) -> None:
+    result = cli(home, "list")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].split() == ["TOOL_ID", "TYPE", "STATUS", "VERSION", "NAME"]
+    assert any(
+        line.split()[:3] == ["tool_calculator", "local", "active"] for line in result.stdout.splitlines()
+    )
+    assert (home / "tool_calculator.json").is_file()
+
+
+def test_list_json_keeps_echoai_list_items(home: Path) -> None:
+    result = cli(home, "list", "--json")
+    items = json.loads(result.stdout)
+    calculator = next(i for i in items if i["tool_id"] == "tool_calculator")
+    assert set(calculator) == {"tool_id", "name", "description", "tool_type", "status", "version", "tags"}
+
+
+def test_show_prints_the_definition_by_id_or_name(home: Path) -> None:
+    by_name = json.loads(cli(home, "show", "Calculator").stdout)
+    assert by_name["tool_id"] == "tool_calculator"
+    assert by_name["execution_config"]["module"].startswith("AgentTools.calculator")
+    line = assert_one_line_error(cli(home, "show", "no_such_tool"))
+    assert "'no_such_tool'" in line
+
+
+def test_invoke_prints_the_tool_result_and_exits_zero(home: Path) -> None:
+    result = cli(home, "invoke", "calculator", "--input", '{"operation": "add", "values": [2, 3]}')
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["success"] is True
+    assert payload["output"]["result"] == 5
+
+
+def test_invoke_reads_the_input_from_a_file(home: Path, tmp_path: Path) -> None:
+    data = tmp_path / "input.json"
+    data.write_text(json.dumps({"operation": "multiply", "values": [6, 7]}))
+    result = cli(home, "invoke", "tool_calculator", "--input", f"@{data}")
+    assert json.loads(result.stdout)["output"]["result"] == 42
+
+
+def test_a_failed_invoke_prints_the_result_and_exits_one(home: Path) -> None:
+    result = cli(home, "invoke", "calculator", "--input", '{"operation": "divide", "values": [1, 0]}')
+    assert result.returncode == 1
+    payload = json.loads(result.stdout)
+    assert payload["success"] is False and payload["error_type"] == "execution"
+    line = assert_one_line_error(result)
+    assert "tool_calculator failed (execution)" in line
+
+
+def test_invalid_input_names_the_field(home: Path) -> None:
+    result = cli(home, "invoke", "calculator", "--input", '{"operation": "add", "values": ["x"]}')
+    assert result.returncode == 1
+    assert "input.values[0]" in json.loads(result.stdout)["error"]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("{bad", "--input is not valid JSON"),
+        ("[1, 2]", "--input must be a JSON object, got list"),
+        ("@/nonexistent/input.json", "--input file '/nonexistent/input.json' cannot be read"),
+    ],
+)
+def test_bad_input_is_a_one_line_error(home: Path, given: str, expected: str) -> None:
+    line = assert_one_line_error(cli(home, "invoke", "calculator", "--input", given))
+    assert expected in line
+
+
+def test_debug_shows_the_traceback(home: Path) -> None:
+    result = cli(home, "--debug", "invoke", "calculator", "--input", "{bad")
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr
+
+
+def test_validate_exits_by_validity_and_names_the_field(home: Path) -> None:
+    ok = cli(home, "validate", "calculator", "--input", '{"operation": "add", "values": [1]}')
+    assert ok.returncode == 0 and json.loads(ok.stdout)["valid"] is True
+    bad = cli(home, "validate", "calculator", "--input", '{"operation": "teleport"}')
+    assert bad.returncode == 1
+    errors = json.loads(bad.stdout)["errors"]
+    assert any(e.startswith("input.operation") and "teleport" in e for e in errors)
+
+
+def test_discover_reports_the_tools_and_bad_manifests(home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "more_tools"
+    (folder / "broken").mkdir(parents=True)
+    (folder / "broken" / "tool_manifest.json").write_text("{oops")
+    result = cli(home, "discover", str(folder))
+    assert result.returncode == 0
+    assert result.stdout.startswith("Discovered 0 tools")
+    assert "broken" in result.stderr and "not valid JSON" in result.stderr
+    default = cli(home, "discover")
+    assert "tool_calculator" in default.stdout
+
+
+def test_events_pretty_prints_the_log_of_an_invoke(home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    cli(
+        home,
+        "invoke",
+        "calculator",
+        "--input",
+        '{"operation": "add", "values": [1, 1]}',
+        "--run-id",
+        "r7",
+        "--events",
+        str(log),
+    )
+    with log.open("a") as fh:
+        fh.write("not json\n")
+    result = cli(home, "events", str(log))
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert "tool.invoked" in lines[0] and "tool_calculator" in lines[0] and "run=r7" in lines[0]
+    assert "tool.completed" in lines[1] and " ms" in lines[1]
+    assert lines[-1] == "2 events"
+    assert "is not JSON, skipped" in result.stderr
+
+
+def test_serve_refuses_a_public_host_without_an_api_key(home: Path) -> None:
+    line = assert_one_line_error(cli(home, "serve", "--host", "0.0.0.0"), code=2)
+    assert "API key is required" in line and "'0.0.0.0'" in line
+
+
+def test_mcp_add_with_a_malformed_env_pair_is_a_usage_error(home: Path) -> None:
+    line = assert_one_line_error(
+        cli(home, "mcp", "add", "files", "--command", "x", "--env", "NOEQUALS"), code=2
+    )
+    assert "--env expects KEY=VALUE, got 'NOEQUALS'" in line
+
+
+def test_list_and_help_import_no_agent_framework_or_web_framework(home: Path) -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from echo_tools import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert cli.main(['list']) == 0\n"
+        "heavy = ('crewai', 'langgraph', 'langchain_core', 'fastapi', 'uvicorn', 'mcp', 'litellm')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    env = {**os.environ, "ECHO_TOOLS_HOME": str(home)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
