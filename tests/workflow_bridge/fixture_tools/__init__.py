@@ -1,0 +1,1 @@
+"""Python tools that the adapter tests register in throw-away registries (allowed module: this package)."""

@@ -1,0 +1,315 @@
+"""Every catalogue tool as a LangChain `StructuredTool`, and a LangGraph tool node running calls directly.
+
+`to_langchain_tool` fits LangGraph's own `ToolNode` and `create_react_agent`: sync and async paths, the
+`ToolResult` as the message artifact, the call id in the executor's context, failures as
+`status="error"` messages. `ExecutorToolNode` replaces `ToolNode` when speed matters: it hands the calls
+of the last AI message straight to the executor, concurrently, and streams tool events to
+`stream_mode="custom"` as they happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import InjectedToolArg, StructuredTool, ToolException
+
+# ToolNode itself is built on this small runnable: a sync and an async function, no callback manager
+from langgraph._internal._runnable import RunnableCallable
+from langgraph.types import StreamWriter
+
+from echo_tools.events import ToolEvent
+from echo_tools.models import ToolContext, ToolDef, ToolResult
+from echo_tools.runtime import run_sync
+from workflow_bridge._schema_models import ToolView, as_context, failure_text, output_text, resolve_bindings
+
+if TYPE_CHECKING:
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.registry import ToolRegistry
+
+__all__ = ["ExecutorToolNode", "make_tool_node", "to_langchain_tool", "to_langchain_tools"]
+
+ContextLike = ToolContext | Mapping[str, Any] | None
+Ref = str | ToolDef | Mapping[str, Any]
+
+
+def _call_blocking(
+    executor: ToolExecutor, tool_id: str, args: dict[str, Any], ctx: ToolContext
+) -> ToolResult:
+    if asyncio._get_running_loop() is None:
+        return executor.invoke_sync(tool_id, args, ctx)
+    # a loop is running in this thread: never block it re-entrantly; use the shared background loop
+    return run_sync(executor.invoke(tool_id, args, ctx))
+
+
+_INJECTED_RUNTIME = {"runtime": Annotated[Any, InjectedToolArg()], "kwargs": Any, "return": tuple[Any, Any]}
+
+
+def _with_call_id(ctx: ToolContext, call_id: str | None) -> ToolContext:
+    return ctx.model_copy(update={"tool_call_id": call_id}) if call_id else ctx
+
+
+# -- StructuredTool ------------------------------------------------------------------------------------
+
+
+def to_langchain_tool(
+    tool: ToolDef,
+    executor: ToolExecutor,
+    context: ContextLike = None,
+    *,
+    binding: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> StructuredTool:
+    """Wrap one catalogue tool as a `StructuredTool` whose calls go through `executor`.
+
+    The tool returns `(content, ToolResult)` (`response_format="content_and_artifact"`). Under a
+    `ToolNode` (or `create_react_agent`) the call's `tool_call_id` reaches the executor's context and a
+    failure becomes a `ToolMessage(status="error")` that keeps the `ToolResult` as its artifact; called
+    directly, a failure is a handled `ToolException` whose text tells the model what to fix.
+
+    Args:
+        tool: the catalogue entry; its JSON Schema is the `args_schema` (a parameter named `runtime` would
+            clash with LangGraph's injected runtime).
+        executor: runs the calls.
+        context: ids of the agent the tool is bound to, carried into every event.
+        binding: the canvas binding (`fixed` parameters hidden and merged, `description` override).
+        name: the LLM-facing name (default `tool.llm_name`).
+
+    Raises:
+        ValueError: the binding fixes a parameter the tool does not have.
+    """
+    view = ToolView(tool, binding)
+    ctx = as_context(context)
+    tool_id = tool.tool_id
+    tool_name = name or view.name
+
+    def respond(result: ToolResult, call_id: str | None) -> tuple[Any, Any]:
+        if result.success:
+            return output_text(result.output), result
+        text = failure_text(tool_name, result)
+        if call_id is None:
+            raise ToolException(text)
+        # a returned error message keeps the ToolResult; a raised ToolException would drop the artifact
+        message = ToolMessage(text, tool_call_id=call_id, name=tool_name, status="error", artifact=result)
+        return message, None
+
+    def func(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
+        call_id = getattr(runtime, "tool_call_id", None)
+        result = _call_blocking(executor, tool_id, view.call_args(kwargs), _with_call_id(ctx, call_id))
+        return respond(result, call_id)
+
+    async def coroutine(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
+        call_id = getattr(runtime, "tool_call_id", None)
+        result = await executor.invoke(tool_id, view.call_args(kwargs), _with_call_id(ctx, call_id))
+        return respond(result, call_id)
+
+    # Real annotation objects, not `from __future__` strings: LangChain inspects `func`'s type hints on
+    # every call, and re-evaluating string annotations costs more than the tool call itself.
+    func.__annotations__ = coroutine.__annotations__ = _INJECTED_RUNTIME
+    return StructuredTool(
+        name=tool_name,
+        description=view.description,
+        args_schema=view.input_schema,
+        func=func,
+        coroutine=coroutine,
+        response_format="content_and_artifact",
+        handle_tool_error=True,
+        metadata={"tool_id": tool_id, "tool_type": tool.tool_type.value},
+    )
+
+
+def to_langchain_tools(
+    refs: Iterable[Ref], registry: ToolRegistry, executor: ToolExecutor, context: ContextLike = None
+) -> list[StructuredTool]:
+    """`StructuredTool`s for the tools `refs` name (ids, names, `ToolDef`s or canvas bindings), in order.
+
+    Disabled bindings and disabled tools are left out; `tool.metadata["tool_id"]` maps each back.
+
+    Raises:
+        ToolNotFoundError: a ref names no tool.
+    """
+    ctx = as_context(context)
+    return [to_langchain_tool(t, executor, ctx, binding=b) for t, b in resolve_bindings(refs, registry)]
+
+
+# -- ExecutorToolNode ----------------------------------------------------------------------------------
+
+_WRITER: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
+    "echo_tools_stream_writer", default=None
+)
+_FORWARDING: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def event_dict(event: ToolEvent) -> dict[str, Any]:
+    """`event.to_dict()` without its deep copy (which costs more than a whole fast tool call)."""
+    out = {k: v for k, v in vars(event).items() if v is not None and v != {} and not k.startswith("_")}
+    out["event_id"], out["timestamp"] = event.event_id, event.timestamp  # formatted lazily by the executor
+    return out
+
+
+def _forward_to_stream(event: ToolEvent) -> None:
+    """Executor sink: hand each event to the LangGraph stream writer of the node running the call."""
+    writer = _WRITER.get()
+    if writer is not None:
+        writer(event_dict(event))
+
+
+class ExecutorToolNode(RunnableCallable):
+    """A LangGraph node running the tool calls of the last AI message through the `ToolExecutor`.
+
+    Use it where `ToolNode` goes (`builder.add_node("tools", node)`, routed by `tools_condition`). The
+    calls run concurrently (at most `max_concurrency` at once) and come back as `ToolMessage`s in call
+    order, each with its `ToolResult` as the artifact; failures and unknown tool names are
+    `status="error"` messages telling the model what to fix. Tool events go to `stream_mode="custom"`.
+
+    Args:
+        registry: where tool names are resolved.
+        executor: runs the calls.
+        refs: the tools the model may call (ids, names, `ToolDef`s or canvas bindings); None allows every
+            tool in the registry, resolved by name at call time.
+        context: ids of the agent the node serves, carried into every event.
+        name: the node name.
+        messages_key: the state key holding the messages.
+        max_concurrency: calls of one message running at once.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        executor: ToolExecutor,
+        refs: Iterable[Ref] | None = None,
+        context: ContextLike = None,
+        *,
+        name: str = "tools",
+        messages_key: str = "messages",
+        max_concurrency: int = 8,
+        tags: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(self._func, self._afunc, name=name, tags=tags, trace=False)
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
+        self.registry = registry
+        self.executor = executor
+        self.context = as_context(context)
+        self.messages_key = messages_key
+        self.max_concurrency = max_concurrency
+        self._views: dict[str, ToolView] | None = None
+        if refs is not None:
+            self._views = {}
+            for tool, binding in resolve_bindings(refs, registry):
+                view = ToolView(tool, binding)
+                self._views.setdefault(view.name, view)
+                self._views.setdefault(tool.tool_id, view)
+        if executor not in _FORWARDING:
+            _FORWARDING.add(executor)
+            executor.add_sink(_forward_to_stream)
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names the model may call (None-refs nodes: every registry tool's LLM-facing name)."""
+        if self._views is None:
+            return [t.llm_name for t in self.registry.list_all()]
+        return sorted({v.name for v in self._views.values()})
+
+    def _view(self, name: str) -> ToolView | None:
+        if self._views is not None:
+            return self._views.get(name)
+        tool = self.registry.resolve(name)
+        return ToolView(tool) if tool is not None else None
+
+    def _parse(self, input: Any) -> tuple[list[dict[str, Any]], bool]:
+        if isinstance(input, list) and input and isinstance(input[-1], dict) and "args" in input[-1]:
+            return list(input), False  # raw tool calls
+        if isinstance(input, list):
+            messages, as_dict = input, False
+        elif isinstance(input, Mapping):
+            messages, as_dict = input.get(self.messages_key, []), True
+        else:
+            messages, as_dict = getattr(input, self.messages_key, []), True
+        for message in reversed(messages):
+            if isinstance(message, AIMessage):
+                return cast("list[dict[str, Any]]", list(message.tool_calls)), as_dict
+        raise ValueError(f"ExecutorToolNode {self.name!r} found no AI message in the input")
+
+    def _output(self, messages: list[ToolMessage], as_dict: bool) -> Any:
+        return {self.messages_key: messages} if as_dict else messages
+
+    def _unknown(self, call: dict[str, Any]) -> ToolMessage:
+        names = ", ".join(self.tool_names)
+        text = f"Error: {call['name']!r} is not a valid tool, try one of [{names}]."
+        writer = _WRITER.get()
+        if writer is not None:
+            # the executor never sees this call, so the node reports it in the events' shape itself
+            ids = {k: v for k, v in self.context.ids().items() if v is not None}
+            event = {"type": "tool.failed", "tool_name": call["name"], **ids, "tool_call_id": call.get("id")}
+            writer(event | {"error": text, "error_type": "not_found"})
+        return ToolMessage(text, tool_call_id=call.get("id") or "", name=call["name"], status="error")
+
+    def _message(self, call: dict[str, Any], view: ToolView, result: ToolResult) -> ToolMessage:
+        if result.success:
+            content, status = output_text(result.output), "success"
+        else:
+            content, status = failure_text(view.name, result), "error"
+        return ToolMessage(
+            content, tool_call_id=call.get("id") or "", name=call["name"], status=status, artifact=result
+        )
+
+    def _func(self, input: Any, writer: StreamWriter) -> Any:
+        calls, as_dict = self._parse(input)
+        token = _WRITER.set(writer)
+        try:
+            if len(calls) == 1 and asyncio._get_running_loop() is None:
+                return self._output([self._run_one_sync(calls[0])], as_dict)
+            return self._output(run_sync(self._run_all(calls)), as_dict)
+        finally:
+            _WRITER.reset(token)
+
+    async def _afunc(self, input: Any, writer: StreamWriter) -> Any:
+        calls, as_dict = self._parse(input)
+        token = _WRITER.set(writer)
+        try:
+            return self._output(await self._run_all(calls), as_dict)
+        finally:
+            _WRITER.reset(token)
+
+    def _run_one_sync(self, call: dict[str, Any]) -> ToolMessage:
+        view = self._view(call["name"])
+        if view is None:
+            return self._unknown(call)
+        ctx = _with_call_id(self.context, call.get("id"))
+        result = self.executor.invoke_sync(view.tool.tool_id, view.call_args(call.get("args")), ctx)
+        return self._message(call, view, result)
+
+    async def _run_one(self, call: dict[str, Any]) -> ToolMessage:
+        view = self._view(call["name"])
+        if view is None:
+            return self._unknown(call)
+        ctx = _with_call_id(self.context, call.get("id"))
+        result = await self.executor.invoke(view.tool.tool_id, view.call_args(call.get("args")), ctx)
+        return self._message(call, view, result)
+
+    async def _run_all(self, calls: list[dict[str, Any]]) -> list[ToolMessage]:
+        if len(calls) == 1:
+            return [await self._run_one(calls[0])]
+        limit = asyncio.Semaphore(self.max_concurrency)
+
+        async def bounded(call: dict[str, Any]) -> ToolMessage:
+            async with limit:
+                return await self._run_one(call)
+
+        return list(await asyncio.gather(*(bounded(c) for c in calls)))
+
+
+def make_tool_node(
+    registry: ToolRegistry,
+    executor: ToolExecutor,
+    refs: Iterable[Ref] | None,
+    context: ContextLike = None,
+    **kwargs: Any,
+) -> ExecutorToolNode:
+    """An `ExecutorToolNode` for the tools `refs` name; keyword arguments go to `ExecutorToolNode`."""
+    return ExecutorToolNode(registry, executor, refs, context, **kwargs)
