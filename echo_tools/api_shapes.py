@@ -54,3 +54,15 @@ def compile_summary(graph: Any, mapped: Any) -> dict[str, Any]:
                 }
             )
     return {"diagnostics": diagnostics, "nodes": nodes, "edges": edges}
+
+
+def event_dict(event: Any) -> dict[str, Any]:
+    """A `ToolEvent`, a node event object or a dict -> a plain dict (for SSE frames and the CLI)."""
+    if isinstance(event, dict):
+        return event
+    to_dict = getattr(event, "to_dict", None)
+    if callable(to_dict):
+        data = to_dict()
+        if isinstance(data, dict):
+            return data
+    return {"type": type(event).__name__, "detail": str(event)}

@@ -10,6 +10,8 @@ import sys
 import threading
 from typing import Any
 
+from echo_tools.api_shapes import event_dict as as_dict
+
 _STYLES = {
     "tool.invoked": ("→", "cyan"),
     "tool.completed": ("✓", "green"),
@@ -20,18 +22,6 @@ _STYLES = {
     "node.completed": ("■", "magenta"),
     "node.failed": ("✗", "bold red"),
 }
-
-
-def as_dict(event: Any) -> dict[str, Any]:
-    """A `ToolEvent`, a dataclass-like object or a dict -> a plain dict."""
-    if isinstance(event, dict):
-        return event
-    to_dict = getattr(event, "to_dict", None)
-    if callable(to_dict):
-        data = to_dict()
-        if isinstance(data, dict):
-            return data
-    return {"type": type(event).__name__, "detail": str(event)}
 
 
 def short(value: Any, limit: int = 80) -> str:

@@ -1,0 +1,147 @@
+"""The `/workflows` routes: compile a canvas or workflow JSON, and run it with its events streamed (SSE).
+
+Both hand the work to a worker thread (`anyio.to_thread`), never the event loop: a run calls agents and
+tools for minutes, and EchoAI's gateway stalled every other request while one ran. The workflow bridge
+(LangGraph, CrewAI) is imported inside the handlers, so building the app stays cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from fastapi import APIRouter, Body, Depends
+from fastapi.responses import StreamingResponse
+
+from echo_tools.api_errors import ApiError, contract_route_class, from_tool_error
+from echo_tools.api_events import SSE_HEADERS, format_sse
+from echo_tools.api_security import make_guard
+from echo_tools.api_shapes import compile_summary, event_dict
+from echo_tools.errors import ToolError
+
+if TYPE_CHECKING:
+    from echo_tools.api import ApiState
+
+RUN_OPTIONS = ("user_input", "run_id")
+
+
+def _runner() -> Any:
+    import workflow_bridge.runner as runner  # type: ignore[import-not-found,unused-ignore]
+
+    return runner
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, ApiError):
+        return exc.body()
+    if isinstance(exc, ToolError):
+        return from_tool_error(exc).body()
+    return {
+        "error_type": "execution",
+        "message": f"{type(exc).__name__}: {exc}",
+        "tool_id": None,
+        "field": None,
+    }
+
+
+def make_workflow_router(state: ApiState) -> APIRouter:
+    """`POST /workflows/compile` and `POST /workflows/run`, secured like the `/tools` routes."""
+    secured = [Depends(make_guard(state.settings))]
+    router = APIRouter(prefix="/workflows", tags=["workflows"], route_class=contract_route_class())
+
+    @router.post("/compile", dependencies=secured, summary="Map and compile a canvas or {workflow, agents}")
+    async def compile_workflow(source: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        runner = _runner()
+        try:
+            graph, mapped = await anyio.to_thread.run_sync(
+                runner.compile_source, source, state.registry, state.executor
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ApiError(422, "validation", f"The workflow cannot be compiled: {exc}") from exc
+        return compile_summary(graph, mapped)
+
+    @router.post("/run", dependencies=secured, summary="Run a workflow; node and tool events as SSE")
+    async def run_workflow(body: dict[str, Any] = Body(...)) -> StreamingResponse:
+        user_input = body.get("user_input")
+        if user_input is not None and not isinstance(user_input, str):
+            raise ApiError(
+                422,
+                "validation",
+                f"user_input must be a string, got {user_input!r:.60}",
+                field="body.user_input",
+            )
+        run_id = body.get("run_id")
+        if run_id is not None and (not isinstance(run_id, str) or not run_id or len(run_id) > 200):
+            raise ApiError(
+                422, "validation", f"run_id must be a short string, got {run_id!r:.60}", field="body.run_id"
+            )
+        source = {k: v for k, v in body.items() if k not in RUN_OPTIONS}
+        stream = _run_stream(state, source, user_input, run_id or f"run_{uuid.uuid4().hex[:16]}")
+        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+    return router
+
+
+async def _run_stream(
+    state: ApiState, source: dict[str, Any], user_input: str | None, run_id: str
+) -> AsyncIterator[str]:
+    """Start the run in a worker thread and relay its events as they happen, then the final state."""
+    runner = _runner()
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def relay(event: Any) -> None:  # called from the run's threads
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, ("event", event_dict(event)))
+        except RuntimeError:
+            pass  # the server's loop is closed; nobody is listening any more
+
+    def tool_sink(event: Any) -> None:
+        if getattr(event, "run_id", None) == run_id:
+            relay(event)
+
+    def work() -> Any:
+        return runner.run_workflow(
+            source,
+            registry=state.registry,
+            executor=state.executor,
+            user_input=user_input,
+            on_event=relay,
+            run_id=run_id,
+        )
+
+    async def job() -> None:
+        try:
+            final = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            queue.put_nowait(("final", final))
+        except Exception as exc:  # boundary: a failed run is reported in the stream, not as a crash
+            queue.put_nowait(("error", exc))
+
+    state.executor.add_sink(tool_sink)
+    task = asyncio.create_task(job())
+    seen: set[str] = set()
+    try:
+        yield format_sse("run.started", {"run_id": run_id})
+        while True:
+            kind, item = await queue.get()
+            if kind == "event":
+                event_id = item.get("event_id")
+                if event_id:
+                    if event_id in seen:  # the runner and the executor sink may both deliver it
+                        continue
+                    seen.add(event_id)
+                yield format_sse(str(item.get("type", "event")), item, event_id)
+            elif kind == "final":
+                yield format_sse("run.completed", {"run_id": run_id, "state": item})
+                return
+            else:
+                yield format_sse("run.failed", {"run_id": run_id, **_failure(item)})
+                return
+    finally:
+        state.executor.remove_sink(tool_sink)
+        if not task.done():
+            # the client left: the worker thread cannot be interrupted and finishes on its own
+            task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
