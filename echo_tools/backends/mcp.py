@@ -1,0 +1,156 @@
+"""The `mcp` backend: tools of MCP servers on pooled sessions, and EchoAI's connector service path.
+
+`{server, tool}` calls go through one long-lived session per server (`echo_tools.mcp_sessions`). The
+SDK's client-side output validation is skipped (the executor validates once); `structuredContent` is the
+output when present, otherwise the text content (JSON parsed when it is JSON); other content blocks are
+kept in the result's metadata; `isError` is a failure carrying the server's message. `{connector_id}`
+posts `{connector_id, payload}` to `<ECHO_CONNECTOR_BASE_URL>/connectors/mcp/invoke`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.errors import ToolExecutionError
+from echo_tools.models import SideEffect
+
+if TYPE_CHECKING:
+    from mcp import types
+
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.mcp_sessions import MCPSessionPool
+    from echo_tools.models import ToolContext, ToolDef
+
+logger = logging.getLogger("echo_tools.mcp")
+
+CONNECTOR_BASE_ENV = "ECHO_CONNECTOR_BASE_URL"
+DEFAULT_CONNECTOR_BASE = "http://localhost:8000"
+CONNECTOR_PATH = "/connectors/mcp/invoke"
+# the SDK's own read timeout is only a backstop: the executor's deadline cancels the call first
+_BACKSTOP_S = 5.0
+
+
+class MCPBackend(ToolBackend):
+    """Runs `mcp` tools for one executor; its sessions close with `executor.aclose()`."""
+
+    def __init__(self, executor: ToolExecutor) -> None:
+        self.executor = executor
+        self._pool: MCPSessionPool | None = None
+
+    @property
+    def pool(self) -> MCPSessionPool:
+        """The executor's session pool (created at the first MCP call)."""
+        if self._pool is None:
+            from echo_tools.mcp_sessions import MCPSessionPool
+
+            self._pool = MCPSessionPool(self.executor.egress, on_tools_changed=self._refresh)
+        return self._pool
+
+    async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
+        """Call the tool on its server's pooled session (or post it to the connector service)."""
+        if "connector_id" in tool.execution_config:
+            return await self._call_connector(tool, args)
+        from echo_tools.mcp_config import server_config
+
+        server, name = tool.execution_config["server"], tool.execution_config["tool"]
+        config = server_config(self.executor.registry, server)
+        timeout_s = (context.timeout_ms or tool.timeout_ms) / 1000 + _BACKSTOP_S
+        # a call lost with its connection is repeated on a fresh session only when repeating is harmless
+        retry_lost = tool.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
+        result = await self.pool.call_tool(server, config, name, args, timeout_s, retry_lost=retry_lost)
+        return tool_output(tool, result)
+
+    async def _refresh(self, server: str) -> None:
+        # runs on the background loop when the server sends tools/list_changed
+        from echo_tools.mcp_config import apply_listing, server_config
+
+        registry = self.executor.registry
+        listing = await self.pool.list_tools(server, server_config(registry, server))
+        tools = await asyncio.to_thread(apply_listing, registry, server, listing)
+        logger.info("MCP server %r changed its tools; %d active now", server, len(tools))
+
+    async def _call_connector(self, tool: ToolDef, args: dict[str, Any]) -> BackendOutput:
+        import httpx
+
+        connector_id = tool.execution_config["connector_id"]
+        url = os.environ.get(CONNECTOR_BASE_ENV, DEFAULT_CONNECTOR_BASE).rstrip("/") + CONNECTOR_PATH
+        egress = self.executor.egress
+        await asyncio.to_thread(egress.check_resolved, url)  # resolves the host: blocking DNS off the loop
+        body = bytearray()
+        try:
+            client = self.executor.http_client()
+            async with client.stream(
+                "POST",
+                url,
+                json={"connector_id": connector_id, "payload": args},
+                timeout=tool.timeout_ms / 1000,
+                follow_redirects=False,
+            ) as response:
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > egress.max_response_bytes:
+                        raise ToolExecutionError(
+                            f"Connector {connector_id!r}: the response of {url} is larger than "
+                            f"{egress.max_response_bytes} bytes",
+                            tool_id=tool.tool_id,
+                        )
+        except httpx.HTTPError as exc:
+            raise ToolExecutionError(
+                f"Connector {connector_id!r}: POST {url} failed: {exc or type(exc).__name__}",
+                tool_id=tool.tool_id,
+            ) from exc
+        text = body.decode("utf-8", "replace")
+        if not 200 <= response.status_code < 300:
+            raise ToolExecutionError(
+                f"Connector {connector_id!r}: POST {url} answered HTTP {response.status_code}: {text[:300]}",
+                tool_id=tool.tool_id,
+            )
+        return BackendOutput(
+            _json_or_text(text), {"connector_id": connector_id, "status": response.status_code}
+        )
+
+    async def aclose(self) -> None:
+        """Close every pooled session (stdio servers are asked to exit, then terminated)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.aclose()
+
+
+def tool_output(tool: ToolDef, result: types.CallToolResult) -> BackendOutput:
+    """Turn a `CallToolResult` into our output; `isError` raises `ToolExecutionError` with the server's text."""
+    texts = [block.text for block in result.content if block.type == "text"]
+    others = [
+        block.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for block in result.content
+        if block.type != "text"
+    ]
+    server, name = tool.execution_config["server"], tool.execution_config["tool"]
+    if result.isError:
+        message = "\n".join(texts) or "no message"
+        raise ToolExecutionError(
+            f"MCP tool {name!r} on server {server!r} failed: {message}", tool_id=tool.tool_id
+        )
+    if result.structuredContent is not None:
+        output: Any = result.structuredContent
+    elif len(texts) == 1:
+        output = _json_or_text(texts[0])
+    elif texts:
+        output = [_json_or_text(t) for t in texts]
+    else:
+        output = None
+    metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": name}
+    if others:
+        metadata["content"] = others
+    return BackendOutput(output, metadata)
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

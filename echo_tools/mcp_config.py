@@ -1,0 +1,380 @@
+"""MCP servers as tool sources: their configs (the ecosystem's `mcpServers` shape) and their discovery.
+
+Configs are checked here, stored beside the tools in `<storage>/mcp_servers.json` exactly as given
+(`${ENV}` references stay references; they are resolved at connect time), and kept in
+`registry.mcp_servers`. The registry has no executor, so adding or refreshing a server lists its tools
+on a short-lived session on the background loop; the executor's pooled sessions refresh the same way
+when a server sends `notifications/tools/list_changed`. A tool that disappeared is disabled, not deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
+from echo_tools.models import SideEffect, ToolDef, ToolPermission, ToolStatus, ToolType, slugify
+
+if TYPE_CHECKING:
+    from mcp import types
+
+    from echo_tools.registry import ToolRegistry
+
+logger = logging.getLogger("echo_tools.mcp")
+
+CONFIG_FILE = "mcp_servers.json"
+SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+TRANSPORTS = {
+    "stdio": "stdio",
+    "streamable_http": "streamable_http",
+    "streamable-http": "streamable_http",
+    "http": "streamable_http",
+    "sse": "sse",
+}
+DISCOVERY_TIMEOUT_S = 60.0
+_REDACTED = "***"
+
+
+# -- config checks -----------------------------------------------------------------------------------
+
+
+def check_server_name(name: Any) -> str:
+    """The lower-cased server name, or `ToolConfigError` naming it when it is not a safe id segment."""
+    lowered = name.strip().lower() if isinstance(name, str) else name
+    if not isinstance(lowered, str) or not SERVER_NAME.fullmatch(lowered):
+        raise ToolConfigError(
+            f"MCP server name {name!r} is invalid: it must match {SERVER_NAME.pattern} after lower-casing "
+            "(letters, digits, '_' and '-', at most 64 characters)",
+            field="mcpServers.name",
+        )
+    return lowered
+
+
+def check_server_config(name: str, config: Any) -> dict[str, Any]:
+    """Check one `mcpServers` entry; returns a copy with `transport` made explicit.
+
+    Stdio servers: `{"command", "args"?, "env"?, "cwd"?}`. URL servers: `{"url", "headers"?,
+    "transport"?: "streamable_http" (default) | "sse"}` (`type` is read as `transport`, as VS Code
+    writes it). Optional for both: `timeout` (connect seconds), `max_concurrency`. Other keys are kept.
+
+    Raises:
+        ToolConfigError: the entry is unusable; the message names the server and the field.
+    """
+
+    def fail(key: str, message: str) -> ToolConfigError:
+        return ToolConfigError(f"MCP server {name!r}: {message}", field=f"mcpServers.{name}.{key}")
+
+    if not isinstance(config, Mapping):
+        raise fail("config", f"the config must be an object, got {config!r:.80}")
+    out = dict(config)
+    kind = out.pop("type", None) if "transport" not in out else out.get("transport")
+    if kind is None:
+        kind = "streamable_http" if "url" in out and "command" not in out else "stdio"
+    if not isinstance(kind, str) or kind.strip().lower() not in TRANSPORTS:
+        raise fail("transport", f"transport {kind!r} is unknown; expected one of {sorted(set(TRANSPORTS))}")
+    out["transport"] = TRANSPORTS[kind.strip().lower()]
+    if out["transport"] == "stdio":
+        command = out.get("command")
+        if "command" not in out:
+            raise fail("command", "a stdio server needs 'command' (or give 'url' for an HTTP server)")
+        if not isinstance(command, str) or not command.strip():
+            raise fail("command", f"'command' must be a non-empty string, got {command!r}")
+        args = out.setdefault("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise fail("args", f"'args' must be a list of strings, got {args!r}")
+        _check_strings(out, "env", fail)
+        if out.get("cwd") is not None and not isinstance(out["cwd"], str):
+            raise fail("cwd", f"'cwd' must be a string, got {out['cwd']!r}")
+    else:
+        url = out.get("url")
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise fail("url", f"'url' must be an http(s) URL with a host, got {url!r}")
+        _check_strings(out, "headers", fail)
+    timeout = out.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise fail("timeout", f"'timeout' must be a positive number of seconds, got {timeout!r}")
+    limit = out.get("max_concurrency")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise fail("max_concurrency", f"'max_concurrency' must be a positive integer, got {limit!r}")
+    return out
+
+
+def _check_strings(config: dict[str, Any], key: str, fail: Any) -> None:
+    value = config.get(key)
+    if value is None:
+        return
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise fail(key, f"'{key}' must map names to strings, got {value!r:.120}")
+
+
+def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy safe to show: `env` and `headers` values hidden unless they are `${VAR}` references."""
+    out = dict(config)
+    for key in ("env", "headers"):
+        if isinstance(out.get(key), Mapping):
+            out[key] = {
+                k: v if re.fullmatch(r"\$\{\w+\}", str(v)) else _REDACTED for k, v in out[key].items()
+            }
+    return out
+
+
+# -- the config store --------------------------------------------------------------------------------
+
+
+def _config_path(registry: ToolRegistry) -> Path | None:
+    return registry.storage.directory / CONFIG_FILE if registry.storage is not None else None
+
+
+def _read_stored(registry: ToolRegistry) -> dict[str, Any]:
+    path = _config_path(registry)
+    if path is None or not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ToolConfigError(f"MCP server config {str(path)!r} cannot be read: {exc}") from exc
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise ToolConfigError(f"MCP server config {str(path)!r} has no 'mcpServers' object")
+    return servers
+
+
+def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> None:
+    """Write one server's config (or remove it when `config` is None); memory only without storage."""
+    if registry.storage is None:
+        if config is None:
+            registry.mcp_servers.pop(name, None)
+        else:
+            registry.mcp_servers[name] = config
+        return
+    from echo_tools.storage import atomic_write_json
+
+    path = _config_path(registry)
+    assert path is not None
+    with registry.storage.locked():  # read-modify-write: another process may have added a server
+        servers = _read_stored(registry)
+        if config is None:
+            servers.pop(name, None)
+        else:
+            servers[name] = config
+        atomic_write_json(path, {"mcpServers": servers})
+        registry.mcp_servers.clear()
+        registry.mcp_servers.update(servers)
+
+
+def server_config(registry: ToolRegistry, name: str) -> dict[str, Any]:
+    """The stored config of server `name` (references unresolved).
+
+    Raises:
+        ToolNotFoundError: no server of that name is configured.
+    """
+    config = registry.mcp_servers.get(name)
+    if config is None:
+        registry.mcp_servers.update(
+            {k: v for k, v in _read_stored(registry).items() if k not in registry.mcp_servers}
+        )
+        config = registry.mcp_servers.get(name)
+    if config is None:
+        known = sorted(registry.mcp_servers)
+        raise ToolNotFoundError(
+            f"No MCP server named {name!r} is configured (known: {known})", field="server"
+        )
+    return config
+
+
+def list_mcp_servers(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
+    """Every configured server: `{name: {"transport", "config" (redacted), "tools": [tool ids]}}`."""
+    registry.mcp_servers.update(
+        {k: v for k, v in _read_stored(registry).items() if k not in registry.mcp_servers}
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(registry.mcp_servers):
+        config = registry.mcp_servers[name]
+        tools = [
+            t.tool_id for t in registry.list_by_type(ToolType.MCP) if t.execution_config.get("server") == name
+        ]
+        out[name] = {"transport": config.get("transport"), "config": redact_config(config), "tools": tools}
+    return out
+
+
+# -- add, load, refresh, remove ----------------------------------------------------------------------
+
+
+def add_mcp_server(registry: ToolRegistry, name: str, config: Mapping[str, Any]) -> list[ToolDef]:
+    """Check and store a server's config, list its tools and register them (see module docstring).
+
+    Raises:
+        ToolConfigError: the config is invalid (nothing is stored).
+        MCPConnectionError: the server could not be started or reached (nothing is stored).
+    """
+    name = check_server_name(name)
+    checked = check_server_config(name, config)
+    listing = _discover(registry, name, checked)
+    _store(registry, name, checked)
+    return apply_listing(registry, name, listing)
+
+
+def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[ToolDef]]:
+    """Add every server of an `{"mcpServers": {...}}` file. Every entry is checked before any is added.
+
+    Raises:
+        ToolConfigError: the file or an entry is invalid (nothing is added).
+        MCPConnectionError: some servers could not be reached (the others were added); names them all.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ToolConfigError(f"MCP config file {str(path)!r} cannot be read: {exc}", field="path") from exc
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise ToolConfigError(f"MCP config file {str(path)!r} has no 'mcpServers' object", field="mcpServers")
+    checked = {}
+    for raw_name, config in servers.items():
+        name = check_server_name(raw_name)
+        checked[name] = check_server_config(name, config)
+    added: dict[str, list[ToolDef]] = {}
+    failures: list[str] = []
+    for name, config in checked.items():
+        try:
+            added[name] = add_mcp_server(registry, name, config)
+        except MCPConnectionError as exc:
+            failures.append(exc.message)
+    if failures:
+        raise MCPConnectionError(
+            f"{len(failures)} of {len(checked)} MCP servers in {str(path)!r} could not be added "
+            f"(added: {sorted(added)}): " + "; ".join(failures)
+        )
+    return added
+
+
+def refresh_mcp_server(registry: ToolRegistry, name: str) -> list[ToolDef]:
+    """List the server's tools again: new ones registered, changed ones updated, vanished ones disabled."""
+    name = check_server_name(name)
+    return apply_listing(registry, name, _discover(registry, name, server_config(registry, name)))
+
+
+def remove_mcp_server(registry: ToolRegistry, name: str) -> list[str]:
+    """Forget a server's config and disable its tools; returns the disabled tool ids."""
+    name = check_server_name(name)
+    server_config(registry, name)
+    disabled = _disable_missing(registry, name, keep=set())
+    _store(registry, name, None)
+    return disabled
+
+
+def _discover(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list[types.Tool]:
+    from echo_tools.mcp_sessions import discover_tools
+    from echo_tools.runtime import run_sync
+
+    timeout = float(config.get("timeout") or 15.0) + DISCOVERY_TIMEOUT_S
+    try:
+        return run_sync(discover_tools(name, config, registry.egress), timeout=timeout)
+    except TimeoutError as exc:
+        raise MCPConnectionError(
+            f"MCP server {name!r}: listing its tools took longer than {timeout:g} s"
+        ) from exc
+
+
+# -- listing -> ToolDefs -----------------------------------------------------------------------------
+
+
+def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
+    """One `ToolDef` per MCP tool: ids `mcp_<server>_<tool slug>`, names `<server>_<tool>`, unique."""
+    out: list[ToolDef] = []
+    used: set[str] = set()
+    for tool in listing:
+        digest = hashlib.sha1(tool.name.encode()).hexdigest()[:6]
+        suffix, name = slugify(tool.name)[:80] or digest, f"{server}_{tool.name}"[:190]
+        if suffix in used:  # two MCP names with one slug ("get-data", "get_data"): keep both apart
+            suffix, name = f"{suffix}_{digest}", f"{name}_{digest}"
+        used.add(suffix)
+        annotations = tool.annotations
+        side_effect = SideEffect.EXTERNAL
+        if annotations is not None and annotations.readOnlyHint:
+            side_effect = SideEffect.PURE
+        elif annotations is not None and annotations.idempotentHint:
+            side_effect = SideEffect.IDEMPOTENT
+        out.append(
+            ToolDef(
+                tool_id=f"mcp_{server}_{suffix}"[:128],
+                name=name,
+                description=tool.description or tool.title or tool.name,
+                tool_type=ToolType.MCP,
+                input_schema=tool.inputSchema or {"type": "object"},
+                output_schema=tool.outputSchema or {},
+                execution_config={"server": server, "tool": tool.name},
+                tags=["source:mcp", f"mcp_server:{server}"],
+                metadata={
+                    "mcp": {
+                        "server": server,
+                        "tool": tool.name,
+                        "title": tool.title,
+                        "annotations": annotations.model_dump(exclude_none=True) if annotations else {},
+                    }
+                },
+                side_effect=side_effect,
+                permissions=[ToolPermission.MCP_CONNECT],
+            )
+        )
+    return out
+
+
+def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]) -> list[ToolDef]:
+    """Register a server's current tools and disable the ones it no longer lists.
+
+    A tool already in the catalogue keeps the status, timeout, retry and permissions set on it, except
+    that one disabled because it had vanished becomes active again. Unchanged tools are not rewritten.
+    A tool the registry refuses (an invalid schema, a name clash) is logged and skipped.
+
+    Returns:
+        The server's current tools as registered.
+    """
+    current: list[ToolDef] = []
+    for fresh in tool_defs(server, listing):
+        old = registry.get(fresh.tool_id)
+        if old is not None:
+            vanished = bool(old.metadata.get("mcp", {}).get("missing"))
+            status = ToolStatus.ACTIVE if vanished else old.status
+            fresh = fresh.model_copy(
+                update={
+                    "status": status,
+                    "timeout_ms": old.timeout_ms,
+                    "retry": old.retry,
+                    "permissions": old.permissions,
+                }
+            )
+        try:
+            if old is None or old.to_storage_dict() != fresh.to_storage_dict():
+                registry.register(fresh)
+        except ToolError as exc:
+            logger.warning(
+                "MCP server %r: tool %r not registered: %s", server, fresh.execution_config["tool"], exc
+            )
+            continue
+        current.append(registry.get(fresh.tool_id) or fresh)
+    _disable_missing(registry, server, keep={t.tool_id for t in current})
+    return current
+
+
+def _disable_missing(registry: ToolRegistry, server: str, keep: set[str]) -> list[str]:
+    disabled = []
+    for tool in registry.list_by_type(ToolType.MCP):
+        if tool.execution_config.get("server") != server or tool.tool_id in keep:
+            continue
+        if tool.status == ToolStatus.DISABLED and tool.metadata.get("mcp", {}).get("missing"):
+            continue
+        metadata = {**tool.metadata, "mcp": {**tool.metadata.get("mcp", {}), "missing": True}}
+        registry.register(tool.model_copy(update={"status": ToolStatus.DISABLED, "metadata": metadata}))
+        disabled.append(tool.tool_id)
+    return disabled

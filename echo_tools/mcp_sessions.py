@@ -1,0 +1,543 @@
+"""Long-lived MCP client sessions: one per server, owned by one task on the process-wide background loop.
+
+Each `_Connection` is a runner task that enters the transport and the `ClientSession` and stays inside
+them until it is closed (anyio cancel scopes must be left by the task that entered them). Calls from any
+other event loop or thread hop to the background loop, so a session never crosses loops. The pool opens
+a server's session at its first use, shares it between concurrent calls, replaces it once transparently
+when it was found dead before the request was sent, and sends `notifications/cancelled` for a call that
+was cancelled (the SDK does not). Discovery paginates `tools/list` on a short-lived session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextlib import AsyncExitStack
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
+from echo_tools.runtime import background_loop
+
+if TYPE_CHECKING:
+    from mcp import ClientSession, types
+
+    from echo_tools.egress import EgressPolicy
+
+logger = logging.getLogger("echo_tools.mcp")
+
+T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
+DEFAULT_CONNECT_TIMEOUT_S = 15.0
+DEFAULT_MAX_CONCURRENCY = 32
+CLOSE_TIMEOUT_S = 6.0
+MAX_PAGES = 1000
+_STDERR_LIMIT = 1024 * 1024
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SESSION_TERMINATED = 32600  # the SDK's code when an HTTP server answers 404 for an expired session
+
+ToolsChanged = Callable[[str], Awaitable[None]]
+
+
+def resolve_env_refs(values: Mapping[str, str], *, server: str, field: str) -> dict[str, str]:
+    """Replace `${VAR}` references with the environment's values (at connect time, never stored).
+
+    Raises:
+        ToolConfigError: a referenced variable is not set (the server, field and variable are named).
+    """
+
+    def lookup(match: re.Match[str], key: str) -> str:
+        var = match.group(1)
+        if var not in os.environ:
+            raise ToolConfigError(
+                f"MCP server {server!r}: {field}.{key} refers to environment variable {var!r}, which is not set",
+                field=f"mcpServers.{server}.{field}.{key}",
+            )
+        return os.environ[var]
+
+    out: dict[str, str] = {}
+    for key, value in values.items():
+
+        def replace(match: re.Match[str], key: str = key) -> str:
+            return lookup(match, key)
+
+        out[key] = _ENV_REF.sub(replace, value)
+    return out
+
+
+async def on_background_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run `factory()` on the background loop; cancelling the caller cancels it there too."""
+    loop = background_loop()
+    if asyncio.get_running_loop() is loop:
+        return await factory()
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(factory(), loop))
+
+
+class _Broken(Exception):
+    """The session broke; internal, turned into `MCPConnectionError` or a retry by the pool."""
+
+
+class _NotSent(_Broken):
+    """The session was dead before the request left: safe to retry on a fresh session."""
+
+
+class _Lost(_Broken):
+    """The connection broke while the request was in flight: the server may have run it."""
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+class _Connection:
+    """One server's session, held open by a runner task until `close()` or until the transport breaks."""
+
+    def __init__(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        egress: EgressPolicy,
+        on_tools_changed: Callable[[str], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.egress = egress
+        self.session: ClientSession | None = None
+        self.alive = True
+        self.error: str | None = None
+        self._on_tools_changed = on_tools_changed
+        self._loop = asyncio.get_running_loop()
+        self._ready: asyncio.Future[ClientSession] = self._loop.create_future()
+        self._stop = asyncio.Event()
+        self._limit = asyncio.Semaphore(int(config.get("max_concurrency") or DEFAULT_MAX_CONCURRENCY))
+        self._calls: set[asyncio.Task[Any]] = set()
+        self._lost: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._errlog: Any = None
+        self._count = 0
+        self._runner = self._loop.create_task(self._run(), name=f"mcp-session-{name}")
+
+    # -- lifetime (runner task) ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        from mcp import ClientSession, types
+
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await self._open_transport(stack)
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read,
+                        write,
+                        message_handler=self._on_message,
+                        client_info=types.Implementation(name="echo-tools", version="1.0"),
+                    )
+                )
+                await session.initialize()
+                self.session = session
+                self._ready.set_result(session)
+                await self._stop.wait()
+        except Exception as exc:  # boundary: any transport or protocol failure ends this connection
+            self.error = self._describe(exc)
+            logger.debug("MCP server %r: session ended: %s", self.name, self.error)
+        finally:
+            self.alive = False
+            if not self._ready.done():
+                self._ready.set_exception(MCPConnectionError(self.error or self._closed_message()))
+                self._ready.exception()  # retrieved: a waiter that timed out must not leave a log line
+            for task in list(self._calls):
+                self._lost.add(task)
+                task.cancel()
+            if self._errlog is not None:
+                self._errlog.close()
+
+    async def _open_transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
+        config = self.config
+        if config.get("transport", "stdio") == "stdio":
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            env = config.get("env")
+            params = StdioServerParameters(
+                command=config["command"],
+                args=list(config.get("args") or []),
+                env=resolve_env_refs(env, server=self.name, field="env") if env else None,
+                cwd=config.get("cwd"),
+            )
+            # stderr goes to an unlinked temp file: its tail explains a server that dies at start
+            self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # closed when the runner ends
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog))
+            return read, write
+        url = config["url"]
+        await asyncio.to_thread(self.egress.check_resolved, url)
+        headers = resolve_env_refs(config.get("headers") or {}, server=self.name, field="headers")
+        if config["transport"] == "sse":
+            from mcp.client.sse import sse_client
+
+            return await stack.enter_async_context(sse_client(url, headers=headers))
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        read, write, _ = await stack.enter_async_context(streamable_http_client(url, http_client=client))
+        return read, write
+
+    async def wait_ready(self, timeout: float | None = None) -> ClientSession:
+        """The initialized session; raises `MCPConnectionError` when it could not be opened in time."""
+        if timeout is None:
+            timeout = float(self.config.get("timeout") or DEFAULT_CONNECT_TIMEOUT_S)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except TimeoutError:
+            self._runner.cancel()
+            raise MCPConnectionError(
+                f"MCP server {self.name!r} ({self.target}) did not complete initialize within {timeout:g} s"
+                f"{self._stderr_tail()}"
+            ) from None
+
+    async def close(self) -> None:
+        """End the session and the transport (for stdio: close stdin, then terminate the process)."""
+        self._stop.set()
+        if not self._runner.done():
+            await asyncio.wait({self._runner}, timeout=CLOSE_TIMEOUT_S)
+        if not self._runner.done():
+            self._runner.cancel()
+            await asyncio.wait({self._runner}, timeout=CLOSE_TIMEOUT_S)
+        for task in list(self._background):
+            task.cancel()
+
+    def discard(self) -> None:
+        """Mark dead and close in the background (the caller does not wait for the teardown)."""
+        self.alive = False
+        self._spawn(self.close())
+
+    @property
+    def target(self) -> str:
+        if "url" in self.config:
+            return f"url {self.config['url']!r}"
+        return f"command {self.config.get('command')!r}"
+
+    # -- calls (any task on the background loop) -----------------------------------------------------
+
+    async def request(self, message: types.ClientRequest, result_type: type[R], timeout_s: float) -> R:
+        """Send one request on this session and return the typed result.
+
+        Raises:
+            _NotSent: the session was dead before the request was sent.
+            _Lost: the connection broke while the request was in flight.
+            ToolTimeoutError: the server did not answer within `timeout_s` (a cancellation is sent).
+            ToolExecutionError: the server answered with a JSON-RPC error.
+        """
+        import anyio
+        from mcp.shared.exceptions import McpError
+        from mcp.types import CONNECTION_CLOSED
+
+        session = self.session
+        if not self.alive or session is None:
+            raise _NotSent(self.error or self._closed_message())
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls.add(task)
+        request_id: int | None = None
+        try:
+            async with self._limit:
+                self._trim_stderr()
+                # send_request takes this id before its first await, so reading it here names our request
+                request_id = session._request_id
+                return await session.send_request(
+                    message, result_type, request_read_timeout_seconds=timedelta(seconds=timeout_s)
+                )
+        except asyncio.CancelledError:
+            if task in self._lost:
+                self._lost.discard(task)
+                if task.uncancel() == 0:
+                    raise _Lost(self._lost_message()) from None
+            if request_id is not None:
+                self._send_cancelled(request_id, "the caller cancelled the request (timeout)")
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            # the session's streams were closed before our request was written: it never left
+            self.discard()
+            raise _NotSent(self.error or self._closed_message()) from exc
+        except McpError as exc:
+            code, text = exc.error.code, exc.error.message
+            if code == CONNECTION_CLOSED:
+                self.discard()
+                raise _Lost(self._lost_message()) from exc
+            if code == _SESSION_TERMINATED:
+                self.discard()
+                raise _NotSent(f"MCP server {self.name!r} no longer knows this session") from exc
+            if code == 408:  # the read timeout above, a backstop behind the executor's own deadline
+                if request_id is not None:
+                    self._send_cancelled(request_id, "request timed out")
+                raise ToolTimeoutError(
+                    f"MCP server {self.name!r} did not answer within {timeout_s:g} s"
+                ) from exc
+            raise ToolExecutionError(
+                f"MCP server {self.name!r} refused the request: {text} (code {code})"
+            ) from exc
+        finally:
+            self._calls.discard(task)
+
+    def _send_cancelled(self, request_id: int, reason: str) -> None:
+        from mcp import types
+
+        session = self.session
+        if session is None or not self.alive:
+            return
+        note = types.ClientNotification(
+            types.CancelledNotification(
+                params=types.CancelledNotificationParams(requestId=request_id, reason=reason)
+            )
+        )
+
+        async def send() -> None:
+            try:
+                await session.send_notification(note)
+            except Exception as exc:  # boundary: a dying transport cannot carry the notice; nothing to do
+                logger.debug(
+                    "MCP server %r: cancellation of request %s not sent: %s", self.name, request_id, exc
+                )
+
+        self._spawn(send())
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp import types
+
+        if isinstance(message, types.ServerNotification):
+            if isinstance(message.root, types.ToolListChangedNotification) and self._on_tools_changed:
+                self._on_tools_changed(self.name)
+        elif isinstance(message, Exception):
+            # e.g. the late answer to a request we cancelled, or a line that is not JSON-RPC
+            logger.debug("MCP server %r: %s", self.name, message)
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = self._loop.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _describe(self, exc: BaseException) -> str:
+        leaf = next((e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)), exc)
+        if isinstance(leaf, FileNotFoundError | PermissionError):
+            return f"MCP server {self.name!r}: cannot start {self.target}: {leaf}"
+        if isinstance(leaf, ToolConfigError | MCPConnectionError):
+            return leaf.message
+        text = getattr(getattr(leaf, "error", None), "message", None) or str(leaf) or type(leaf).__name__
+        if self.session is None:
+            if text == "Connection closed":
+                return (
+                    f"MCP server {self.name!r} ({self.target}) exited during initialize{self._stderr_tail()}"
+                )
+            return (
+                f"MCP server {self.name!r} ({self.target}) could not be started: {text}{self._stderr_tail()}"
+            )
+        return f"MCP server {self.name!r} ({self.target}) failed: {text}{self._stderr_tail()}"
+
+    def _closed_message(self) -> str:
+        return f"MCP server {self.name!r} ({self.target}) closed the connection{self._stderr_tail()}"
+
+    def _lost_message(self) -> str:
+        return f"MCP server {self.name!r} ({self.target}) closed the connection during the call{self._stderr_tail()}"
+
+    def _stderr_tail(self, limit: int = 600) -> str:
+        log = self._errlog
+        if log is None or log.closed:
+            return ""
+        try:
+            fd = log.fileno()
+            end = os.lseek(fd, 0, os.SEEK_END)
+            # pread leaves the offset alone: the child process shares this file description
+            text = os.pread(fd, limit, max(0, end - limit)).decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"; its stderr ends with: {text}" if text else ""
+
+    def _trim_stderr(self) -> None:
+        # a long-lived server may log every request to stderr; keep the temp file bounded
+        self._count += 1
+        if self._errlog is None or self._count % 4096 or self._errlog.closed:
+            return
+        fd = self._errlog.fileno()
+        if os.fstat(fd).st_size > _STDERR_LIMIT:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+
+
+class MCPSessionPool:
+    """One long-lived session per server name, on the background loop, shared by concurrent calls.
+
+    Args:
+        egress: the policy URL servers must pass (checked with DNS resolution at each connect).
+        on_tools_changed: awaited on the background loop when a server sends `tools/list_changed`.
+    """
+
+    def __init__(self, egress: EgressPolicy, *, on_tools_changed: ToolsChanged | None = None) -> None:
+        self.egress = egress
+        self._on_tools_changed = on_tools_changed
+        self._conns: dict[str, _Connection] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._closed = False
+
+    async def call_tool(
+        self,
+        server: str,
+        config: Mapping[str, Any],
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        *,
+        retry_lost: bool = False,
+    ) -> types.CallToolResult:
+        """`tools/call` on the server's pooled session, without the SDK's client-side output validation.
+
+        A session found dead before the request left is replaced once, transparently. A connection lost
+        while the call was in flight is retried on a fresh session only with `retry_lost` (tools the
+        server marks read-only or idempotent): the server may already have done the work.
+        """
+        from mcp import types
+
+        params = types.CallToolRequestParams(name=tool, arguments=arguments)
+        message = types.ClientRequest(types.CallToolRequest(params=params))
+        return await on_background_loop(
+            lambda: self._request(server, config, message, types.CallToolResult, timeout_s, retry_lost)
+        )
+
+    async def list_tools(
+        self, server: str, config: Mapping[str, Any], timeout_s: float = 30.0
+    ) -> list[types.Tool]:
+        """Every tool of the server (all pages), on its pooled session (retried once on a fresh one)."""
+
+        async def run() -> list[types.Tool]:
+            error: _Broken | None = None
+            for _ in (1, 2):
+                conn = await self._connection(server, config)
+                try:
+                    return await list_all_tools(conn, timeout_s)
+                except _Broken as exc:
+                    error = exc
+            raise MCPConnectionError(str(error))
+
+        return await on_background_loop(run)
+
+    async def _request(
+        self,
+        server: str,
+        config: Mapping[str, Any],
+        message: types.ClientRequest,
+        result_type: type[R],
+        timeout_s: float,
+        retry_lost: bool,
+    ) -> R:
+        conn = self._conns.get(server)
+        if conn is None or not conn.alive or conn.session is None or conn.config != config:
+            conn = await self._connection(server, config)
+        try:
+            return await conn.request(message, result_type, timeout_s)
+        except _NotSent:
+            pass  # the server died or the session expired while idle: reconnect once, transparently
+        except _Lost as exc:
+            if not retry_lost:
+                raise MCPConnectionError(str(exc)) from None
+        conn = await self._connection(server, config)
+        try:
+            return await conn.request(message, result_type, timeout_s)
+        except _Broken as exc:
+            raise MCPConnectionError(str(exc)) from None
+
+    async def _connection(self, server: str, config: Mapping[str, Any]) -> _Connection:
+        if self._closed:
+            raise MCPConnectionError(f"MCP server {server!r}: the session pool is closed")
+        conn = self._conns.get(server)
+        if conn is not None and (not conn.alive or conn.config != config):
+            self._conns.pop(server, None)
+            conn.discard()
+            conn = None
+        if conn is None:
+            conn = _Connection(server, config, self.egress, self._tools_changed)
+            self._conns[server] = conn
+        try:
+            await conn.wait_ready()
+        except MCPConnectionError:
+            if self._conns.get(server) is conn:
+                del self._conns[server]
+            raise
+        return conn
+
+    def _tools_changed(self, server: str) -> None:
+        if self._on_tools_changed is None or self._closed:
+            return
+        running = self._refreshing.get(server)
+        if running is not None and not running.done():
+            running.add_done_callback(lambda _: self._tools_changed(server))  # re-list after this one
+            return
+        self._refreshing[server] = asyncio.get_running_loop().create_task(self._refresh(server))
+
+    async def _refresh(self, server: str) -> None:
+        assert self._on_tools_changed is not None
+        try:
+            await self._on_tools_changed(server)
+        except Exception as exc:  # boundary: a failed refresh must not break the session that asked for it
+            logger.warning("MCP server %r: refreshing the tool list failed: %s", server, exc)
+
+    def session_info(self, server: str) -> dict[str, Any] | None:
+        """What the pool holds for `server` (alive, target), or None when no session is open."""
+        conn = self._conns.get(server)
+        return None if conn is None else {"alive": conn.alive, "target": conn.target, "error": conn.error}
+
+    async def aclose(self) -> None:
+        """Close every session (stdio servers are asked to exit, then terminated)."""
+
+        async def run() -> None:
+            self._closed = True
+            for task in self._refreshing.values():
+                task.cancel()
+            conns, self._conns = list(self._conns.values()), {}
+            await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+
+        await on_background_loop(run)
+
+
+async def list_all_tools(conn: _Connection, timeout_s: float) -> list[types.Tool]:
+    """Follow `nextCursor` through every page of `tools/list` (at most `MAX_PAGES`)."""
+    from mcp import types
+
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        request = types.ClientRequest(
+            types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        )
+        page = await conn.request(request, types.ListToolsResult, timeout_s)
+        tools.extend(page.tools)
+        cursor = page.nextCursor
+        if not cursor:
+            return tools
+    raise MCPConnectionError(f"MCP server {conn.name!r} returned more than {MAX_PAGES} pages of tools")
+
+
+async def discover_tools(
+    server: str, config: Mapping[str, Any], egress: EgressPolicy, timeout_s: float = 30.0
+) -> list[types.Tool]:
+    """List a server's tools on a short-lived session (opened, listed, closed) on the background loop."""
+
+    async def run() -> list[types.Tool]:
+        conn = _Connection(server, config, egress)
+        try:
+            await conn.wait_ready()
+            try:
+                return await list_all_tools(conn, timeout_s)
+            except _Broken as exc:
+                raise MCPConnectionError(str(exc)) from None
+        finally:
+            await conn.close()
+
+    return await on_background_loop(run)

@@ -1,0 +1,124 @@
+"""Shared helpers of the MCP tests: real server processes (stdio configs, an HTTP server on 127.0.0.1),
+a registry and executor that allow loopback, and bounded waits on registry events.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry
+from echo_tools.events import ToolEvent
+
+SERVERS = Path(__file__).resolve().parent / "mcp_servers"
+CALC = SERVERS / "calc_server.py"
+PAGED = SERVERS / "paged_server.py"
+START_TIMEOUT_S = 30.0
+
+
+def stdio_config(script: Path = CALC, **extra: Any) -> dict[str, Any]:
+    """An `mcpServers` entry running `script` over stdio with this interpreter."""
+    return {"command": sys.executable, "args": [str(script)], **extra}
+
+
+def make_registry(tmp_path: Path | None = None) -> ToolRegistry:
+    """A registry (stored under `tmp_path` when given) whose egress policy allows loopback."""
+    storage = tmp_path / "tools" if tmp_path is not None else None
+    return ToolRegistry(storage, egress=EgressPolicy.local())
+
+
+def make_executor(registry: ToolRegistry) -> ToolExecutor:
+    return ToolExecutor(registry, egress=EgressPolicy.local())
+
+
+class HttpServer:
+    """`calc_server.py --http` in a subprocess; `start()` returns once the port listens (bounded)."""
+
+    def __init__(self, script: Path = CALC) -> None:
+        self.script = script
+        self.port = 0
+        self.process: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> HttpServer:
+        self.process = subprocess.Popen(
+            [sys.executable, str(self.script), "--http", str(self.port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        stdout = self.process.stdout
+        assert stdout is not None
+        threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
+        try:
+            line = lines.get(timeout=START_TIMEOUT_S)
+        except queue.Empty as exc:
+            self.stop()
+            raise RuntimeError(f"{self.script.name} did not start within {START_TIMEOUT_S} s") from exc
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"{self.script.name} did not report its port; it printed {line!r}")
+        self.port = int(line.split()[1])
+        return self
+
+    def restart(self) -> HttpServer:
+        """Stop (if running) and start again on the same port."""
+        self.stop()
+        return self.start()
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+class EventWaiter:
+    """A registry event sink that lets a test wait (bounded) for `tool.registered` of given tool ids."""
+
+    def __init__(self) -> None:
+        self.seen: list[ToolEvent] = []
+        self._changed = threading.Condition()
+
+    def __call__(self, event: ToolEvent) -> None:
+        with self._changed:
+            self.seen.append(event)
+            self._changed.notify_all()
+
+    def wait_for(self, *tool_ids: str, timeout: float = 20.0) -> bool:
+        """True once a `tool.registered` event arrived for every id in `tool_ids`."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: set(tool_ids) <= {e.tool_id for e in self.seen if e.type == "tool.registered"},
+                timeout,
+            )
+
+
+def process_alive(pid: int) -> bool:
+    """True while process `pid` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False

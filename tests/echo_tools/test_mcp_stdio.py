@@ -1,0 +1,262 @@
+"""MCP tools over stdio, end to end: a real server subprocess, discovered by the registry and called
+through the executor on one pooled session (results, errors, concurrency, timeouts that cancel on the
+server, crashes, tool-list changes, servers that never start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from echo_tools import MCPConnectionError, ToolContext, ToolExecutor, ToolRegistry, ToolStatus
+from echo_tools.backends.mcp import MCPBackend
+from echo_tools.models import ToolType
+from tests.echo_tools._mcp_support import (
+    PAGED,
+    EventWaiter,
+    make_executor,
+    make_registry,
+    process_alive,
+    stdio_config,
+)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> ToolRegistry:
+    registry = make_registry(tmp_path)
+    registry.add_mcp_server("calc", stdio_config())
+    return registry
+
+
+@pytest.fixture
+async def executor(registry: ToolRegistry) -> AsyncIterator[ToolExecutor]:
+    executor = make_executor(registry)
+    yield executor
+    await executor.aclose()
+
+
+def _backend(executor: ToolExecutor) -> MCPBackend:
+    backend = executor.backend_for(ToolType.MCP)
+    assert isinstance(backend, MCPBackend)
+    return backend
+
+
+# -- discovery -------------------------------------------------------------------------------------
+
+
+def test_adding_a_server_registers_its_tools_with_schemas(registry: ToolRegistry) -> None:
+    add = registry.get("mcp_calc_add")
+    assert add is not None
+    assert add.tool_type == ToolType.MCP and add.name == "calc_add"
+    assert set(add.input_schema["required"]) == {"a", "b"}
+    assert add.output_schema["properties"]["result"]["type"] == "number"
+    assert add.side_effect.value == "pure"
+    assert registry.resolve("calc_add") is add
+    stats = registry.get("mcp_calc_stats")
+    assert stats is not None and set(stats.output_schema["required"]) == {"count", "total", "mean"}
+    assert stats.side_effect.value == "idempotent"
+    assert {t.tool_id for t in registry.list_by_tags(["mcp_server:calc"])} >= {
+        "mcp_calc_crash",
+        "mcp_calc_sleep",
+    }
+
+
+def test_discovery_follows_every_page_of_the_tool_list() -> None:
+    registry = make_registry()
+    tools = registry.add_mcp_server("paged", stdio_config(PAGED))
+    assert len(tools) == 25
+    assert registry.get("mcp_paged_plus_24") is not None
+
+
+# -- calls -----------------------------------------------------------------------------------------
+
+
+async def test_structured_content_becomes_the_output(executor: ToolExecutor) -> None:
+    result = await executor.invoke("calc_add", {"a": 2, "b": 3.5})
+    assert result.success, result.error
+    assert result.output == {"result": 5.5}
+    assert result.metadata["mcp_server"] == "calc"
+    stats = await executor.invoke("mcp_calc_stats", {"values": [1, 2, 3]})
+    assert stats.output == {"count": 3, "total": 6.0, "mean": 2.0}
+
+
+async def test_text_content_is_the_output_and_json_text_is_parsed(executor: ToolExecutor) -> None:
+    greet = await executor.invoke("calc_greet", {"name": "Ada"})
+    assert greet.output == "Hello, Ada!"
+    parsed = await executor.invoke("calc_as_json", {"key": "n", "value": 7})
+    assert parsed.output == {"n": 7}
+    several = await executor.invoke("calc_two_texts", {})
+    assert several.output == ["first", 2]
+
+
+async def test_non_text_content_blocks_are_kept_in_metadata(executor: ToolExecutor) -> None:
+    result = await executor.invoke("calc_picture", {})
+    assert result.success, result.error
+    assert result.output == "a red dot"
+    (image,) = result.metadata["content"]
+    assert image["type"] == "image" and image["mimeType"] == "image/png"
+
+
+async def test_an_is_error_result_is_a_failure_with_the_server_message(executor: ToolExecutor) -> None:
+    result = await executor.invoke("calc_fail", {"message": "disk on fire"})
+    assert not result.success
+    assert result.error_type == "execution"
+    assert "disk on fire" in (result.error or "") and "'fail'" in (result.error or "")
+
+
+async def test_input_is_validated_before_the_server_is_asked(executor: ToolExecutor) -> None:
+    result = await executor.invoke("calc_add", {"a": "two", "b": 1})
+    assert result.error_type == "validation"
+    assert "input.a" in (result.error or "") and "two" in (result.error or "")
+
+
+async def test_twenty_concurrent_calls_share_one_session_and_one_process(executor: ToolExecutor) -> None:
+    # `gather` only returns once all 20 calls are inside the same server process at the same time
+    results = await asyncio.gather(
+        *(executor.invoke("calc_gather", {"key": "c20", "count": 20}) for _ in range(20))
+    )
+    assert all(r.success for r in results), [r.error for r in results if not r.success]
+    pids = {r.output["result"] for r in results}
+    assert len(pids) == 1
+    pid = await executor.invoke("calc_pid", {})
+    assert pid.output["result"] in pids
+    info = _backend(executor).pool.session_info("calc")
+    assert info is not None and info["alive"]
+
+
+def test_invoke_sync_uses_the_same_pooled_session(registry: ToolRegistry) -> None:
+    executor = make_executor(registry)
+    try:
+        first = executor.invoke_sync("calc_pid", {})
+        second = executor.invoke_sync("calc_pid", {})
+        assert first.success and first.output == second.output
+    finally:
+        executor.close()
+
+
+# -- timeouts, crashes, lifetime ---------------------------------------------------------------------
+
+
+async def test_a_timed_out_call_is_cancelled_on_the_server(executor: ToolExecutor) -> None:
+    assert (await executor.invoke("calc_pid", {})).success  # the session is open: the deadline hits the call
+    result = await executor.invoke("calc_sleep", {"seconds": 60, "marker": "t1"}, ToolContext(timeout_ms=300))
+    assert not result.success and result.error_type == "timeout"
+    # the server records the cancellation of that sleep; asking it waits at most 10 s
+    cancelled = await executor.invoke("calc_wait_cancelled", {"marker": "t1", "timeout": 10})
+    assert cancelled.success and cancelled.output == {"result": True}
+
+
+async def test_a_crashed_server_fails_the_call_and_the_next_call_gets_a_fresh_process(
+    executor: ToolExecutor,
+) -> None:
+    before = (await executor.invoke("calc_pid", {})).output["result"]
+    crashed = await executor.invoke("calc_crash", {})
+    assert not crashed.success and crashed.error_type == "execution"
+    assert "closed the connection" in (crashed.error or "")
+    after = await executor.invoke("calc_pid", {})
+    assert after.success, after.error
+    assert after.output["result"] != before
+    assert not process_alive(before)
+
+
+async def test_a_server_that_died_while_idle_is_replaced_transparently(executor: ToolExecutor) -> None:
+    import os
+    import signal
+
+    before = (await executor.invoke("calc_pid", {})).output["result"]
+    os.kill(before, signal.SIGKILL)
+    result = await executor.invoke("calc_add", {"a": 1, "b": 1})
+    assert result.success, result.error
+    assert result.output == {"result": 2.0}
+
+
+async def test_closing_the_executor_ends_the_server_process(registry: ToolRegistry) -> None:
+    executor = make_executor(registry)
+    pid = (await executor.invoke("calc_pid", {})).output["result"]
+    assert process_alive(pid)
+    await executor.aclose()
+    assert not process_alive(pid)
+
+
+# -- tool-list changes -------------------------------------------------------------------------------
+
+
+async def test_a_tool_list_change_registers_new_tools_and_disables_vanished_ones(
+    registry: ToolRegistry, executor: ToolExecutor
+) -> None:
+    waiter = EventWaiter()
+    registry.events.add(waiter)
+    assert registry.get("mcp_calc_new_tool") is None
+    changed = await executor.invoke("calc_change_tools", {})
+    assert changed.success, changed.error
+    assert await asyncio.to_thread(waiter.wait_for, "mcp_calc_new_tool", "mcp_calc_old_tool")
+    old = registry.get("mcp_calc_old_tool")
+    assert old is not None and old.status == ToolStatus.DISABLED
+    doubled = await executor.invoke("calc_new_tool", {"x": 21})
+    assert doubled.success and doubled.output == {"result": 42}
+    refused = await executor.invoke("calc_old_tool", {})
+    assert refused.error_type == "disabled"
+
+
+def test_refresh_on_demand_sees_the_current_tool_list(registry: ToolRegistry) -> None:
+    registry.register(registry.get("mcp_calc_add").model_copy(update={"description": "stale"}))  # type: ignore[union-attr]
+    tools = registry.refresh_mcp_server("calc")
+    assert "mcp_calc_add" in {t.tool_id for t in tools}
+    assert registry.get("mcp_calc_add").description == "Add two numbers."  # type: ignore[union-attr]
+
+
+# -- servers that never start ------------------------------------------------------------------------
+
+
+def test_a_server_command_that_does_not_exist_fails_clearly(tmp_path: Path) -> None:
+    with pytest.raises(MCPConnectionError) as caught:
+        make_registry().add_mcp_server("ghost", {"command": str(tmp_path / "missing-binary")})
+    assert "'ghost'" in caught.value.message and "missing-binary" in caught.value.message
+
+
+def test_a_server_that_exits_at_once_fails_with_its_stderr() -> None:
+    config = {
+        "command": sys.executable,
+        "args": ["-c", "import sys; sys.stderr.write('bad token'); sys.exit(2)"],
+    }
+    with pytest.raises(MCPConnectionError) as caught:
+        make_registry().add_mcp_server("quitter", config)
+    assert "'quitter'" in caught.value.message and "bad token" in caught.value.message
+
+
+def test_a_server_that_never_answers_fails_after_its_connect_timeout() -> None:
+    config = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"], "timeout": 1}
+    with pytest.raises(MCPConnectionError) as caught:
+        make_registry().add_mcp_server("mute", config)
+    assert "did not complete initialize within 1 s" in caught.value.message
+
+
+async def test_a_call_to_a_server_that_cannot_start_is_a_clear_failure(
+    registry: ToolRegistry, executor: ToolExecutor, tmp_path: Path
+) -> None:
+    registry.mcp_servers["calc"] = {"transport": "stdio", "command": str(tmp_path / "gone"), "args": []}
+    result = await executor.invoke("calc_add", {"a": 1, "b": 2})
+    assert not result.success and result.error_type == "execution"
+    assert "cannot start" in (result.error or "") and "gone" in (result.error or "")
+
+
+async def test_env_references_are_resolved_when_the_server_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ECHO_MCP_TEST_TOKEN", "tok-123")
+    registry = make_registry(tmp_path)
+    registry.add_mcp_server("calc", stdio_config(env={"SERVER_TOKEN": "${ECHO_MCP_TEST_TOKEN}"}))
+    executor = make_executor(registry)
+    try:
+        result = await executor.invoke("calc_env_value", {"name": "SERVER_TOKEN"})
+        assert result.output == {"result": "tok-123"}
+        monkeypatch.delenv("ECHO_MCP_TEST_TOKEN")
+        await executor.aclose()
+        missing = await executor.invoke("calc_env_value", {"name": "SERVER_TOKEN"})
+        assert not missing.success and "'ECHO_MCP_TEST_TOKEN'" in (missing.error or "")
+    finally:
+        await executor.aclose()
