@@ -511,6 +511,7 @@ def cycles(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> list[list[
     on_stack: set[str] = set()
     stack: list[str] = []
     found: list[list[str]] = []
+    rank = {n: i for i, n in enumerate(order)}
     counter = 0
     for root in order:
         if root in index:
@@ -546,7 +547,6 @@ def cycles(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> list[list[
                     if member == node:
                         break
                 if len(component) > 1 or node in self_loops:
-                    rank = {n: i for i, n in enumerate(order)}
                     found.append(sorted(component, key=lambda n: rank.get(n, len(rank))))
     return found
 

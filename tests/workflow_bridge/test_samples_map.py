@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 
 from echo_tools.registry import ToolRegistry
+from tests.workflow_bridge._mapper_support import without_timestamps
 from workflow_bridge.node_mapper import MappedWorkflow, NodeMapper
 
 SAMPLES = ("code_pipeline.canvas.json", "research_report.canvas.json", "api_conditional.canvas.json")
@@ -117,3 +118,24 @@ def test_the_api_sample_routes_on_the_api_result(registry: ToolRegistry, repo_ro
     assert mapped.workflow["state_schema"]["risk_score"] == "number"
     risk = json.loads((repo_root / "sample_workflows" / "data" / "risk.json").read_text(encoding="utf-8"))
     assert risk["risk_score"] > 70 and next(iter(risk)) == "risk_score"  # first number in the text
+
+
+def test_the_workflow_json_sample_is_the_mapped_code_pipeline(
+    registry: ToolRegistry, repo_root: Path
+) -> None:
+    mapped = _map(registry, repo_root, "code_pipeline.canvas.json")
+    stored = _load(repo_root, "code_pipeline.workflow.json")
+    assert without_timestamps(stored["agents"]) == without_timestamps(mapped.agents)
+    ours = {k: v for k, v in mapped.workflow.items() if k != "metadata"}
+    assert {k: v for k, v in stored["workflow"].items() if k != "metadata"} == ours
+    assert stored["workflow"]["metadata"]["default_input"] == mapped.workflow["metadata"]["default_input"]
+
+
+def test_a_sample_survives_the_round_trip_through_the_canvas(registry: ToolRegistry, repo_root: Path) -> None:
+    mapper = NodeMapper(registry)
+    for name in SAMPLES:
+        first = mapper.map_canvas(_load(repo_root, name))
+        again = mapper.map_canvas(mapper.to_canvas(first.workflow, first.agents))
+        assert again.diagnostics == []
+        assert without_timestamps(again.agents) == without_timestamps(first.agents), name
+        assert again.workflow["metadata"]["default_input"] == first.workflow["metadata"]["default_input"]
