@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import importlib
 import logging
+import operator
 import threading
 import time
 import weakref
@@ -59,16 +61,25 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
 _NO_CONTEXT = ToolContext()
 _UNSET: Any = object()
 _perf = time.perf_counter
+_is_none = functools.partial(operator.is_, None)
 
 
-@dataclasses.dataclass
 class _Outcome:
     """What step 6 produced: the raw output and metadata, or the error of the last attempt."""
 
-    output: Any = None
-    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
-    error: ToolError | None = None
-    attempts: int = 1
+    __slots__ = ("attempts", "error", "metadata", "output")
+
+    def __init__(
+        self,
+        output: Any = None,
+        metadata: dict[str, Any] | None = None,
+        error: ToolError | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self.output = output
+        self.metadata = metadata if metadata is not None else {}
+        self.error = error
+        self.attempts = attempts
 
 
 @dataclasses.dataclass(eq=False)
@@ -78,6 +89,7 @@ class _Route:
     tool: ToolDef
     input_validator: SchemaValidator
     output_validator: SchemaValidator | None  # None when output_schema accepts anything
+    fills_defaults: bool  # the input schema has top-level defaults to fill
     inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run
 
 
@@ -198,11 +210,16 @@ class ToolExecutor:
                 field="input",
             )
             return self._refuse(tool, ref, input_data, error, context, started)
-        args = normalize_args(tool.input_schema, input_data)
-        # 4. validate; the message names the path and the bad value
         route = self._routes.get(tool.tool_id)
         if route is None or route.tool is not tool:
             route = self._new_route(tool)
+        if route.fills_defaults or any(map(_is_none, input_data.values())):
+            args = normalize_args(tool.input_schema, input_data)
+            if args is input_data:
+                args = dict(input_data)
+        else:
+            args = dict(input_data)  # nothing to drop or fill; still our own copy
+        # 4. validate; the message names the path and the bad value
         if not route.input_validator.is_valid(args):
             problems = route.input_validator.errors(args)
             error = ToolValidationError(
@@ -384,7 +401,13 @@ class ToolExecutor:
 
     def _new_route(self, tool: ToolDef) -> _Route:
         output = compiled(tool, "output")
-        route = _Route(tool, compiled(tool, "input"), None if output.accepts_anything else output)
+        properties = tool.input_schema.get("properties")
+        fills_defaults = isinstance(properties, dict) and any(
+            isinstance(prop, dict) and "default" in prop for prop in properties.values()
+        )
+        route = _Route(
+            tool, compiled(tool, "input"), None if output.accepts_anything else output, fills_defaults
+        )
         self._routes[tool.tool_id] = route
         return route
 
@@ -555,12 +578,13 @@ def make_result(
 
 
 _set = object.__setattr__
+_ALL_FIELDS = set(ToolResult.model_fields)
 
 
 def _construct(values: dict[str, Any]) -> ToolResult:
     result = object.__new__(ToolResult)
     _set(result, "__dict__", values)
-    _set(result, "__pydantic_fields_set__", set(values))
+    _set(result, "__pydantic_fields_set__", _ALL_FIELDS)  # every field is set; adding one is a no-op
     _set(result, "__pydantic_extra__", None)
     _set(result, "__pydantic_private__", None)
     return result

@@ -94,12 +94,18 @@ class MetricsRecorder:
 _ID_PREFIX = os.urandom(10).hex()
 _ID_COUNTER = itertools.count(1)
 _second_cache: tuple[int, str] = (0, "")
+_MISSING = object()
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ToolEvent))
 # The fast construction below fills the instance dict directly; it is only safe for a plain dataclass.
 _FAST = (
     not hasattr(ToolEvent, "__slots__")
     and not hasattr(ToolEvent, "__post_init__")
-    and {"event_id", "timestamp"} <= set(_FIELD_NAMES)
+    and {"event_id", "timestamp", "metadata"} <= set(_FIELD_NAMES)
+    and all(
+        getattr(ToolEvent, f.name, _MISSING) is None
+        for f in dataclasses.fields(ToolEvent)
+        if f.name not in ("type", "event_id", "timestamp", "metadata")
+    )
 )
 
 
@@ -154,7 +160,7 @@ def make_event(
     metadata: dict[str, Any] | None = None,
 ) -> ToolEvent:
     """A call event carrying the context ids (not yet redacted: the bus does that)."""
-    values = {
+    values: dict[str, Any] = {
         "type": event_type,
         "tool_id": tool_id,
         "tool_name": tool_name,
@@ -165,14 +171,20 @@ def make_event(
         "node_id": context.node_id,
         "tool_call_id": context.tool_call_id,
         "trace_id": context.trace_id,
-        "input": input,
-        "output": output,
-        "error": error,
-        "error_type": error_type,
-        "duration_ms": duration_ms,
-        "attempts": attempts,
         "metadata": metadata if metadata is not None else {},
     }
+    # fields left at None are not stored: the dataclass's class attributes already say None
+    if input is not None:
+        values["input"] = input
+    if output is not None:
+        values["output"] = output
+    if error is not None:
+        values["error"] = error
+        values["error_type"] = error_type
+    if duration_ms is not None:
+        values["duration_ms"] = duration_ms
+    if attempts is not None:
+        values["attempts"] = attempts
     if not _FAST:
         return ToolEvent(**values)
     event = object.__new__(CallEvent)
@@ -183,7 +195,9 @@ def make_event(
 
 
 _secret_keys: dict[Any, bool] = {}
+_safe_keys: set[str] = set()  # keys seen and found not secret (bounded)
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 def _is_secret(key: Any) -> bool:
@@ -193,6 +207,8 @@ def _is_secret(key: Any) -> bool:
         found = isinstance(key, str) and redact({key: 1})[key] == REDACTED
         if len(_secret_keys) < 4096:
             _secret_keys[key] = found
+            if not found and isinstance(key, str):
+                _safe_keys.add(key)
     return found
 
 
@@ -201,10 +217,8 @@ def redacted(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, _SCALARS) or _depth > 20:
         return value
     if isinstance(value, dict):
-        for key, item in value.items():
-            if _is_secret(key) or not isinstance(item, _SCALARS):
-                break
-        else:
+        # the common case, decided in C: every key known harmless and every value a scalar
+        if value.keys() <= _safe_keys and set(map(type, value.values())) <= _SCALAR_TYPES:
             return value
         return {k: (REDACTED if _is_secret(k) else redacted(v, _depth + 1)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -220,8 +234,12 @@ class CallEventBus(EventBus):
         sinks = tuple(self.sinks)
         if not sinks:
             return
-        event.input = redacted(event.input)
-        event.output = redacted(event.output)
+        value = event.input
+        if value is not None and not isinstance(value, _SCALARS):
+            event.input = redacted(value)
+        value = event.output
+        if value is not None and not isinstance(value, _SCALARS):
+            event.output = redacted(value)
         if event.metadata:
             event.metadata = redacted(event.metadata)
         for sink in sinks:
