@@ -7,10 +7,8 @@ demos point a provider at a local server (`BRAVE_BASE_URL`, `GOOGLE_BASE_URL`, `
 
 from __future__ import annotations
 
-import asyncio
 import html
 import os
-import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -19,33 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from AgentTools._http import shared_client
 from echo_tools.errors import ToolConfigError, ToolExecutionError
-
-USER_AGENT = "echo-tools-web-search/1.0 (+https://github.com/echo-tools)"
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def shared_client() -> httpx.AsyncClient:
-    """The `httpx.AsyncClient` of the running event loop, created on first use."""
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None or client.is_closed:
-        client = httpx.AsyncClient(
-            timeout=httpx.Timeout(10.0, connect=5.0),
-            headers={"User-Agent": USER_AGENT},
-            limits=httpx.Limits(max_connections=20, max_keepalive_connections=10),
-        )
-        _clients[loop] = client
-    return client
-
-
-async def close_shared_client() -> None:
-    """Close the running loop's client (tests and shutdown)."""
-    client = _clients.pop(asyncio.get_running_loop(), None)
-    if client is not None:
-        await client.aclose()
 
 
 @dataclass

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from AgentTools.web_search.providers import SearchRequest, choose, close_shared_client
+from AgentTools._http import close_shared_client
+from AgentTools.web_search.providers import SearchRequest, choose
 
 
 class WebSearchService:

@@ -247,7 +247,7 @@ def test_the_local_server_ranks_the_bundled_corpus_and_pages():
 
 
 async def test_providers_share_one_http_client_per_event_loop(provider_server, monkeypatch):
-    from AgentTools.web_search.providers import close_shared_client, shared_client
+    from AgentTools._http import close_shared_client, shared_client
 
     monkeypatch.setenv("ECHO_SEARXNG_URL", provider_server.url)
     first = shared_client()

@@ -1,0 +1,164 @@
+"""The http_request tool: the canvas "API" node's call, through an egress policy.
+
+Every URL, including each redirect hop, is checked before it is contacted: loopback, private, link-local
+(cloud metadata) and reserved addresses are refused unless the server's environment allows them
+(`ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK=1`, `ECHO_TOOLS_EGRESS_ALLOW_PRIVATE=1`,
+`ECHO_TOOLS_EGRESS_ALLOWED_HOSTS=host1,10.0.0.0/8`). Host names are resolved and every address checked;
+a DNS answer that changes between the check and the connection (rebinding) is not defended against.
+Responses are read up to a size cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+from urllib.parse import urljoin
+
+import httpx
+
+from AgentTools._http import shared_client
+from echo_tools.egress import EgressPolicy
+from echo_tools.errors import ToolExecutionError
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+MAX_REDIRECTS = 5
+_HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_CREDENTIALS = frozenset({"authorization", "cookie", "proxy-authorization", "x-api-key"})
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def egress_policy() -> EgressPolicy:
+    """The policy built from the environment (default: public addresses only)."""
+    hosts = tuple(
+        h.strip() for h in os.environ.get("ECHO_TOOLS_EGRESS_ALLOWED_HOSTS", "").split(",") if h.strip()
+    )
+    return EgressPolicy(
+        allow_loopback=_flag("ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK"),
+        allow_private=_flag("ECHO_TOOLS_EGRESS_ALLOW_PRIVATE"),
+        allowed_hosts=hosts,
+    )
+
+
+def _body_args(body: Any, headers: dict[str, str]) -> dict[str, Any]:
+    if body is None:
+        return {}
+    if isinstance(body, (dict, list)):
+        return {"json": body}
+    if isinstance(body, (int, float, bool)):
+        return {"json": body}
+    return {"content": str(body).encode("utf-8")}
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
+    kept = bytearray()
+    async for chunk in response.aiter_bytes():
+        kept += chunk
+        if len(kept) > cap:
+            return bytes(kept[:cap]), True
+    return bytes(kept), False
+
+
+class HttpRequestService:
+    """Outbound HTTP for agents, limited by the egress policy."""
+
+    async def request(
+        self,
+        url: str,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        timeout_seconds: float = 30.0,
+        follow_redirects: bool = True,
+        max_response_bytes: int = 1_000_000,
+        **_ignored: Any,
+    ) -> dict[str, Any]:
+        """Send the request and return status_code, headers, body (text), json (when JSON) and timing.
+
+        Raises:
+            EgressDeniedError: the URL or a redirect target is refused by the egress policy.
+            ValueError: a bad method, header or limit.
+            ToolExecutionError: the server could not be reached or the request timed out.
+        """
+        method = method.upper()
+        if method not in METHODS:
+            raise ValueError(f"method {method!r} is not supported; expected one of {', '.join(METHODS)}")
+        if not 0 < timeout_seconds <= 120:
+            raise ValueError(f"timeout_seconds must be in (0, 120], got {timeout_seconds!r}")
+        if not 1 <= max_response_bytes <= MAX_RESPONSE_BYTES:
+            raise ValueError(
+                f"max_response_bytes must be between 1 and {MAX_RESPONSE_BYTES}, got {max_response_bytes!r}"
+            )
+        sent_headers = {}
+        for name, value in (headers or {}).items():
+            if not isinstance(value, str) or "\n" in value or "\r" in value:
+                raise ValueError(f"headers[{name!r}] must be a single-line string, got {value!r:.60}")
+            if name.lower() not in _HOP_HEADERS:
+                sent_headers[name] = value
+        policy = egress_policy()
+        started = time.perf_counter()
+        current, hops = url, []
+        for _ in range(MAX_REDIRECTS + 1):
+            await asyncio.to_thread(
+                policy.check_resolved, current
+            )  # DNS lookups block; keep them off the loop
+            try:
+                request = shared_client().build_request(
+                    method, current, headers=sent_headers, params=query if not hops else None,
+                    timeout=timeout_seconds, **_body_args(body, sent_headers),
+                )  # fmt: skip
+                response = await shared_client().send(request, stream=True)
+            except httpx.InvalidURL as exc:
+                raise ValueError(f"url {current!r} is not a valid URL: {exc}") from exc
+            except httpx.TimeoutException as exc:
+                raise ToolExecutionError(
+                    f"{method} {current!r} timed out after {timeout_seconds:g} s"
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise ToolExecutionError(f"{method} {current!r} failed: {exc!r}") from exc
+            try:
+                location = response.headers.get("location")
+                if follow_redirects and response.is_redirect and location:
+                    hops.append(current)
+                    target = urljoin(str(response.url), location)
+                    if httpx.URL(target).host != httpx.URL(current).host:  # credentials stay with their host
+                        sent_headers = {
+                            k: v for k, v in sent_headers.items() if k.lower() not in _CREDENTIALS
+                        }
+                    current = target
+                    if response.status_code == 303 or (
+                        response.status_code in (301, 302) and method == "POST"
+                    ):
+                        method, body = "GET", None
+                    continue
+                data, truncated = await _read_capped(response, max_response_bytes)
+            finally:
+                await response.aclose()
+            break
+        else:
+            raise ToolExecutionError(f"{url!r} redirected more than {MAX_REDIRECTS} times")
+        text = data.decode(response.encoding or "utf-8", errors="replace")
+        out: dict[str, Any] = {
+            "status_code": response.status_code,
+            "ok": response.is_success,
+            "url": str(response.url),
+            "headers": dict(response.headers),
+            "body": text,
+            "truncated": truncated,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+        }
+        if hops:
+            out["redirects"] = hops
+        if "json" in response.headers.get("content-type", "") and not truncated and text.strip():
+            try:
+                out["json"] = json.loads(text)
+            except ValueError:
+                pass  # a server that labels non-JSON as JSON: the text is still returned
+        return out
