@@ -192,10 +192,10 @@ def _announced(node_id: str, agent: Mapping[str, Any], fn: Callable[[dict[str, A
 
     def node(state: dict[str, Any]) -> Any:
         writer = get_stream_writer()
-        writer({"event": "node.started", **info})
+        writer({"type": "node.started", **info})
         delta = fn(state)
         count = len(delta.get("tool_events") or []) if isinstance(delta, dict) else 0
-        writer({"event": "node.finished", **info, "tool_events": count})
+        writer({"type": "node.finished", **info, "tool_events": count})
         return delta
 
     node.__name__ = f"node_{node_id}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +20,8 @@ from echo_tools.models import ToolContext
 from workflow_bridge.conditions import evaluate_condition, number_in
 from workflow_bridge.crewai_adapter import CrewAIAdapter, Node, format_parallel, now, original_request
 from workflow_bridge.llm_rehearsal import build_arguments, json_objects_in
+
+logger = logging.getLogger("workflow_bridge.nodes")
 
 HTTP_TOOL = "tool_http_request"
 CODE_TOOL = "tool_code_executor"
@@ -162,45 +165,52 @@ def tool_node(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str) ->
 
 
 def _tool_plan(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_type: str | None) -> tuple[str, Any]:
+    # A node whose tool is not registered still compiles: at run time the executor reports not_found
+    # (a tool.failed event and a failed message), and the run goes on, as for any failing tool.
     meta = agent.get("metadata") or {}
     registry = adapter.registry
-    if node_type == "API":
-        config = dict(meta.get("api_config") or {})
-        tool = registry.require(HTTP_TOOL)
-        return tool.tool_id, lambda state: _api_arguments(config, tool.input_schema, state)
-    if node_type == "Code":
-        config = dict(meta.get("code_config") or {})
-        tool = registry.require(CODE_TOOL)
-        return tool.tool_id, lambda state: _code_arguments(config, tool.input_schema, state)
+    if node_type in ("API", "Code"):
+        key, ref = ("api_config", HTTP_TOOL) if node_type == "API" else ("code_config", CODE_TOOL)
+        config = dict(meta.get(key) or {})
+        tool = registry.resolve(ref)
+        if tool is None:
+            logger.warning(
+                "%s node %s: tool %r is not registered; the node will fail when it runs",
+                node_type,
+                agent.get("agent_id"),
+                ref,
+            )
+        schema = tool.input_schema if tool is not None else {}
+        build = _api_arguments if node_type == "API" else _code_arguments
+        return ref, lambda state: build(config, schema, state)
     config = dict(meta.get("mcp_config") or {})
-    tool = _mcp_tool(registry, config, agent)
+    tool = _mcp_tool(registry, config)
     fixed = dict(config.get("arguments") or {})
+    if tool is None:
+        logger.warning(
+            "MCP node %s: no registered MCP tool serves %r; the node will fail when it runs",
+            agent.get("agent_id"),
+            config,
+        )
+    ref = tool.tool_id if tool is not None else f"{config.get('serverName')}_{config.get('toolName')}"
 
     def mcp_arguments(state: dict[str, Any]) -> dict[str, Any]:
         text = f"ORIGINAL USER REQUEST:\n{original_request(state)}\n\nPREVIOUS AGENT OUTPUT:\n{state.get('crew_result') or ''}"
-        return {**build_arguments(tool.input_schema, text), **fixed}
+        return {**build_arguments(tool.input_schema if tool else {}, text), **fixed}
 
-    return tool.tool_id, mcp_arguments
+    return ref, mcp_arguments
 
 
-def _mcp_tool(registry: Any, config: Mapping[str, Any], agent: Mapping[str, Any]) -> Any:
-    from echo_tools.errors import ToolNotFoundError
-
+def _mcp_tool(registry: Any, config: Mapping[str, Any]) -> Any:
     if config.get("tool_id"):
-        return registry.require(config["tool_id"])
+        return registry.resolve(config["tool_id"])
     server = config.get("serverName") or config.get("serverId")
     operation = config.get("toolName") or config.get("operation")
     for tool in registry.list_by_type("mcp"):
         exe = tool.execution_config
         if exe.get("server") == server and exe.get("tool") == operation:
             return tool
-    found = registry.resolve(f"{server}_{operation}") if server and operation else None
-    if found is None:
-        raise ToolNotFoundError(
-            f"MCP node {agent.get('name')!r} ({agent.get('agent_id')}) names server {server!r} operation "
-            f"{operation!r}, and no registered MCP tool serves it; add the server with `echo-tools mcp add`"
-        )
-    return found
+    return registry.resolve(f"{server}_{operation}") if server and operation else None
 
 
 def _pick(schema: Mapping[str, Any], *names: str) -> str | None:

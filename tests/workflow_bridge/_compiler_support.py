@@ -113,3 +113,13 @@ def run(
 
     state = initial_state(user_input, workflow_id, run_id, **payload)
     return graph.invoke(state, {"configurable": {"thread_id": run_id}})
+
+
+def agent_tools_registry() -> ToolRegistry:
+    """An in-memory registry holding the repository's AgentTools (discovered from their manifests)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    registry = ToolRegistry(discovery_dirs=[root / "AgentTools"])
+    registry.discover_local_tools()
+    return registry
