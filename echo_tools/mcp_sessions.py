@@ -11,15 +11,17 @@ was cancelled (the SDK does not). Discovery paginates `tools/list` on a short-li
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
 import tempfile
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import httpx
 from pydantic import BaseModel
 
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
@@ -97,6 +99,41 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+class _WatchedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport that calls `on_broken(request)` when a POST's response stream breaks."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, on_broken: Callable[[httpx.Request], None]) -> None:
+        self._inner = inner
+        self._on_broken = on_broken
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST":
+            assert isinstance(response.stream, httpx.AsyncByteStream)
+            response.stream = _WatchedStream(response.stream, lambda: self._on_broken(request))
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _WatchedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, on_broken: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_broken = on_broken
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except httpx.TransportError:
+            self._on_broken()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class _Connection:
     """One server's session, held open by a runner task until `close()` or until the transport breaks."""
 
@@ -120,6 +157,7 @@ class _Connection:
         self._limit = asyncio.Semaphore(int(config.get("max_concurrency") or DEFAULT_MAX_CONCURRENCY))
         self._calls: set[asyncio.Task[Any]] = set()
         self._lost: set[asyncio.Task[Any]] = set()
+        self._by_id: dict[int | None, asyncio.Task[Any]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._errlog: Any = None
         self._count = 0
@@ -183,9 +221,13 @@ class _Connection:
 
             return await stack.enter_async_context(sse_client(url, headers=headers))
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        client = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        # the SDK's defaults (30 s, 300 s read for streams), plus a transport that notices a broken stream
+        transport = _WatchedTransport(httpx.AsyncHTTPTransport(), self._stream_broke)
+        timeout = httpx.Timeout(30.0, read=300.0)
+        client = await stack.enter_async_context(
+            httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport)
+        )
         read, write, _ = await stack.enter_async_context(streamable_http_client(url, http_client=client))
         return read, write
 
@@ -251,6 +293,7 @@ class _Connection:
                 self._trim_stderr()
                 # send_request takes this id before its first await, so reading it here names our request
                 request_id = session._request_id
+                self._by_id[request_id] = task
                 return await session.send_request(
                     message, result_type, request_read_timeout_seconds=timedelta(seconds=timeout_s)
                 )
@@ -285,6 +328,7 @@ class _Connection:
             ) from exc
         finally:
             self._calls.discard(task)
+            self._by_id.pop(request_id, None)
 
     def _send_cancelled(self, request_id: int, reason: str) -> None:
         from mcp import types
@@ -307,6 +351,19 @@ class _Connection:
                 )
 
         self._spawn(send())
+
+    def _stream_broke(self, request: httpx.Request) -> None:
+        # The SDK leaves a request pending forever when its response stream breaks without an event id
+        # (the server died mid-call): fail that call now and replace the session.
+        try:
+            request_id = json.loads(request.content).get("id")
+        except (ValueError, AttributeError):
+            request_id = None
+        task = self._by_id.get(request_id)
+        if task is not None:
+            self._lost.add(task)
+            task.cancel()
+        self.discard()
 
     async def _on_message(self, message: Any) -> None:
         from mcp import types
