@@ -67,6 +67,10 @@ class Diagnostic:
     field: str | None
     message: str
 
+    def to_dict(self) -> dict[str, Any]:
+        """`{level, node_id, field, message}` (JSON-ready)."""
+        return {"level": self.level, "node_id": self.node_id, "field": self.field, "message": self.message}
+
     def __str__(self) -> str:
         where = f"node {self.node_id}" if self.node_id is not None else "workflow"
         return f"{self.level}: {where}: {self.field or '-'}: {self.message}"
@@ -429,7 +433,10 @@ def _api(config: Mapping[str, Any], node_id: str, diags: Diagnostics) -> dict[st
         diags.error(
             node_id, "config.method", f"API method {method!r} is not one of {', '.join(HTTP_METHODS)}"
         )
-    parts = urlsplit(url) if isinstance(url, str) else None
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         diags.error(node_id, "config.url", f"the API node needs an http(s) url, got {url!r}")
     if not isinstance(api["headers"], Mapping):

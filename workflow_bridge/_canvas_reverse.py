@@ -177,6 +177,8 @@ def _tool_entries(registry: ToolRegistry | None, agent: Mapping[str, Any]) -> li
             entries.append(_entry_from_binding(registry, binding))
             bound.add(binding["tool_id"])
     for tool_id in agent["tools"]:
+        if not isinstance(tool_id, str):
+            continue  # not a tool id: nothing the canvas could show
         if tool_id == "*":
             entries.insert(0, "*")
         elif tool_id not in bound:

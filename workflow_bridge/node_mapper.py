@@ -230,7 +230,8 @@ class NodeMapper:
                     diags.error(
                         str(other) if other is not None and str(other) in node_ids else None,
                         f"{where}.{side}",
-                        f"connection {conn.get('id', index)!r} {side} node {ref!r}, which is not on the canvas",
+                        f"connection {conn.get('id', index)!r} {'comes from' if side == 'from' else 'goes to'} "
+                        f"node {ref!r}, which is not on the canvas",
                     )
                     break
                 ends.append(str(ref))

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from echo_tools.models import ToolDef
 from echo_tools.registry import ToolRegistry
+from tests.conftest import CORPUS
 from tests.workflow_bridge._mapper_support import (
     canvas,
     chain,
@@ -19,6 +22,8 @@ from tests.workflow_bridge._mapper_support import (
     without_timestamps,
 )
 from workflow_bridge.node_mapper import NodeMapper, agent_id_for, normalize_agent
+
+_FUZZ_REGISTRY = corpus_registry(CORPUS) if CORPUS is not None else None
 
 CANVASES = ("mnADueDiligence.json", "proposalGeneration.json", "researchreport.json", "talentaquisition.json")
 
@@ -557,3 +562,125 @@ def test_echoais_stored_workflow_comes_back_to_the_canvas_with_tool_ids(
 def test_to_canvas_names_agents_that_are_missing(mapper: NodeMapper) -> None:
     with pytest.raises(ValueError, match="agt_gone"):
         mapper.to_canvas({"workflow_id": "wf_1", "agents": ["agt_gone"]}, {})
+
+
+# -- robustness ----------------------------------------------------------------------------------------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+_SMALL_IDS = st.integers(0, 4)
+_IDS = st.one_of(_SMALL_IDS, _SMALL_IDS, _SMALL_IDS, st.sampled_from(["1", "2", "x", ""]), st.none(), _JSON)
+_TOOL_ENTRY = st.one_of(
+    st.sampled_from(["Web Search", "*", "Nope", "tool_calculator"]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "tool_id": st.sampled_from(["tool_web_search", "tool_nope", "*"]) | _JSON,
+            "name": st.sampled_from(["Calculator", "Tool File Reader", "x"]) | _JSON,
+            "type": st.sampled_from(["local", "code", "mcp_server", "tools", "subworkflow"]) | _JSON,
+            "enabled": _JSON,
+            "config": _JSON,
+            "fixed": st.dictionaries(st.sampled_from(["max_results", "query", "zzz"]), _JSON, max_size=2)
+            | _JSON,
+            "id": _IDS,
+        },
+    ),
+    _JSON,
+)
+_CONFIG = st.fixed_dictionaries(
+    {},
+    optional={
+        "tools": st.one_of(st.lists(_TOOL_ENTRY, max_size=4), st.lists(_TOOL_ENTRY, max_size=4), _JSON),
+        "branches": st.lists(
+            st.fixed_dictionaries({"targetNodeId": _IDS}, optional={"type": _JSON, "condition": _JSON})
+        )
+        | _JSON,
+        "inputVariables": st.lists(
+            st.fixed_dictionaries({"name": _JSON}, optional={"type": _JSON}), max_size=2
+        )
+        | _JSON,
+        "outputVariables": _JSON,
+        "model": st.fixed_dictionaries({}, optional={"provider": _JSON, "modelName": _JSON}) | _JSON,
+        "temperature": _JSON,
+        "maxTokens": _JSON,
+        "url": _JSON,
+        "method": _JSON,
+        "headers": _JSON,
+        "serverId": _JSON,
+        "operation": _JSON,
+        "code": _JSON,
+        "tools_exclude": _JSON,
+    },
+)
+_TYPES = st.sampled_from(["Start", "End", "Agent", "Agent", "Subagent", "Conditional", "API", "MCP", "Code"])
+_NODE = st.fixed_dictionaries(
+    {
+        "id": _IDS,
+        "type": st.one_of(_TYPES, _TYPES, _TYPES, _JSON),
+        "config": st.one_of(_CONFIG, _CONFIG, _JSON),
+    },
+    optional={"name": _JSON, "backend_id": st.sampled_from(["agt_abc", "agt_def"]) | _JSON, "x": _JSON},
+)
+_PAYLOAD = st.fixed_dictionaries(
+    {
+        "canvas_nodes": st.lists(_NODE | _JSON, max_size=5),
+        "connections": st.lists(st.fixed_dictionaries({"from": _IDS, "to": _IDS}) | _JSON, max_size=6)
+        | _JSON,
+    },
+    optional={"workflow_id": _JSON, "workflow_name": _JSON, "save_as": _JSON, "metadata": _JSON},
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=_PAYLOAD)
+def test_any_payload_maps_without_raising_and_maps_back(payload: dict) -> None:
+    mapper = NodeMapper(_FUZZ_REGISTRY)
+    mapped = mapper.map_canvas(payload)
+    assert all(d.level in ("error", "warning") for d in mapped.diagnostics)
+    assert set(mapped.workflow["agents"]) == set(mapped.agents)
+    assert all(isinstance(t, str) for a in mapped.agents.values() for t in a["tools"])
+    again = mapper.map_canvas(mapper.to_canvas(mapped.workflow, mapped.agents))
+    assert set(again.agents) == set(mapped.agents)
+
+
+_NAMED_ENTRY = st.one_of(
+    st.sampled_from(["Web Search", "*", "Nope", "tool_calculator", "Tool File Reader", "code reviewer"]),
+    st.fixed_dictionaries(
+        {
+            "name": st.sampled_from(
+                ["Calculator", "Tool File Reader", "Web Search", "Unknown Tool", "Code Run"]
+            )
+        },
+        optional={
+            "id": st.integers(1, 50),
+            "tool_id": st.sampled_from(["tool_web_search", "tool_calculator", "tool_gone"]),
+            "type": st.sampled_from(["local", "code", "mcp_server", "tools", "subworkflow"]),
+            "enabled": st.booleans(),
+            "config": st.sampled_from(
+                [{}, {"type": "object"}, {"language": "python", "code": "x = 1"}, {"precision": 3}]
+            ),
+            "fixed": st.dictionaries(
+                st.sampled_from(["max_results", "precision", "query"]), st.integers(1, 9), max_size=2
+            ),
+            "description": st.sampled_from(["custom words", ""]),
+        },
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries=st.lists(st.lists(_NAMED_ENTRY, max_size=5), min_size=1, max_size=3))
+def test_any_tool_entries_bind_registry_ids_and_survive_the_round_trip(entries: list) -> None:
+    mapper = NodeMapper(_FUZZ_REGISTRY)
+    nodes = [node(i + 1, "Agent", tools=tools) for i, tools in enumerate(entries)]
+    mapped = mapper.map_canvas(chain(*nodes, workflow_id="wf_fuzz"))
+    for agent in mapped.agents.values():
+        for tool_id in agent["tools"]:
+            assert tool_id == "*" or tool_id.startswith("builtin_") or _FUZZ_REGISTRY.get(tool_id) is not None
+        assert len({b["tool_id"] for b in agent["tool_bindings"]}) == len(agent["tool_bindings"])
+    assert all(d.field and d.field.startswith("config.tools") for d in mapped.diagnostics)
+    again = mapper.map_canvas(mapper.to_canvas(mapped.workflow, mapped.agents))
+    assert without_timestamps(again.agents) == without_timestamps(mapped.agents)
