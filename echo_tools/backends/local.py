@@ -17,15 +17,16 @@ Isolation (`execution_config.isolation`):
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import dataclasses
 import functools
 import importlib
 import inspect
+import queue
 import threading
 import typing
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import ToolBackend, module_allowed
@@ -122,30 +123,71 @@ def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple
     return instance, _attribute(tool, instance, config.get("method"), "method")
 
 
-_pool: ThreadPoolExecutor | None = None
+class WorkerPool:
+    """Daemon worker threads for sync tools, started on demand up to `max_workers`.
+
+    Not `ThreadPoolExecutor` and not the loop's default executor: a timed-out call leaves its thread
+    running (threads cannot be killed), and such an abandoned thread must neither keep the process from
+    exiting (ThreadPoolExecutor joins its threads at exit) nor make `asyncio.run` wait at loop shutdown.
+    """
+
+    def __init__(self, max_workers: int = _WORKERS, name: str = "echo-tools-worker") -> None:
+        self.max_workers = max_workers
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]
+        self._queue = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads = 0
+
+    def submit(self, job: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Run `job()` on a worker; the future holds its result or exception."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._queue.put((future, job))
+        if not self._idle.acquire(blocking=False):
+            with self._lock:
+                if self._threads < self.max_workers:
+                    self._threads += 1
+                    name = f"{self._name}-{self._threads}"
+                    threading.Thread(target=self._work, name=name, daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, job = self._queue.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(job())
+                except (
+                    BaseException
+                ) as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
+                    future.set_exception(exc)
+            del future, job  # do not keep the last result alive while idle
+            self._idle.release()
+
+
+_pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
 
-def worker_pool() -> ThreadPoolExecutor:
-    """The process-wide pool that sync tools run in.
-
-    Not the loop's default executor: abandoned (timed-out) calls must not starve `asyncio.to_thread`
-    users, and `asyncio.run` must not wait for them when its loop shuts down.
-    """
+def worker_pool() -> WorkerPool:
+    """The process-wide pool that sync tools of every backend run in."""
     global _pool
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="echo-tools-worker")
+                _pool = WorkerPool()
     return _pool
 
 
 async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in the worker pool, with the caller's context variables."""
+    """`fn(*args, **kwargs)` on a worker thread, with the caller's context variables.
+
+    If the awaiting task is cancelled (a timeout), the call keeps running to its end on its thread and
+    its result is dropped: Python threads cannot be killed. Use `isolation: "process"` for work that must stop.
+    """
     ctx = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(
-        worker_pool(), functools.partial(ctx.run, fn, *args, **kwargs)
-    )
+    return await asyncio.wrap_future(worker_pool().submit(functools.partial(ctx.run, fn, *args, **kwargs)))
 
 
 def _attribute(tool: ToolDef, owner: Any, name: Any, kind: str) -> Any:

@@ -201,3 +201,20 @@ def test_timeouts_of_a_pure_tool_are_retried() -> None:
     result = executor.invoke_sync("slow", {"seconds": 10})
     assert result.error_type == "timeout" and result.attempts == 3
     assert [e.type for e in log.events] == ["tool.invoked", "tool.timeout"]
+
+
+def test_an_abandoned_sync_call_does_not_keep_the_process_alive(repo_root: Path) -> None:
+    script = (
+        "from tests.echo_tools._executor_support import local_tool, make_executor\n"
+        "ex, _ = make_executor(local_tool('slow', 'slow_sync', timeout_ms=200))\n"
+        "print(ex.invoke_sync('slow', {'seconds': 60}).error_type)\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=repo_root, capture_output=True, text=True, timeout=30, check=False
+    )
+    # the worker thread still sleeps for a minute; the process must exit anyway (within the 30 s bound)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "timeout"
