@@ -36,7 +36,7 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink
-from echo_tools.metrics import CallEventBus, MetricsRecorder, make_event
+from echo_tools.metrics import CallEventBus, MetricsRecorder, make_event, make_result
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
 from echo_tools.runtime import run_sync
 from echo_tools.schema import SchemaValidator, compiled, normalize_args
@@ -542,66 +542,3 @@ def to_json_value(value: Any, _depth: int = 0) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json_value(dataclasses.asdict(value), _depth + 1)
     return value
-
-
-# -- results ----------------------------------------------------------------------------------------
-
-
-def make_result(
-    tool_id: str,
-    name: str,
-    success: bool,
-    output: Any,
-    error: str | None,
-    error_type: str | None,
-    duration_ms: float,
-    attempts: int,
-    metadata: dict[str, Any],
-) -> ToolResult:
-    """A `ToolResult` from values the executor produced itself (already the right types).
-
-    Skips pydantic's validation, which would cost as much as the rest of a fast call; what pydantic's own
-    `model_construct` does, without its per-field Python loop.
-    """
-    values = {
-        "tool_id": tool_id,
-        "name": name,
-        "success": success,
-        "output": output,
-        "error": error,
-        "error_type": error_type,
-        "duration_ms": duration_ms,
-        "attempts": attempts,
-        "metadata": metadata,
-    }
-    return _construct(values) if _FAST_RESULT else ToolResult(**values)
-
-
-_set = object.__setattr__
-_ALL_FIELDS = set(ToolResult.model_fields)
-
-
-def _construct(values: dict[str, Any]) -> ToolResult:
-    result = object.__new__(ToolResult)
-    _set(result, "__dict__", values)
-    _set(result, "__pydantic_fields_set__", _ALL_FIELDS)  # every field is set; adding one is a no-op
-    _set(result, "__pydantic_extra__", None)
-    _set(result, "__pydantic_private__", None)
-    return result
-
-
-def _fast_result_is_safe() -> bool:
-    # Only when ToolResult still has exactly these plain fields and a constructed result equals a validated one.
-    sample: dict[str, Any] = {"tool_id": "t", "name": "t", "success": True, "output": [1], "error": None}
-    sample |= {"error_type": None}
-    sample |= {"duration_ms": 1.0, "attempts": 1, "metadata": {}}
-    if set(ToolResult.model_fields) != set(sample):
-        return False
-    try:
-        fast = _construct(dict(sample))
-        return fast == ToolResult(**sample) and fast.model_dump() == sample
-    except Exception:  # boundary: any surprise from a newer pydantic means the slow, validated path
-        return False
-
-
-_FAST_RESULT = _fast_result_is_safe()

@@ -158,3 +158,29 @@ async def test_many_concurrent_invokes_all_succeed() -> None:
     assert [r.output for r in results] == [i + 1 for i in range(200)]
     assert len(log.of_type("tool.completed")) == 200
     assert executor.metrics()["tool_async_add"]["calls"] == 200
+
+
+def test_results_behave_as_ordinary_validated_tool_results() -> None:
+    from echo_tools import ToolResult
+
+    executor, _ = make_executor(ADD)
+    result = executor.invoke_sync("add", {"a": 2, "b": 3})
+    dumped = result.model_dump()
+    assert dumped["output"] == 5 and dumped["success"] is True and dumped["attempts"] == 1
+    assert ToolResult.model_validate(dumped) == result
+    assert ToolResult.model_validate_json(result.model_dump_json()) == result
+    result.metadata["note"] = "callers may annotate results"
+    copy = result.model_copy(update={"output": 6})
+    assert copy.output == 6 and result.output == 5 and result.raise_for_error() is result
+
+
+def test_events_behave_as_ordinary_tool_events() -> None:
+    import dataclasses
+
+    executor, log = make_executor(ADD)
+    executor.invoke_sync("add", {"a": 2, "b": 3})
+    event = log.events[-1]
+    as_dict = dataclasses.asdict(event)
+    assert as_dict["output"] == 5 and as_dict["error"] is None and len(as_dict["event_id"]) == 32
+    assert dataclasses.replace(event, output=6).output == 6
+    assert event == dataclasses.replace(event) and "tool.completed" in repr(event)
