@@ -213,7 +213,7 @@ def _value_for(name: str, prop: dict[str, Any], request: str, code: str | None) 
     if kind == "array":
         items, _ = _unwrap(prop.get("items") or {})
         if items.get("type") in ("number", "integer"):
-            numbers = [float(n) for n in _NUMBER.findall(request)]
+            numbers = [float(n) for n in _NUMBER.findall(_prose(request))]
             return [int(n) for n in numbers] if items.get("type") == "integer" else numbers
         return [request] if items.get("type") == "string" else []
     if kind == "object":
@@ -221,6 +221,14 @@ def _value_for(name: str, prop: dict[str, Any], request: str, code: str | None) 
     if _is_code_param(name, prop) and code is None:
         return request
     return request
+
+
+def _prose(text: str) -> str:
+    """`text` without its code blocks and JSON objects (numbers there are not the user's operands)."""
+    text = _FENCE.sub(" ", text)
+    for obj in json_objects_in(text):
+        text = text.replace(json.dumps(obj), " ")
+    return re.sub(r"\{[^{}]*\}", " ", text)
 
 
 def _tool_calls(tools: list[dict[str, Any]], task_text: str, call_number: int) -> list[dict[str, Any]]:
