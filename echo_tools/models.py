@@ -27,6 +27,9 @@ class ToolType(StrEnum):
     LANGCHAIN = "langchain"
 
 
+_TOOL_TYPES = frozenset(t.value for t in ToolType)
+
+
 class ToolStatus(StrEnum):
     """Lifecycle state; only `active` tools are bound to agents, `disabled` ones refuse to run."""
 
@@ -141,7 +144,7 @@ class ToolDef(BaseModel):
     def _tool_type_any_case(cls, value: Any) -> Any:
         if isinstance(value, str):
             lowered = value.strip().lower()
-            if lowered not in {t.value for t in ToolType}:
+            if lowered not in _TOOL_TYPES:
                 allowed = ", ".join(t.value for t in ToolType)
                 raise ValueError(f"tool_type {value!r} is unknown; expected one of: {allowed}")
             return lowered

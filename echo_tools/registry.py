@@ -166,10 +166,19 @@ class ToolRegistry:
             logger.warning("tool index left as it is: %s", exc)
 
     def _refresh_if_changed(self) -> bool:
-        if self.storage is not None and self.storage.changed_elsewhere():
+        if self.storage is None or not self.storage.changed_elsewhere():
+            return False
+        # A lookup never waits for a writer: when one of ours holds the lock, the change is (most likely)
+        # its own, and the miss stands until the next lookup.
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if not self.storage.changed_elsewhere():
+                return False
             self.reload()
             return True
-        return False
+        finally:
+            self._lock.release()
 
     def _load_time_refusal(self, tool: ToolDef) -> str | None:
         # A stored file may have been edited by hand: apply the same module allow-list as registration.
@@ -395,9 +404,11 @@ class ToolRegistry:
     def get_tools_for_agent(self, refs: Iterable[str]) -> list[ToolDef]:
         """The active tools among `refs` (ids or names), in order, unknown and inactive ones left out."""
         out: list[ToolDef] = []
+        seen: set[str] = set()
         for ref in refs:
             tool = self.resolve(ref)
-            if tool is not None and tool.status == ToolStatus.ACTIVE and tool not in out:
+            if tool is not None and tool.status == ToolStatus.ACTIVE and tool.tool_id not in seen:
+                seen.add(tool.tool_id)
                 out.append(tool)
         return out
 

@@ -262,10 +262,14 @@ def test_lookups_do_not_wait_for_a_registration_in_progress(registry: ToolRegist
         # the writer holds the registry's lock inside save(); lookups and listings must still answer
         assert registry.resolve("Web Search").tool_id == "tool_web_search"
         assert len(registry.list_all()) == 5 and registry.resolve("Slow One") is None
+        # another process writes meanwhile: a miss still answers at once instead of waiting to reload
+        ToolRegistry(storage_dir=storage.directory).register(tool_dict("Other Writer"))
+        assert registry.resolve("Other Writer") is None
     finally:
         release.set()
         writer.join(10)
     assert registry.resolve("Slow One").tool_id == "tool_slow_one"
+    assert registry.resolve("Other Writer").tool_id == "tool_other_writer"  # picked up once the lock was free
 
 
 def test_readers_never_see_a_tool_missing_while_it_is_updated(tmp_path: Path) -> None:
