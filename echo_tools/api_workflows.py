@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 from echo_tools.api_errors import ApiError, contract_route_class, from_tool_error
 from echo_tools.api_events import SSE_HEADERS, format_sse
 from echo_tools.api_security import make_guard
-from echo_tools.api_shapes import compile_summary, event_dict
+from echo_tools.api_shapes import compile_summary, diagnostic_dict, event_dict
 from echo_tools.errors import ToolError
 
 if TYPE_CHECKING:
@@ -39,12 +39,14 @@ def _failure(exc: BaseException) -> dict[str, Any]:
         return exc.body()
     if isinstance(exc, ToolError):
         return from_tool_error(exc).body()
-    return {
-        "error_type": "execution",
-        "message": f"{type(exc).__name__}: {exc}",
-        "tool_id": None,
-        "field": None,
-    }
+    # a ValueError is the source's fault (WorkflowSourceError, WorkflowCompileError); anything else the run's
+    kind = "validation" if isinstance(exc, ValueError) else "execution"
+    message = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+    body: dict[str, Any] = {"error_type": kind, "message": message, "tool_id": None, "field": None}
+    diagnostics = getattr(exc, "diagnostics", None)
+    if diagnostics:
+        body["diagnostics"] = [diagnostic_dict(d) for d in diagnostics]
+    return body
 
 
 def make_workflow_router(state: ApiState) -> APIRouter:
@@ -59,8 +61,14 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             graph, mapped = await anyio.to_thread.run_sync(
                 runner.compile_source, source, state.registry, state.executor
             )
-        except (ValueError, TypeError, KeyError) as exc:
-            raise ApiError(422, "validation", f"The workflow cannot be compiled: {exc}") from exc
+        except ValueError as exc:  # WorkflowSourceError and WorkflowCompileError are ValueErrors
+            diagnostics = [diagnostic_dict(d) for d in getattr(exc, "diagnostics", None) or []]
+            raise ApiError(
+                422,
+                "validation",
+                f"The workflow cannot be compiled: {exc}",
+                extra={"diagnostics": diagnostics},
+            ) from exc
         return compile_summary(graph, mapped)
 
     @router.post("/run", dependencies=secured, summary="Run a workflow; node and tool events as SSE")
@@ -99,10 +107,6 @@ async def _run_stream(
         except RuntimeError:
             pass  # the server's loop is closed; nobody is listening any more
 
-    def tool_sink(event: Any) -> None:
-        if getattr(event, "run_id", None) == run_id:
-            relay(event)
-
     def work() -> Any:
         return runner.run_workflow(
             source,
@@ -120,7 +124,6 @@ async def _run_stream(
         except Exception as exc:  # boundary: a failed run is reported in the stream, not as a crash
             queue.put_nowait(("error", exc))
 
-    state.executor.add_sink(tool_sink)
     task = asyncio.create_task(job())
     seen: set[str] = set()
     try:
@@ -130,7 +133,7 @@ async def _run_stream(
             if kind == "event":
                 event_id = item.get("event_id")
                 if event_id:
-                    if event_id in seen:  # the runner and the executor sink may both deliver it
+                    if event_id in seen:  # never relay one event twice
                         continue
                     seen.add(event_id)
                 yield format_sse(str(item.get("type", "event")), item, event_id)
@@ -141,7 +144,6 @@ async def _run_stream(
                 yield format_sse("run.failed", {"run_id": run_id, **_failure(item)})
                 return
     finally:
-        state.executor.remove_sink(tool_sink)
         if not task.done():
             # the client left: the worker thread cannot be interrupted and finishes on its own
             task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)

@@ -18,7 +18,11 @@ _STYLES = {
     "tool.failed": ("✗", "red"),
     "tool.timeout": ("⏱", "red"),
     "tool.registered": ("+", "blue"),
+    "run.started": ("●", "bold"),
+    "run.finished": ("●", "bold green"),
+    "run.interrupted": ("‖", "bold yellow"),
     "node.started": ("▶", "bold magenta"),
+    "node.finished": ("■", "magenta"),
     "node.completed": ("■", "magenta"),
     "node.failed": ("✗", "bold red"),
 }
@@ -54,6 +58,7 @@ class LivePrinter:
     """Prints run events as they happen (from any thread), coloured when stdout is a terminal."""
 
     def __init__(self, rich: bool) -> None:
+        self.seen: list[str] = []  # event types, in order
         self._lock = threading.Lock()
         self._console: Any = None
         if rich:
@@ -64,6 +69,10 @@ class LivePrinter:
     def __call__(self, event: Any) -> None:
         data = as_dict(event)
         kind = str(data.get("type", ""))
+        self.seen.append(kind)
+        if kind == "llm.rehearsal":
+            self.note(str(data.get("message", "running the offline rehearsal model")))
+            return
         symbol, style = _STYLES.get(kind, ("·", "dim"))
         indent = "    " if kind.startswith("tool.") else ""
         with self._lock:
@@ -110,8 +119,21 @@ def describe(event: dict[str, Any]) -> str:
         return line
     name = event.get("node_name") or event.get("name") or event.get("node_id") or event.get("node") or ""
     line = f"{kind} {name}".strip()
+    if event.get("status"):
+        line += f"  ({event['status']})"
     if event.get("duration_ms") is not None:
         line += f"  {float(event['duration_ms']):.0f} ms"
     if event.get("error"):
         line += f"  {short(event['error'], 120)}"
     return line
+
+
+def quiet_rehearsal_log() -> None:
+    """Drop the runner's log record of the rehearsal notice (the CLI prints the notice from its event)."""
+    import logging
+
+    class _DropNotice(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "REHEARSAL" not in str(record.msg)
+
+    logging.getLogger("workflow_bridge.runner").addFilter(_DropNotice())

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
-from echo_tools.api_shapes import compile_summary
+from echo_tools.api_shapes import compile_summary, diagnostic_dict
 
 DEMO_SAMPLE = Path("sample_workflows") / "code_pipeline.canvas.json"
 
@@ -54,35 +53,42 @@ def cmd_compile(args: argparse.Namespace) -> int:
     source = load_source(args.file)
     registry = open_registry(args)
     executor = open_executor(registry, args)
-    graph, mapped = runner().compile_source(source, registry, executor)
-    summary = compile_summary(graph, mapped)
+    module = runner()
+    try:
+        graph, mapped = module.compile_source(source, registry, executor)
+        summary = compile_summary(graph, mapped)
+    except module.WorkflowSourceError as exc:
+        if not exc.diagnostics:
+            raise
+        summary = {"diagnostics": [diagnostic_dict(d) for d in exc.diagnostics], "nodes": [], "edges": []}
+    finally:
+        executor.close()
     if args.json:
         print_json(summary)
     else:
         for d in summary["diagnostics"]:
             where = ".".join(str(p) for p in (d.get("node_id"), d.get("field")) if p)
             sys.stdout.write(f"{d.get('level', '?'):<8} {where or '-'}: {d.get('message')}\n")
-        sys.stdout.write(f"nodes: {', '.join(n['id'] for n in summary['nodes'])}\n")
+        sys.stdout.write(f"{len(summary['nodes'])} nodes, {len(summary['edges'])} edges\n")
         for edge in summary["edges"]:
-            arrow = "-?->" if edge.get("conditional") else "-->"
+            arrow = "-?->" if edge.get("conditional") else "--->"
             sys.stdout.write(f"  {edge['source']} {arrow} {edge['target']}\n")
     errors = [d for d in summary["diagnostics"] if d.get("level") == "error"]
     return 1 if errors else 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Run the workflow, printing `run.*`, `node.*` and `tool.*` events as they happen (the rehearsal
+    notice among them when no LLM is configured), then the final `crew_result`."""
     from echo_tools.cli import open_executor, open_registry, use_rich
-    from echo_tools.cli_output import LivePrinter
+    from echo_tools.cli_output import LivePrinter, quiet_rehearsal_log
 
     source = load_source(args.file)
     registry = open_registry(args)
     executor = open_executor(registry, args)
     printer = LivePrinter(use_rich())
     module = runner()
-    if not args.llm and not os.environ.get("ECHO_LLM"):
-        from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
-
-        printer.note(REHEARSAL_NOTICE)
+    quiet_rehearsal_log()  # the runner also logs the notice; the printer shows it once, from the event
     run_id = getattr(args, "run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
     try:
         state = module.run_workflow(
@@ -97,10 +103,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         executor.close()
     result = state.get("crew_result") if isinstance(state, dict) else state
-    printer.panel(
-        f"crew_result (run {run_id})",
-        result if isinstance(result, str) else json.dumps(result, indent=2, default=str),
-    )
+    body = result if isinstance(result, str) else json.dumps(result, indent=2, default=str)
+    printer.panel(f"crew_result (run {run_id})", body)
+    failed = [e for e in printer.seen if e in ("tool.failed", "tool.timeout")]
+    if failed:
+        printer.note(f"{len(failed)} tool call(s) failed; see the lines marked above")
     return 0
 
 

@@ -1,0 +1,53 @@
+"""`echo-tools run`, `compile` and `demo` in a subprocess: the sample workflow offline, with the rehearsal
+announcement, node and tool lines as they happen, the final crew_result, and the JSONL event log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.echo_tools.test_cli import assert_one_line_error, cli
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "sample_workflows" / "code_pipeline.canvas.json"
+
+
+def test_run_shows_nodes_and_tool_calls_then_the_crew_result(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    result = cli(tmp_path / "home", "run", str(SAMPLE), "--events", str(log), "--run-id", "run-cli-1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert "REHEARSAL model" in out
+    assert out.count("REHEARSAL model") == 1 and "REHEARSAL" not in result.stderr
+    lines = out.splitlines()
+    started = next(i for i, line in enumerate(lines) if "node.started Code Executor" in line)
+    completed = next(i for i, line in enumerate(lines) if "completed Code Executor" in line)
+    assert started < completed
+    assert any("completed Code Tester" in line for line in lines)
+    assert "== crew_result (run run-cli-1) ==" in out
+    assert '"passed": 5' in out
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {e["tool_id"] for e in events} == {"tool_code_executor", "tool_code_reviewer", "tool_code_tester"}
+    assert {e["run_id"] for e in events} == {"run-cli-1"}
+
+
+def test_compile_prints_the_graph_as_json(tmp_path: Path) -> None:
+    result = cli(tmp_path / "home", "compile", str(SAMPLE), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads(result.stdout)
+    assert len(summary["nodes"]) >= 5 and summary["edges"]
+    assert not [d for d in summary["diagnostics"] if d["level"] == "error"]
+
+
+def test_run_of_a_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
+    line = assert_one_line_error(cli(tmp_path / "home", "run", str(tmp_path / "nope.json")))
+    assert "nope.json" in line and "cannot be read" in line
+
+
+def test_demo_discovers_agent_tools_into_a_fresh_storage_and_runs_the_sample(tmp_path: Path) -> None:
+    result = cli(tmp_path / "unused", "demo")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Discovered" in result.stdout and "tool_calculator" in result.stdout
+    assert "run.finished" in result.stdout
+    assert "crew_result" in result.stdout
+    assert not (tmp_path / "unused").exists()  # the demo uses a temporary storage of its own
