@@ -1,0 +1,142 @@
+"""MCP per-call latency over stdio and streamable HTTP, in one run, against the MCP SDK used directly.
+
+Rows per transport, all calling the `add` tool (FastMCP, with an outputSchema) of
+tests/echo_tools/mcp_servers/calc_server.py:
+  - ours: `await executor.invoke(...)` on the executor's pooled session (input and output validated once
+    by the executor, events off), called from the benchmark's own event loop (so every call hops to the
+    background loop that owns the session and back);
+  - SDK persistent: `ClientSession.call_tool` on one open session (the SDK validates structuredContent
+    against the cached outputSchema with jsonschema on every call);
+  - SDK persistent, no validation: `send_request(CallToolRequest)` on one open session (the floor);
+  - session per call: open the transport and a session, initialize, call_tool, close (what
+    langchain-mcp-adapters' tools and CrewAI's MCP tool do); fewer iterations.
+Medians in microseconds; ratios against the SDK persistent session.
+
+Run: .venv/bin/python bench/bench_mcp.py   (BENCH_N=2000 stdio calls per persistent row, N/4 over HTTP)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+warnings.simplefilter("ignore")
+
+from _common import ameasure, report  # noqa: E402
+
+from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry  # noqa: E402
+
+N = int(os.environ.get("BENCH_N", "2000"))
+CALLS = {"stdio": N, "http": max(50, N // 4)}  # an HTTP call costs ~5x a stdio call on the server side
+PER_CALL_N = {"stdio": int(os.environ.get("BENCH_MCP_SPAWNS", "5")), "http": 20}
+SERVER = Path(__file__).resolve().parent.parent / "tests" / "echo_tools" / "mcp_servers" / "calc_server.py"
+ARGS = {"a": 1, "b": 2}
+
+
+def start_http_server() -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()  # "PORT <n>" once the socket listens
+    if not line.startswith("PORT "):
+        process.kill()
+        raise RuntimeError(f"calc_server.py --http did not start: {line!r}")
+    return process, f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+
+
+@asynccontextmanager
+async def sdk_session(transport: str, url: str) -> AsyncIterator[Any]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    if transport == "stdio":
+        opened = stdio_client(StdioServerParameters(command=sys.executable, args=[str(SERVER)]))
+    else:
+        opened = streamable_http_client(url)
+    async with opened as streams, ClientSession(streams[0], streams[1]) as session:
+        await session.initialize()
+        yield session
+
+
+async def sdk_rows(transport: str, url: str) -> tuple[float, float, float]:
+    from mcp import types
+
+    async with sdk_session(transport, url) as session:
+        assert (await session.call_tool("add", ARGS)).structuredContent == {"result": 3.0}
+        persistent = await ameasure(lambda: session.call_tool("add", ARGS), CALLS[transport])
+        request = types.ClientRequest(
+            types.CallToolRequest(params=types.CallToolRequestParams(name="add", arguments=ARGS))
+        )
+        floor = await ameasure(lambda: session.send_request(request, types.CallToolResult), CALLS[transport])
+
+    async def per_call() -> None:
+        async with sdk_session(transport, url) as session:
+            await session.call_tool("add", ARGS)
+
+    fresh = await ameasure(per_call, PER_CALL_N[transport], warmup=1)
+    return persistent, floor, fresh
+
+
+async def ours(transport: str, url: str) -> float:
+    registry = ToolRegistry(egress=EgressPolicy.local())
+    if transport == "stdio":
+        registry.add_mcp_server("calc", {"command": sys.executable, "args": [str(SERVER)]})
+    else:
+        registry.add_mcp_server("calc", {"url": url})
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    try:
+        first = await executor.invoke("calc_add", ARGS)
+        assert first.success and first.output == {"result": 3.0}, first.error
+        call: Callable[[], Awaitable[Any]] = lambda: executor.invoke("calc_add", ARGS)  # noqa: E731
+        return await ameasure(call, CALLS[transport])
+    finally:
+        await executor.aclose()
+
+
+async def main() -> None:
+    started = time.perf_counter()
+    process, url = start_http_server()
+    rows = []
+    try:
+        for transport in ("stdio", "http"):
+            mine = await ours(transport, url)
+            persistent, floor, fresh = await sdk_rows(transport, url)
+            rows += [
+                (transport, "ours: executor.invoke, pooled session", mine, mine / persistent),
+                (transport, "SDK call_tool, persistent session", persistent, 1.0),
+                (transport, "SDK send_request, no output validation", floor, floor / persistent),
+                (transport, "new session per call (adapters, CrewAI)", fresh, fresh / persistent),
+            ]
+            print(
+                f"{transport}: ours {mine:,.0f} us = {mine / persistent:.2f}x the SDK persistent session, "
+                f"{fresh / mine:,.0f}x faster than a session per call",
+                flush=True,
+            )
+    finally:
+        process.terminate()
+        process.wait(10)
+    report(
+        rows,
+        "MCP per-call latency (median us; ratio vs SDK persistent)",
+        ["transport", "path", "us", "ratio"],
+    )
+    print(
+        f"total {time.perf_counter() - started:.1f} s, calls per persistent row {CALLS}, per-call rows {PER_CALL_N}"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
