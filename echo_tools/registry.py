@@ -115,6 +115,7 @@ class ToolRegistry:
         self._tools: dict[str, ToolDef] = {}
         self._keys: dict[str, str] = {}  # lookup key (casefolded name, slug, llm name) -> tool_id
         self._aliases: dict[str, frozenset[str]] = {}  # tool_id -> its lookup keys
+        self._view = (self._tools, self._keys)
         self._problems: list[Problem] = []
         self._discovery_problems: list[Problem] = []
         self.mcp_servers: dict[str, dict[str, Any]] = {}
@@ -153,7 +154,9 @@ class ToolRegistry:
                 aliases[tool.tool_id] = tool_keys
                 for key in tool_keys:
                     keys[key] = tool.tool_id
-            # swap whole dicts: a concurrent reader sees the old catalogue or the new one, never half of each
+            # swap whole dicts: a concurrent reader sees the old catalogue or the new one, never half of
+            # each (`_view` pairs them in one assignment for `_lookup`, which reads both)
+            self._view = (by_id, keys)
             self._tools, self._keys, self._aliases = by_id, keys, aliases
             self._problems = problems
 
@@ -327,7 +330,7 @@ class ToolRegistry:
         return found
 
     def _lookup(self, ref: str) -> ToolDef | None:
-        tools, keys = self._tools, self._keys
+        tools, keys = self._view
         found = tools.get(ref)
         if found is not None:
             return found

@@ -288,7 +288,7 @@ def test_readers_never_see_a_tool_missing_while_it_is_updated(tmp_path: Path) ->
     for thread in threads:
         thread.start()
     try:
-        for i in range(300):
+        for i in range(120):
             name = "Busy Tool" if i % 2 else "busy tool"
             registry.register(tool_dict(name, tool_id="busy", description=f"version {i}"))
     finally:
@@ -333,3 +333,24 @@ def test_an_api_tool_may_reach_private_addresses_only_when_the_policy_allows(tmp
     with pytest.raises(ToolRegistrationError, match="private addresses are not allowed"):
         ToolRegistry().register(tool)
     assert ToolRegistry(egress=EgressPolicy(allow_private=True)).register(tool)["status"] == "registered"
+
+
+def test_readers_never_see_a_tool_missing_while_the_folder_is_reloaded(registry: ToolRegistry) -> None:
+    misses: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            for ref in ("Web Search", "calculator", "tool_file_reader"):
+                if registry.resolve(ref) is None:
+                    misses.append(ref)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for _ in range(20):
+            registry.reload()
+    finally:
+        stop.set()
+        thread.join(10)
+    assert misses == []
