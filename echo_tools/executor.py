@@ -122,7 +122,7 @@ class ToolExecutor:
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
         self._routes: dict[str, _Route] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a backend being built may ask for another
         self._limits: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
         ]

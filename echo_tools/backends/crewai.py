@@ -48,7 +48,11 @@ class CrewAIBackend(ToolBackend):
         return instance, is_async
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
-        instance, is_async = self.instance(tool)
+        found = self._instances.get(tool.tool_id)
+        if found is not None and found[0] is tool:
+            instance, is_async = found[1], found[2]
+        else:  # the first call imports CrewAI and the tool's module: off the loop
+            instance, is_async = await run_in_worker(self.instance, tool)
         try:
             if is_async:
                 result = await instance.arun(**args)

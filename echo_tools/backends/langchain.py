@@ -10,7 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import ToolBackend
-from echo_tools.backends.local import build_instance, import_module_checked
+from echo_tools.backends.local import build_instance, import_module_checked, run_in_worker
 from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError
 
 if TYPE_CHECKING:
@@ -46,7 +46,11 @@ class LangChainBackend(ToolBackend):
         return instance
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
-        instance = self.instance(tool)
+        found = self._instances.get(tool.tool_id)
+        # the first call imports the tool's module: off the loop
+        instance = (
+            found[1] if found is not None and found[0] is tool else await run_in_worker(self.instance, tool)
+        )
         try:
             result = await instance.ainvoke(args)
         except ToolError:

@@ -298,7 +298,10 @@ class LocalBackend(ToolBackend):
         return call
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
-        plan = self.plan(tool)
+        plan = self._plans.get(tool.tool_id)
+        if plan is None or plan.tool is not tool:
+            # the first call imports the module: off the loop, which may serve other work meanwhile
+            plan = await run_in_worker(self.plan, tool)
         if plan.isolation == "process":
             from echo_tools.backends._isolated import run_in_subprocess
 

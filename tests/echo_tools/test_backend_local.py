@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -218,3 +219,18 @@ def test_an_abandoned_sync_call_does_not_keep_the_process_alive(repo_root: Path)
     # the worker thread still sleeps for a minute; the process must exit anyway (within the 30 s bound)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "timeout"
+
+
+async def test_the_first_calls_import_does_not_block_the_event_loop() -> None:
+    executor, _ = make_executor(
+        local_tool("ready", "ready", module="tests.echo_tools.fixture_tools.slow_import")
+    )
+    ticks_before_import_done: list[int] = []
+    call = asyncio.ensure_future(executor.invoke("ready", {}))
+    while not call.done():
+        await asyncio.sleep(0.01)
+        module = sys.modules.get("tests.echo_tools.fixture_tools.slow_import")
+        if module is None or not module.IMPORTED.is_set():
+            ticks_before_import_done.append(1)
+    assert (await call).output == "imported"
+    assert ticks_before_import_done  # the loop kept running while the module was being imported
