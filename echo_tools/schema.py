@@ -119,21 +119,25 @@ def compiled(tool: Any, kind: str) -> SchemaValidator:
     Raises:
         ToolRegistrationError: the schema cannot be compiled (a stored file edited by hand).
     """
-    cache: dict[str, SchemaValidator] = tool._validators
-    found = cache.get(kind)
-    if found is None:
-        schema = tool.input_schema if kind == "input" else tool.output_schema
-        try:
-            found = cache[kind] = SchemaValidator(schema, prefix=kind)
-        except (ValueError, jsonschema_rs.ReferencingError) as exc:
-            # stored files are not meta-checked at load (too slow for big folders); a hand-edited schema
-            # that cannot compile surfaces here, as a refused definition rather than a crash
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ToolRegistrationError(
-                f"Tool {tool.tool_id!r}: {kind}_schema cannot be compiled: {first_line}",
-                tool_id=tool.tool_id,
-                field=f"{kind}_schema",
-            ) from exc
+    # Keyed by the schema object too: `model_copy(update={"input_schema": ...})` and attribute assignment
+    # carry the old cache along (pydantic copies private attributes), and must not get the old validator.
+    cache: dict[str, tuple[Any, SchemaValidator]] = tool._validators
+    schema = tool.input_schema if kind == "input" else tool.output_schema
+    entry = cache.get(kind)
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    try:
+        found = SchemaValidator(schema, prefix=kind)
+    except (ValueError, jsonschema_rs.ReferencingError) as exc:
+        # stored files are not meta-checked at load (too slow for big folders); a hand-edited schema
+        # that cannot compile surfaces here, as a refused definition rather than a crash
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: {kind}_schema cannot be compiled: {first_line}",
+            tool_id=tool.tool_id,
+            field=f"{kind}_schema",
+        ) from exc
+    cache[kind] = (schema, found)
     return found
 
 

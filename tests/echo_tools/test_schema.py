@@ -147,6 +147,19 @@ def test_validators_are_compiled_once_per_tool_object_and_fresh_for_a_new_object
     assert compiled(other, "input") is not first
 
 
+def test_a_copy_with_a_new_schema_gets_a_validator_for_that_schema() -> None:
+    tool = ToolDef(name="X", input_schema={"type": "object", "required": ["a"]})
+    assert compiled(tool, "input").is_valid({}) is False
+    for copy_of in (
+        tool.model_copy(update={"input_schema": {"type": "object"}}),
+        tool.model_copy(update={"input_schema": {"type": "object"}}, deep=True),
+    ):
+        assert compiled(copy_of, "input").is_valid({}) is True
+    assert compiled(tool, "input").is_valid({}) is False
+    tool.input_schema = {"type": "object"}
+    assert compiled(tool, "input").is_valid({}) is True
+
+
 def test_a_tool_with_compiled_validators_can_be_deep_copied(calculator: ToolDef) -> None:
     compiled(calculator, "input")
     clone = calculator.model_copy(deep=True)
