@@ -141,8 +141,8 @@ def tool_node(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str) ->
         finally:
             events = adapter.capture.close(ctx.run_id, node_id)
         delta: dict[str, Any] = {"tool_events": events, "original_user_input": original_request(state)}
-        if result.success:
-            text = result.output if isinstance(result.output, str) else json.dumps(result.output, default=str)
+        text, error = _node_output(node_type, result)
+        if error is None:
             delta["crew_result"] = text
             for key in agent.get("output_schema") or []:
                 delta[key] = text
@@ -152,16 +152,26 @@ def tool_node(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str) ->
         else:
             delta["messages"] = [
                 _message(
-                    agent,
-                    tool_id=result.tool_id,
-                    status="failed",
-                    error=result.error,
-                    error_type=result.error_type,
+                    agent, tool_id=result.tool_id, status="failed", error=error, error_type=result.error_type
                 )
             ]
         return delta
 
     return run_tool
+
+
+def _node_output(node_type: str | None, result: Any) -> tuple[str, str | None]:
+    """(text for crew_result, error or None). A Code node's result is what the program printed; a
+    program that exits non-zero failed, whatever the executor says about the tool call itself."""
+    if not result.success:
+        return "", result.error or "the tool failed"
+    output = result.output
+    if node_type == "Code" and isinstance(output, Mapping) and "exit_code" in output:
+        if output.get("exit_code") != 0 or output.get("timed_out"):
+            stderr = str(output.get("stderr") or "").strip()
+            return "", f"the code exited with {output.get('exit_code')!r}: {stderr[-1000:]}"
+        return str(output.get("stdout") or "").strip(), None
+    return (output if isinstance(output, str) else json.dumps(output, default=str)), None
 
 
 def _tool_plan(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_type: str | None) -> tuple[str, Any]:
@@ -241,7 +251,7 @@ def _code_arguments(config: Mapping[str, Any], schema: Mapping[str, Any], state:
     if config.get("language") and _pick(schema, "language"):
         args["language"] = str(config["language"]).lower()
     if _pick(schema, "stdin"):
-        payload = {k: state.get(k) for k in ("user_input", "crew_result") if state.get(k) is not None}
+        payload = {"user_input": original_request(state), "crew_result": state.get("crew_result")}
         args["stdin"] = json.dumps(payload, default=str)
     return args
 
