@@ -147,7 +147,7 @@ class ToolExecutor:
             return admitted
         route, args = admitted
         outcome = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
-        if outcome is None or self._again(route, outcome):
+        if outcome is None or (outcome.error is not None and self._again(route, outcome)):
             first = outcome.attempts + 1 if outcome else 1
             outcome = await self._run(route.tool, args, context, first)
         return self._finish(route, args, context, outcome, started)  # steps 7-9
@@ -172,7 +172,7 @@ class ToolExecutor:
             return admitted
         route, args = admitted
         outcome = self._run_inline(route, args, context)
-        if outcome is None or self._again(route, outcome):
+        if outcome is None or (outcome.error is not None and self._again(route, outcome)):
             first = outcome.attempts + 1 if outcome else 1
             outcome = run_sync(self._run(route.tool, args, context, first))
         return self._finish(route, args, context, outcome, started)

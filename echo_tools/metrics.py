@@ -237,7 +237,12 @@ class CallEventBus(EventBus):
         if not sinks:
             return
         value = event.input
-        if value is not None and not isinstance(value, _SCALARS):
+        # most inputs are flat objects of known-harmless keys: decided in C, without a copy
+        if value is not None and not (
+            type(value) is dict
+            and value.keys() <= _safe_keys
+            and set(map(type, value.values())) <= _SCALAR_TYPES
+        ):
             event.input = redacted(value)
         value = event.output
         if value is not None and not isinstance(value, _SCALARS):
@@ -284,12 +289,13 @@ def make_result(
     return _construct(values) if _FAST_RESULT else ToolResult(**values)
 
 
+_new = object.__new__
 _set = object.__setattr__
 _ALL_FIELDS = set(ToolResult.model_fields)
 
 
 def _construct(values: dict[str, Any]) -> ToolResult:
-    result = object.__new__(ToolResult)
+    result = _new(ToolResult)
     _set(result, "__dict__", values)
     _set(result, "__pydantic_fields_set__", _ALL_FIELDS)  # every field is set; adding one is a no-op
     _set(result, "__pydantic_extra__", None)
