@@ -6,6 +6,7 @@ the call that emitted the event. Secrets in inputs and outputs are redacted befo
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -37,6 +38,7 @@ _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 
 
+@functools.lru_cache(maxsize=4096)  # events carry the same few keys over and over
 def is_secret_key(key: str) -> bool:
     """True when a mapping key names a secret (`api_key`, `Authorization`, `refreshToken`)."""
     words = [w for w in _NON_WORD.split(_CAMEL.sub(r"\1_\2", key).lower()) if w]

@@ -114,7 +114,7 @@ class ToolDef(BaseModel):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     permissions: list[ToolPermission] = Field(default_factory=list)
 
-    # compiled schema validators by kind, as (schema object, validator); filled by echo_tools.schema.compiled
+    # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("tool_id", mode="before")

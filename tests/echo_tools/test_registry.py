@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
@@ -354,3 +356,34 @@ def test_readers_never_see_a_tool_missing_while_the_folder_is_reloaded(registry:
         stop.set()
         thread.join(10)
     assert misses == []
+
+
+NAME_PARTS = st.sampled_from(["web", "Web", "WEB", "search", "Search", "tool", "Tool", "x", "2", "é"])
+SEPARATORS = st.sampled_from([" ", "-", "_", "  ", ".", "!"])
+
+
+@st.composite
+def tool_names(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(NAME_PARTS, min_size=1, max_size=3))
+    seps = [draw(SEPARATORS) for _ in parts]
+    return "".join(p + s for p, s in zip(parts, seps, strict=True)).strip() or parts[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(names=st.lists(tool_names(), min_size=1, max_size=8))
+def test_every_registered_tool_resolves_to_itself_by_id_name_and_slug(names: list[str]) -> None:
+    registry = ToolRegistry()
+    accepted = []
+    for i, name in enumerate(names):
+        try:
+            registry.register({"tool_id": f"t{i}", "name": name})
+            accepted.append((f"t{i}", name))
+        except ToolNameConflictError:
+            continue
+        except ToolRegistrationError:
+            continue  # a name without letters or digits cannot be slugged; tested elsewhere
+    assert accepted, "the first name always registers"
+    for tool_id, name in accepted:
+        tool = registry.get(tool_id)
+        for ref in (tool_id, name, name.upper(), name.lower(), tool.slug or name, tool.llm_name):
+            assert registry.resolve(ref).tool_id == tool_id, (ref, accepted)
