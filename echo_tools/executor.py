@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import decimal
+import enum
 import functools
 import importlib
 import logging
@@ -220,8 +223,12 @@ class ToolExecutor:
         else:
             args = dict(input_data)  # nothing to drop or fill; still our own copy
         # 4. validate; the message names the path and the bad value
-        if not route.input_validator.is_valid(args):
-            problems = route.input_validator.errors(args)
+        try:
+            valid = route.input_validator.is_valid(args)
+        except ValueError:  # jsonschema-rs refuses values JSON cannot hold (bytes, sets, datetimes)
+            valid = False
+        if not valid:
+            problems = _problems(route.input_validator, args, "input")
             error = ToolValidationError(
                 f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
                 tool_id=tool.tool_id,
@@ -305,8 +312,13 @@ class ToolExecutor:
             # 7. normalise the output to a JSON value and check it against output_schema
             output = to_json_value(outcome.output)
             validator = route.output_validator
-            if validator is not None and not validator.is_valid(output):
-                problems = validator.errors(output)
+            try:
+                valid = validator is None or validator.is_valid(output)
+            except ValueError:  # a value to_json_value could not turn into JSON
+                valid = False
+            if not valid:
+                assert validator is not None
+                problems = _problems(validator, output, "output")
                 message = (
                     f"Tool {tool.tool_id!r} returned output not matching its output_schema: "
                     + "; ".join(problems)
@@ -529,16 +541,39 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 def to_json_value(value: Any, _depth: int = 0) -> Any:
-    """A tool's output as a JSON value: pydantic models and dataclasses become dicts, tuples lists."""
-    if isinstance(value, _SCALARS) or _depth > 100:
-        return value
+    """A tool's output as a JSON value.
+
+    Pydantic models and dataclasses become dicts; tuples and sets lists; enums their value; dates and
+    times ISO 8601 text; bytes UTF-8 text; `Decimal` a float; anything else its `str()`.
+    """
+    if isinstance(value, _SCALARS):
+        return value.value if isinstance(value, enum.Enum) else value
+    if _depth > 100:
+        return str(value)
     if isinstance(value, dict):
         return {k if isinstance(k, str) else str(k): to_json_value(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [to_json_value(v, _depth + 1) for v in value]
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
-        return dump(mode="json")
+        return to_json_value(dump(mode="json"), _depth + 1)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json_value(dataclasses.asdict(value), _depth + 1)
-    return value
+    if isinstance(value, enum.Enum):
+        return to_json_value(value.value, _depth + 1)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return str(value)
+
+
+def _problems(validator: SchemaValidator, value: Any, kind: str) -> list[str]:
+    try:
+        return validator.errors(value) or [f"{kind}: does not match the schema"]
+    except ValueError as exc:
+        return [
+            f"{kind}: {exc}; only JSON values (objects, arrays, text, numbers, booleans, null) are accepted"
+        ]

@@ -184,3 +184,25 @@ def test_events_behave_as_ordinary_tool_events() -> None:
     assert as_dict["output"] == 5 and as_dict["error"] is None and len(as_dict["event_id"]) == 32
     assert dataclasses.replace(event, output=6).output == 6
     assert event == dataclasses.replace(event) and "tool.completed" in repr(event)
+
+
+def test_non_json_outputs_become_json_values() -> None:
+    schema = {"type": "object", "properties": {"when": {"type": "string"}, "price": {"type": "number"}}}
+    executor, _ = make_executor(local_tool("odd", "odd_values", output_schema=schema))
+    result = executor.invoke_sync("odd", {})
+    assert result.success, result.error
+    assert result.output == {
+        "when": "2026-01-02",
+        "tags": ["only"],
+        "colour": "red",
+        "raw": "bytes",
+        "price": 1.5,
+        "where": "/tmp/x",
+    }
+
+
+def test_input_values_that_are_not_json_are_a_validation_error_naming_the_type() -> None:
+    schema = {"type": "object", "properties": {"word": {"type": "string"}}}
+    executor, _ = make_executor(local_tool("echo", "echo", input_schema=schema))
+    result = executor.invoke_sync("echo", {"word": b"raw"})
+    assert result.error_type == "validation" and "bytes" in result.error

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import decimal
+import enum
 import os
+import pathlib
 import threading
 import time
 from typing import Any
@@ -160,3 +164,18 @@ def thread_name() -> str:
 
 def login(user: str, password: str) -> None:
     raise PermissionError(f"user {user!r} refused")
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+def odd_values() -> dict[str, Any]:
+    return {
+        "when": datetime.date(2026, 1, 2),
+        "tags": {"only"},
+        "colour": Colour.RED,
+        "raw": b"bytes",
+        "price": decimal.Decimal("1.5"),
+        "where": pathlib.PurePosixPath("/tmp/x"),
+    }
