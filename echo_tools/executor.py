@@ -517,7 +517,15 @@ class ToolExecutor:
                 logger.exception("closing backend %r failed", backend)
 
     def close(self) -> None:
-        """`aclose` for synchronous callers (runs on the background loop)."""
+        """`aclose` for synchronous callers (runs on the background loop).
+
+        Raises:
+            RuntimeError: called from a thread whose event loop is running (await `aclose` there).
+        """
+        if asyncio._get_running_loop() is not None:
+            raise RuntimeError(
+                "ToolExecutor.close() cannot run inside a running event loop; use 'await executor.aclose()'"
+            )
         run_sync(self.aclose())
 
 

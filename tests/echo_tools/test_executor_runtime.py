@@ -90,3 +90,11 @@ async def test_http_clients_are_per_loop_and_all_closed_by_aclose() -> None:
     assert mine is not theirs and executor.http_client() is mine
     await executor.aclose()
     assert mine.is_closed and theirs.is_closed  # type: ignore[attr-defined]
+
+
+async def test_close_inside_a_running_loop_raises_instead_of_deadlocking() -> None:
+    executor, _ = make_executor()
+    executor.http_client()
+    with pytest.raises(RuntimeError, match="await executor.aclose"):
+        executor.close()
+    await executor.aclose()
