@@ -139,7 +139,7 @@ class ToolRegistry:
             return
         with self._lock, gc_paused():
             tools, problems = self.storage.load_all()
-            if not self.storage.index_matches(t.tool_id for t in tools):
+            if self.storage.stale_temp_files or not self.storage.index_matches(t.tool_id for t in tools):
                 self._repair_index()
             by_id: dict[str, ToolDef] = {}
             keys: dict[str, str] = {}

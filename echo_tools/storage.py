@@ -72,7 +72,8 @@ def atomic_write_json(
         indent: JSON indentation; None writes compactly (much faster for big files).
     """
     directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".json", dir=directory)
+    # no ".json" suffix: EchoAI globs "*.json" (pathlib matches dot files), and must never read a temp file
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".partial", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(data, indent=indent, ensure_ascii=False))
@@ -138,6 +139,9 @@ class ToolStorage:
         # index file (a new inode), so a different signature means "changed elsewhere".
         self._known_signature: Signature | None = None
         self._changed_elsewhere = False
+        self.stale_temp_files = (
+            0  # temp files of dead writers seen by the last scan; repair_index removes them
+        )
 
     # -- paths ---------------------------------------------------------------------------------------
 
@@ -276,8 +280,12 @@ class ToolStorage:
         except OSError as exc:
             raise ToolStorageError(f"Storage folder {str(self.directory)!r} cannot be read: {exc}") from exc
         directory = str(self.directory)
+        self.stale_temp_files = 0
         with gc_paused():
             for name in names:
+                if name.startswith(_TMP_PREFIX):
+                    self.stale_temp_files += self._is_stale(Path(directory, name))
+                    continue
                 if not name.endswith(".json") or name in RESERVED_FILES or name.startswith("."):
                     continue
                 tool, problem = self._read_tool(Path(directory, name))
@@ -453,14 +461,19 @@ class ToolStorage:
         if not self._changed_elsewhere:
             self._known_signature = self.signature()
 
+    @staticmethod
+    def _is_stale(path: Path) -> bool:
+        try:
+            return path.stat().st_mtime < time.time() - _STALE_TMP_SECONDS
+        except OSError:
+            return False  # renamed or removed meanwhile: it was not stale
+
     def _remove_stale_temp_files(self) -> None:
-        cutoff = time.time() - _STALE_TMP_SECONDS
         for name in os.listdir(self.directory):
-            if name.startswith(_TMP_PREFIX):
-                path = self.directory / name
+            path = self.directory / name
+            if name.startswith(_TMP_PREFIX) and self._is_stale(path):
                 try:
-                    if path.stat().st_mtime < cutoff:
-                        path.unlink()
+                    path.unlink()
                 except OSError:
                     continue  # another cleaner got there first
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from echo_tools.errors import ToolNameConflictError, ToolStorageError
 from echo_tools.models import ToolDef
+from echo_tools.registry import ToolRegistry
 from echo_tools.storage import INDEX_FILE, ToolStorage, atomic_write_json
 
 from ._storage_support import corpus_copy, folder_state, tool_dict
@@ -230,3 +233,19 @@ def test_a_storage_folder_that_cannot_exist_is_a_storage_error(tmp_path: Path) -
         ToolStorage(a_file / "tools")
     with pytest.raises(ToolStorageError, match="is not a folder"):
         ToolStorage(a_file)
+
+
+def test_a_temp_file_left_by_a_dead_writer_is_invisible_to_echoais_glob(tmp_path: Path) -> None:
+    fd, name = tempfile.mkstemp(
+        prefix=".tmp-", suffix=".partial", dir=tmp_path
+    )  # as atomic_write_json names them
+    os.close(fd)
+    storage = ToolStorage(tmp_path)
+    storage.save(ToolDef.model_validate(tool_dict("Sample")))
+    # EchoAI's load_all is `storage_dir.glob("*.json")`, and pathlib's glob matches dot files
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["tool_index.json", "tool_sample.json"]
+    old = time.time() - 3600
+    os.utime(name, (old, old))
+    ToolRegistry(storage_dir=tmp_path)  # loading sees the stale temp file and cleans up under the lock
+    assert not Path(name).exists()
+    assert storage.load_all() == ([storage.load("tool_sample")], []) and storage.stale_temp_files == 0
