@@ -161,7 +161,7 @@ class WorkflowCompiler:
         if kind == "Merge":
             return nodes.merge_node(agent)
         if kind in TOOL_TYPES:
-            return nodes.tool_node(self.adapter, agent, node_id)
+            return nodes.tool_node(self.adapter, agent, node_id, branch=node_id in topo.branch_nodes)
         if kind == "Conditional":
             return nodes.conditional_node(agent, topo.conditionals.get(node_id, []), node_id)
         if kind == "HITL":

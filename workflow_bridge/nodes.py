@@ -119,7 +119,9 @@ def merge_node(agent: Mapping[str, Any]) -> Node:
     return merge
 
 
-def tool_node(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str) -> Node:
+def tool_node(
+    adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str, *, branch: bool = False
+) -> Node:
     """API, Code and MCP nodes: run the configured tool through the executor, no LLM.
 
     The tool's output (as text) becomes `crew_result`; a failed call is recorded in `messages` and leaves
@@ -146,6 +148,9 @@ def tool_node(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str) ->
             delta["crew_result"] = text
             for key in agent.get("output_schema") or []:
                 delta[key] = text
+            if branch:  # one arm of a fan-out: the join reads the arms from these merged keys
+                delta["parallel_output"] = {str(agent.get("name") or node_id): text}
+                delta["individual_outputs"] = {node_id: text}
             delta["messages"] = [
                 _message(agent, tool_id=result.tool_id, status="completed", output_preview=text[:500])
             ]

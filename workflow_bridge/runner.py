@@ -144,19 +144,48 @@ def run_workflow(
         user_input = _default_input(data) or _default_input(mapped.workflow)
     run_id = run_id or f"run_{uuid.uuid4().hex}"
     workflow_id = mapped.workflow.get("workflow_id")
-    emit = _safe(on_event)
-    emit(
-        {
-            "type": "run.started",
-            "run_id": run_id,
-            "workflow_id": workflow_id,
-            "name": mapped.workflow.get("name"),
-        }
+    state = initial_state(user_input, workflow_id, run_id, **dict(payload or {}))
+    start = {
+        "type": "run.started",
+        "run_id": run_id,
+        "workflow_id": workflow_id,
+        "name": mapped.workflow.get("name"),
+    }
+    return stream_run(graph, state, run_id, executor=executor, on_event=on_event, started=start)
+
+
+def resume_workflow(
+    graph: Any, run_id: str, decision: Any, *, executor: Any, on_event: EventCallback | None = None
+) -> dict[str, Any]:
+    """Resume a run that a HITL node paused, with the reviewer's decision (same graph, same run id).
+
+    Args:
+        decision: `"approve"`, `"reject"` or `{"decision": "approve"|"reject"|"edit", "edited_output",
+            "comment"}`.
+    """
+    from langgraph.types import Command
+
+    start = {"type": "run.resumed", "run_id": run_id, "decision": decision}
+    return stream_run(
+        graph, Command(resume=decision), run_id, executor=executor, on_event=on_event, started=start
     )
+
+
+def stream_run(
+    graph: Any,
+    graph_input: Any,
+    run_id: str,
+    *,
+    executor: Any,
+    on_event: EventCallback | None = None,
+    started: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run a compiled graph on thread `run_id`, reporting progress to `on_event`; returns the final state."""
+    emit = _safe(on_event)
+    emit(started or {"type": "run.started", "run_id": run_id})
     if uses_rehearsal(graph):
         logger.warning(REHEARSAL_NOTICE)
         emit({"type": "llm.rehearsal", "run_id": run_id, "message": REHEARSAL_NOTICE})
-    state = initial_state(user_input, workflow_id, run_id, **dict(payload or {}))
     config = {"configurable": {"thread_id": run_id}}
 
     def forward(event: Any) -> None:
@@ -166,7 +195,7 @@ def run_workflow(
     executor.add_sink(forward)
     interrupts: list[Any] = []
     try:
-        for mode, chunk in graph.stream(state, config, stream_mode=["updates", "custom"]):
+        for mode, chunk in graph.stream(graph_input, config, stream_mode=["updates", "custom"]):
             if mode == "custom" and isinstance(chunk, dict):
                 emit({**chunk, "run_id": run_id})
             elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:

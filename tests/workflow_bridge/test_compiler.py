@@ -324,3 +324,20 @@ def test_a_hierarchical_crew_delegates_to_workers_whose_tools_run(registry, exec
     assert {e["agent_id"] for e in state["tool_events"]} == {"w1", "w2"}
     assert state["hierarchical_output"] == state["crew_result"]
     assert state["messages"][0]["node"] == "hierarchical_crew"
+
+
+def test_a_tool_node_in_a_parallel_branch_contributes_to_the_merge(registry, executor):
+    api = {"method": "GET", "url": "https://risk.example/v1/score"}
+    wf, agents = workflow(
+        [
+            agent("start", "Start"),
+            agent("fetch", "API", name="Fetch", metadata={"api_config": api}),
+            agent("write", tools=["Echo"], name="Write"),
+            agent("merge", "Merge"),
+        ],
+        [("start", "fetch"), ("start", "write"), ("fetch", "merge"), ("write", "merge")],
+        model="parallel",
+    )
+    state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "both")
+    assert set(state["individual_outputs"]) == {"fetch", "write"}
+    assert "[Fetch]" in state["crew_result"] and "[Write]" in state["crew_result"]

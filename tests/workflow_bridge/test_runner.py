@@ -121,3 +121,36 @@ def test_a_paused_run_reports_its_interrupt():
     assert state["__interrupt__"][0].value["title"] == "OK?"
     assert [e["type"] for e in events][-2:] == ["run.interrupted", "run.finished"]
     assert events[-1]["status"] == "interrupted"
+
+
+def test_a_paused_run_resumes_on_the_same_graph_with_the_decision():
+    from workflow_bridge.runner import resume_workflow, stream_run
+    from workflow_bridge.state import initial_state
+
+    registry = make_registry()
+    executor, _ = make_executor(registry)
+    wf, agents = chain(
+        agent("a", tools=["Echo"]),
+        agent("gate", "HITL", metadata={"hitl_config": {"title": "OK?"}}),
+        agent("end", "End", output_schema=["result"]),
+    )
+    graph, _ = compile_source({"workflow": wf, "agents": agents}, registry, executor)
+    paused = stream_run(
+        graph, initial_state("ship it", "wf_test", "run_resume"), "run_resume", executor=executor
+    )
+    assert "__interrupt__" in paused
+    events: list[dict] = []
+    final = resume_workflow(
+        graph,
+        "run_resume",
+        {"decision": "edit", "edited_output": "shipped"},
+        executor=executor,
+        on_event=events.append,
+    )
+    assert final["result"] == "shipped" and "__interrupt__" not in final
+    assert events[0] == {
+        "type": "run.resumed",
+        "run_id": "run_resume",
+        "decision": {"decision": "edit", "edited_output": "shipped"},
+    }
+    assert events[-1]["status"] == "completed"
