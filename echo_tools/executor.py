@@ -93,6 +93,7 @@ class _Route:
     input_validator: SchemaValidator
     output_validator: SchemaValidator | None  # None when output_schema accepts anything
     fills_defaults: bool  # the input schema has top-level defaults to fill
+    kind: str  # tool_type as text, for events
     inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run
 
 
@@ -238,7 +239,7 @@ class ToolExecutor:
         # 5. announce the call
         if self.events.sinks:
             self.events.emit(
-                make_event("tool.invoked", tool.tool_id, tool.name, tool.tool_type.value, context, input=args)
+                make_event("tool.invoked", tool.tool_id, tool.name, route.kind, context, input=args)
             )
         return route, args
 
@@ -337,7 +338,7 @@ class ToolExecutor:
                         "tool.completed",
                         tool.tool_id,
                         tool.name,
-                        tool.tool_type.value,
+                        route.kind,
                         context,
                         output=output,
                         duration_ms=duration_ms,
@@ -355,7 +356,7 @@ class ToolExecutor:
                     "tool.timeout" if error.error_type == "timeout" else "tool.failed",
                     tool.tool_id,
                     tool.name,
-                    tool.tool_type.value,
+                    route.kind,
                     context,
                     input=args,
                     output=output,
@@ -417,9 +418,8 @@ class ToolExecutor:
         fills_defaults = isinstance(properties, dict) and any(
             isinstance(prop, dict) and "default" in prop for prop in properties.values()
         )
-        route = _Route(
-            tool, compiled(tool, "input"), None if output.accepts_anything else output, fills_defaults
-        )
+        validator = None if output.accepts_anything else output
+        route = _Route(tool, compiled(tool, "input"), validator, fills_defaults, tool.tool_type.value)
         self._routes[tool.tool_id] = route
         return route
 
