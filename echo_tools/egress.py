@@ -46,6 +46,14 @@ class EgressPolicy:
     )
 
     def __post_init__(self) -> None:
+        # lists are accepted (JSON settings give lists) but stored as tuples, so the policy stays hashable
+        for name in ("allowed_hosts", "denied_hosts", "allowed_schemes"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = (value,)
+            object.__setattr__(self, name, tuple(str(v).lower().rstrip(".") for v in value))
+        if self.max_response_bytes <= 0:
+            raise ValueError(f"max_response_bytes must be positive, got {self.max_response_bytes!r}")
         object.__setattr__(self, "_allowed_nets", _networks(self.allowed_hosts))
         object.__setattr__(self, "_denied_nets", _networks(self.denied_hosts))
 

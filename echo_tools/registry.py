@@ -457,7 +457,7 @@ class ToolRegistry:
                     current = self._tools.get(tool.tool_id)
                     if current is None or current.to_storage_dict() != tool.to_storage_dict():
                         self.register(tool)
-                    found.append(self._tools[tool.tool_id])
+                    found.append(self._tools.get(tool.tool_id) or tool)
                 except ToolError as exc:
                     logger.warning("manifest %s skipped: %s", manifest, exc)
                     problems.append(Problem(str(manifest), str(exc)))

@@ -123,3 +123,17 @@ def test_literal_address_reads_the_spellings_resolvers_accept() -> None:
     assert literal_address("example.com") is None
     assert literal_address("deadbeef.com") is None
     assert literal_address("1e100.net") is None
+
+
+def test_host_lists_given_as_lists_are_kept_as_tuples_and_the_policy_stays_hashable() -> None:
+    policy = EgressPolicy(allowed_hosts=["Intranet.Local."], denied_hosts="evil.example.com")  # type: ignore[arg-type]
+    assert policy.allowed_hosts == ("intranet.local",) and policy.denied_hosts == ("evil.example.com",)
+    assert hash(policy) == hash(
+        EgressPolicy(allowed_hosts=("intranet.local",), denied_hosts=("evil.example.com",))
+    )
+    policy.check_url("http://intranet.local/")
+
+
+def test_a_non_positive_response_cap_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_response_bytes must be positive, got 0"):
+        EgressPolicy(max_response_bytes=0)
