@@ -126,3 +126,21 @@ def test_unknown_operation_and_bad_precision_name_the_value(calc):
 def test_non_numbers_in_values_are_named(calc):
     with pytest.raises(ValueError, match=r"values\[1\] must be a number, got 'x'"):
         calc.calculate("add", values=[1, "x"])
+
+
+def test_calls_through_the_executor_apply_defaults_and_drop_nones():
+    from tests.agent_tools._support import invoke
+
+    # CrewAI sends every optional field, unset ones as None; EchoAI's calculator failed on exactly this
+    result = invoke(
+        "tool_calculator",
+        {"operation": "mean", "values": [1, 2, 4], "vectors": None, "matrices": None, "precision": None},
+    )
+    assert result.success, result.error
+    assert result.output == {"operation": "mean", "result": 2.33}
+    failed = invoke("Calculator", {"operation": "divide", "values": [1, 0]})
+    assert (
+        not failed.success and failed.error_type == "execution" and "division by zero: 1 / 0" in failed.error
+    )
+    invalid = invoke("calculator", {"operation": "add", "values": [1, "x"]})
+    assert not invalid.success and invalid.error_type == "validation" and "values[1]" in invalid.error
