@@ -153,7 +153,11 @@ class ToolExecutor:
         outcome = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
         if outcome is None or (outcome.error is not None and self._again(route, outcome)):
             first = outcome.attempts + 1 if outcome else 1
-            outcome = await self._run(route.tool, args, context, first)
+            try:
+                outcome = await self._run(route.tool, args, context, first)
+            except asyncio.CancelledError:
+                self._finish(route, args, context, _cancelled(route.tool, first), started)
+                raise
         return self._finish(route, args, context, outcome, started)  # steps 7-9
 
     def invoke_sync(
@@ -178,7 +182,11 @@ class ToolExecutor:
         outcome = self._run_inline(route, args, context)
         if outcome is None or (outcome.error is not None and self._again(route, outcome)):
             first = outcome.attempts + 1 if outcome else 1
-            outcome = run_sync(self._run(route.tool, args, context, first))
+            try:
+                outcome = run_sync(self._run(route.tool, args, context, first))
+            except BaseException:  # KeyboardInterrupt while waiting: the call is stopped, say so, re-raise
+                self._finish(route, args, context, _cancelled(route.tool, first), started)
+                raise
         return self._finish(route, args, context, outcome, started)
 
     def _admit(
@@ -534,6 +542,14 @@ def _timeout_error(tool: ToolDef, timeout_ms: float) -> ToolTimeoutError:
         f"Tool {tool.tool_id!r} did not finish within its timeout of {timeout_ms:g} ms and was stopped",
         tool_id=tool.tool_id,
     )
+
+
+def _cancelled(tool: ToolDef, attempt: int) -> _Outcome:
+    # the caller gave up on the call: it still gets its closing event, so no tool.invoked dangles
+    error = ToolExecutionError(
+        f"Tool {tool.tool_id!r}: the call was cancelled by its caller", tool_id=tool.tool_id
+    )
+    return _Outcome(error=error, attempts=attempt)
 
 
 def _as_call_error(error: ToolError) -> ToolError:

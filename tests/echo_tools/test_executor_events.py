@@ -127,3 +127,17 @@ def test_backend_for_builds_each_backend_once_and_refuses_unknown_types() -> Non
     assert executor.backend_for("local") is executor.backend_for("local")
     with pytest.raises(ValueError, match="'ftp'"):
         executor.backend_for("ftp")
+
+
+async def test_a_call_cancelled_by_its_caller_still_gets_a_closing_event() -> None:
+    basic.CANCELLED.clear()
+    basic.STARTED.clear()
+    executor, log = make_executor(local_tool("slow", "slow_async"))
+    task = asyncio.ensure_future(executor.invoke("slow", {"seconds": 30}, CONTEXT))
+    assert await asyncio.to_thread(basic.STARTED.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [e.type for e in log.events] == ["tool.invoked", "tool.failed"]
+    assert "cancelled" in log.events[-1].error and log.events[-1].run_id == "run-1"
+    assert basic.CANCELLED.is_set()

@@ -22,6 +22,7 @@ PEAK: dict[str, int] = {}
 _lock = threading.Lock()
 FINISHED = threading.Event()
 CANCELLED = threading.Event()
+STARTED = threading.Event()
 
 
 def add(a: float, b: float) -> float:
@@ -116,6 +117,7 @@ def slow_sync(seconds: float) -> str:
 
 
 async def slow_async(seconds: float) -> str:
+    STARTED.set()
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
