@@ -341,3 +341,20 @@ def test_a_tool_node_in_a_parallel_branch_contributes_to_the_merge(registry, exe
     state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "both")
     assert set(state["individual_outputs"]) == {"fetch", "write"}
     assert "[Fetch]" in state["crew_result"] and "[Write]" in state["crew_result"]
+
+
+def test_echoais_parallel_crew_node_runs_its_agents_at_the_same_time(registry, executor_and_log):
+    from workflow_bridge.crewai_adapter import CrewAIAdapter
+
+    executor, log = executor_and_log
+    tools.reset()
+    adapter = CrewAIAdapter(registry, executor)
+    node = adapter.create_parallel_crew_node(
+        [agent("pa", tools=["Meet A"], name="A"), agent("pb", tools=["Meet B"], name="B")], node_id="crew"
+    )
+    delta = node({"user_input": "topic", "run_id": "run_crew", "workflow_id": "wf"})
+    completed_tools = {e.tool_id for e in log.events if e.type == "tool.completed"}
+    assert completed_tools == {"tool_meet_a", "tool_meet_b"}  # each waited for the other to start
+    assert set(delta["individual_outputs"]) == {"pa", "pb"}
+    assert "[A]" in delta["parallel_output"] and delta["crew_result"] == delta["parallel_output"]
+    assert {e["node_id"] for e in delta["tool_events"]} == {"crew:pa", "crew:pb"}

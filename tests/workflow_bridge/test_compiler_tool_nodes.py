@@ -116,3 +116,25 @@ def test_an_api_node_whose_tool_is_not_registered_fails_when_it_runs(monkeypatch
     )
     state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "x")
     assert state["messages"][0]["status"] == "failed" and state["messages"][0]["error_type"] == "not_found"
+
+
+def test_an_mcp_node_calls_its_servers_tool_through_the_executor():
+    from tests.echo_tools._mcp_support import make_executor as mcp_executor
+    from tests.echo_tools._mcp_support import make_registry as mcp_registry
+    from tests.echo_tools._mcp_support import stdio_config
+
+    registry = mcp_registry()
+    registry.add_mcp_server("calc", stdio_config())
+    executor = mcp_executor(registry)
+    mcp = {"serverId": "calc", "operation": "add", "arguments": {"b": 5}}
+    wf, agents = chain(
+        agent("sum", "MCP", metadata={"mcp_config": mcp}), agent("end", "End", output_schema=["result"])
+    )
+    try:
+        graph = WorkflowCompiler(registry, executor).compile(wf, agents)
+        state = run(graph, 'Add these: {"a": 37}')
+    finally:
+        executor.close()
+    (done,) = [e for e in state["tool_events"] if e["type"] == "tool.completed"]
+    assert done["agent_id"] == "sum" and done["tool_type"] == "mcp"
+    assert json.loads(state["result"]) == {"result": 42.0}
