@@ -220,7 +220,15 @@ def add_mcp_server(registry: ToolRegistry, name: str, config: Mapping[str, Any])
     """
     name = check_server_name(name)
     checked = check_server_config(name, config)
-    listing = _discover(registry, name, checked)
+    return register_server(registry, name, checked, _discover(registry, name, checked))
+
+
+def register_server(
+    registry: ToolRegistry, name: str, config: Mapping[str, Any], listing: list[types.Tool]
+) -> list[ToolDef]:
+    """Store a server's config and register the tools of a listing already fetched (or cached)."""
+    name = check_server_name(name)
+    checked = check_server_config(name, config)
     _store(registry, name, checked)
     return apply_listing(registry, name, listing)
 

@@ -183,7 +183,7 @@ class _Connection:
                 self.session = session
                 self._ready.set_result(session)
                 await self._stop.wait()
-        except Exception as exc:  # boundary: any transport or protocol failure ends this connection
+        except (Exception, BaseExceptionGroup) as exc:  # boundary: any transport failure ends the connection
             self.error = self._describe(exc)
             logger.debug("MCP server %r: session ended: %s", self.name, self.error)
         finally:

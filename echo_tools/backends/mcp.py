@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
@@ -41,15 +42,20 @@ class MCPBackend(ToolBackend):
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
         self._pool: MCPSessionPool | None = None
+        self._lock = threading.Lock()
 
     @property
     def pool(self) -> MCPSessionPool:
         """The executor's session pool (created at the first MCP call)."""
-        if self._pool is None:
+        pool = self._pool
+        if pool is None:
             from echo_tools.mcp_sessions import MCPSessionPool
 
-            self._pool = MCPSessionPool(self.executor.egress, on_tools_changed=self._refresh)
-        return self._pool
+            with self._lock:  # callers on several threads must share one pool, or sessions leak
+                if self._pool is None:
+                    self._pool = MCPSessionPool(self.executor.egress, on_tools_changed=self._refresh)
+                pool = self._pool
+        return pool
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         """Call the tool on its server's pooled session (or post it to the connector service)."""
@@ -116,7 +122,8 @@ class MCPBackend(ToolBackend):
 
     async def aclose(self) -> None:
         """Close every pooled session (stdio servers are asked to exit, then terminated)."""
-        pool, self._pool = self._pool, None
+        with self._lock:
+            pool, self._pool = self._pool, None
         if pool is not None:
             await pool.aclose()
 

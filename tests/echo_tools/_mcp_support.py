@@ -38,20 +38,22 @@ def make_executor(registry: ToolRegistry) -> ToolExecutor:
 
 
 class HttpServer:
-    """`calc_server.py --http` in a subprocess; `start()` returns once the port listens (bounded)."""
+    """`calc_server.py --http` (streamable HTTP, or SSE) in a subprocess; `start()` returns once the port
+    listens (bounded)."""
 
-    def __init__(self, script: Path = CALC) -> None:
+    def __init__(self, script: Path = CALC, *, sse: bool = False) -> None:
         self.script = script
+        self.sse = sse
         self.port = 0
         self.process: subprocess.Popen[str] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}/{'sse' if self.sse else 'mcp'}"
 
     def start(self) -> HttpServer:
         self.process = subprocess.Popen(
-            [sys.executable, str(self.script), "--http", str(self.port)],
+            [sys.executable, str(self.script), "--http", str(self.port), *(["--sse"] if self.sse else [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

@@ -125,6 +125,35 @@ async def test_an_http_tool_list_change_is_applied_to_the_registry(
         await executor.aclose()
 
 
+async def test_a_server_restarted_while_idle_is_reached_transparently(
+    tmp_path: Path, own_server: HttpServer
+) -> None:
+    executor = make_executor(_registry(tmp_path, own_server))
+    try:
+        before = (await executor.invoke("web_pid", {})).output["result"]
+        own_server.restart()  # the new process does not know the old session id: it answers 404
+        after = await executor.invoke("web_pid", {})
+        assert after.success, after.error
+        assert after.output["result"] != before
+    finally:
+        await executor.aclose()
+
+
+async def test_tools_of_an_sse_server_are_discovered_and_called(tmp_path: Path) -> None:
+    server = HttpServer(sse=True).start()
+    try:
+        registry = make_registry(tmp_path)
+        registry.add_mcp_server("old", {"url": server.url, "transport": "sse"})
+        executor = make_executor(registry)
+        try:
+            result = await executor.invoke("old_add", {"a": 1, "b": 2})
+            assert result.success and result.output == {"result": 3.0}
+        finally:
+            await executor.aclose()
+    finally:
+        server.stop()
+
+
 def test_the_registry_egress_policy_refuses_a_loopback_server_by_default(shared_server: HttpServer) -> None:
     registry = ToolRegistry(egress=EgressPolicy())
     with pytest.raises(MCPConnectionError) as caught:

@@ -11,10 +11,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from mcp import types
 
-from echo_tools import MCPConnectionError, ToolContext, ToolExecutor, ToolRegistry, ToolStatus
+from echo_tools import EgressPolicy, MCPConnectionError, ToolContext, ToolExecutor, ToolRegistry, ToolStatus
 from echo_tools.backends.mcp import MCPBackend
+from echo_tools.mcp_config import check_server_config, register_server
+from echo_tools.mcp_sessions import discover_tools
 from echo_tools.models import ToolType
+from echo_tools.runtime import run_sync
 from tests.echo_tools._mcp_support import (
     PAGED,
     EventWaiter,
@@ -25,10 +29,16 @@ from tests.echo_tools._mcp_support import (
 )
 
 
+@pytest.fixture(scope="module")
+def calc_listing() -> list[types.Tool]:
+    """The calc server's tool list, fetched once (each test still gets its own registry and sessions)."""
+    return run_sync(discover_tools("calc", check_server_config("calc", stdio_config()), EgressPolicy.local()))
+
+
 @pytest.fixture
-def registry(tmp_path: Path) -> ToolRegistry:
+def registry(tmp_path: Path, calc_listing: list[types.Tool]) -> ToolRegistry:
     registry = make_registry(tmp_path)
-    registry.add_mcp_server("calc", stdio_config())
+    register_server(registry, "calc", stdio_config(), calc_listing)
     return registry
 
 
@@ -48,7 +58,10 @@ def _backend(executor: ToolExecutor) -> MCPBackend:
 # -- discovery -------------------------------------------------------------------------------------
 
 
-def test_adding_a_server_registers_its_tools_with_schemas(registry: ToolRegistry) -> None:
+def test_adding_a_server_registers_its_tools_with_schemas(tmp_path: Path) -> None:
+    registry = make_registry(tmp_path)
+    tools = registry.add_mcp_server("calc", stdio_config())
+    assert {t.tool_id for t in tools} == {t.tool_id for t in registry.list_by_type("mcp")}
     add = registry.get("mcp_calc_add")
     assert add is not None
     assert add.tool_type == ToolType.MCP and add.name == "calc_add"

@@ -1,7 +1,7 @@
 """A real MCP server for the tests (FastMCP): arithmetic, structured output, errors, sleeps, crashes.
 
-Run as `python calc_server.py` for stdio, or `python calc_server.py --http PORT` for streamable HTTP on
-127.0.0.1 (PORT 0 picks a free port); in HTTP mode it prints `PORT <n>` on stdout once it listens.
+Run as `python calc_server.py` for stdio, or `python calc_server.py --http PORT [--sse]` for streamable
+HTTP (or SSE) on 127.0.0.1 (PORT 0 picks a free port); then it prints `PORT <n>` once it listens.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ async def change_tools(ctx: Context) -> str:
     return "changed"
 
 
-def serve_http(port: int) -> None:
+def serve_http(port: int, sse: bool = False) -> None:
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -164,16 +164,18 @@ def serve_http(port: int) -> None:
     sock.listen(128)
     # connections queue in the backlog until uvicorn accepts them, so the port is usable from here on
     print(f"PORT {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(mcp.streamable_http_app(), log_level="warning", lifespan="on")
+    app = mcp.sse_app() if sse else mcp.streamable_http_app()
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
+    parser.add_argument("--sse", action="store_true", help="with --http: serve the SSE transport instead")
     options = parser.parse_args()
     if options.http is None:
         mcp.run("stdio")
     else:
-        serve_http(options.http)
+        serve_http(options.http, options.sse)
     sys.exit(0)
