@@ -50,7 +50,11 @@ def _main() -> None:
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0:
         applied["no_new_privs"] = True
     run_uid = cfg.get("uid")
-    if root and run_uid is not None:
+    if not root:
+        applied["user"] = (
+            "the server's own uid (not root: no switch; RLIMIT_NPROC counts the server user's processes)"
+        )
+    elif run_uid is not None:
         try:
             os.setgroups([])
             os.setgid(run_uid)
@@ -58,7 +62,7 @@ def _main() -> None:
             applied["user"] = f"uid {run_uid} (unprivileged, used by this run only)"
         except OSError as exc:
             applied["user"] = f"unchanged (root): setuid({run_uid}) failed: {exc}"
-    elif root:
+    else:
         applied["user"] = "unchanged (root): no interpreter readable by an unprivileged user was found"
     os.write(2, MARKER + json.dumps(applied).encode() + b"\n")
     _run(workdir, cfg.get("argv", []))
