@@ -389,21 +389,19 @@ class _Connection:
         if isinstance(leaf, ToolConfigError | MCPConnectionError):
             return leaf.message
         text = getattr(getattr(leaf, "error", None), "message", None) or str(leaf) or type(leaf).__name__
-        if self.session is None:
-            if text == "Connection closed":
-                return (
-                    f"MCP server {self.name!r} ({self.target}) exited during initialize{self._stderr_tail()}"
-                )
-            return (
-                f"MCP server {self.name!r} ({self.target}) could not be started: {text}{self._stderr_tail()}"
-            )
-        return f"MCP server {self.name!r} ({self.target}) failed: {text}{self._stderr_tail()}"
+        prefix, tail = f"MCP server {self.name!r} ({self.target})", self._stderr_tail()
+        if self.session is not None:
+            return f"{prefix} failed: {text}{tail}"
+        if text == "Connection closed":
+            return f"{prefix} closed the connection during initialize{tail}"
+        return f"{prefix} could not be {'reached' if 'url' in self.config else 'started'}: {text}{tail}"
 
     def _closed_message(self) -> str:
         return f"MCP server {self.name!r} ({self.target}) closed the connection{self._stderr_tail()}"
 
     def _lost_message(self) -> str:
-        return f"MCP server {self.name!r} ({self.target}) closed the connection during the call{self._stderr_tail()}"
+        tail = self._stderr_tail()
+        return f"MCP server {self.name!r} ({self.target}) closed the connection during the call{tail}"
 
     def _stderr_tail(self, limit: int = 600) -> str:
         log = self._errlog
@@ -442,6 +440,7 @@ class MCPSessionPool:
         self._on_tools_changed = on_tools_changed
         self._conns: dict[str, _Connection] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
         self._closed = False
 
     async def call_tool(
@@ -534,16 +533,20 @@ class MCPSessionPool:
             return
         running = self._refreshing.get(server)
         if running is not None and not running.done():
-            running.add_done_callback(lambda _: self._tools_changed(server))  # re-list after this one
+            self._again.add(server)  # changed again while listing: list once more when this one ends
             return
         self._refreshing[server] = asyncio.get_running_loop().create_task(self._refresh(server))
 
     async def _refresh(self, server: str) -> None:
         assert self._on_tools_changed is not None
-        try:
-            await self._on_tools_changed(server)
-        except Exception as exc:  # boundary: a failed refresh must not break the session that asked for it
-            logger.warning("MCP server %r: refreshing the tool list failed: %s", server, exc)
+        while True:
+            self._again.discard(server)
+            try:
+                await self._on_tools_changed(server)
+            except Exception as exc:  # boundary: a failed refresh must not break the session that asked
+                logger.warning("MCP server %r: refreshing the tool list failed: %s", server, exc)
+            if server not in self._again or self._closed:
+                return
 
     def session_info(self, server: str) -> dict[str, Any] | None:
         """What the pool holds for `server` (alive, target), or None when no session is open."""
