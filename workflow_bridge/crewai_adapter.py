@@ -18,7 +18,7 @@ from typing import Any
 from echo_tools.events import ToolEvent
 from echo_tools.models import ToolContext
 from workflow_bridge.agent_factory import AgentFactory, agent_label
-from workflow_bridge.llm import is_rehearsal, resolve_llm
+from workflow_bridge.llm import is_rehearsal, llm_from_spec, llm_params, resolve_llm
 
 END_ROLES = ("Workflow exit point", "Output")
 Node = Callable[[dict[str, Any]], dict[str, Any]]
@@ -133,10 +133,15 @@ class CrewAIAdapter:
         self.rehearsal_agents: list[str] = []
 
     def llm_for(self, agent: Mapping[str, Any]) -> Any:
-        """The model of one agent (the adapter's override, else the agent's config, ECHO_LLM, rehearsal)."""
-        llm = self.llm if self.llm is not None and not isinstance(self.llm, str) else None
-        if llm is None:
-            llm = resolve_llm(agent.get("llm"), self.llm)
+        """The model of one agent: the adapter's `llm` (an object, or a spec built with the agent's
+        temperature and max_tokens) overrides everything; else `resolve_llm` (agent config, ECHO_LLM,
+        rehearsal)."""
+        if isinstance(self.llm, str):
+            llm = llm_from_spec(self.llm, **llm_params(agent.get("llm")))
+        elif self.llm is not None:
+            llm = self.llm
+        else:
+            llm = resolve_llm(agent.get("llm"))
         if is_rehearsal(llm):
             self.rehearsal_agents.append(str(agent.get("agent_id")))
         return llm

@@ -63,7 +63,9 @@ def provider_of(model: str, provider: str | None = None) -> str | None:
     return next((p for prefix, p in _MODEL_PREFIXES if lowered.startswith(prefix)), None)
 
 
-def _params(config: Mapping[str, Any]) -> dict[str, Any]:
+def llm_params(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`temperature` / `max_tokens` of an agent's llm config, as CrewAI `LLM` keyword arguments."""
+    config = config if isinstance(config, Mapping) else {}
     params: dict[str, Any] = {}
     if isinstance(config.get("temperature"), (int, float)):
         params["temperature"] = float(config["temperature"])
@@ -113,13 +115,13 @@ def _from_agent_config(config: Mapping[str, Any]) -> BaseLLM | None:
     base_url = config.get("base_url") or config.get("baseUrl")
     if base_url:
         api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or "not-needed"
-        return _build(model, base_url=base_url, api_key=api_key, **_params(config))
+        return _build(model, base_url=base_url, api_key=api_key, **llm_params(config))
     provider = provider_of(model, config.get("provider"))
     keys = PROVIDER_KEYS.get(provider or "", ())
     if not any(os.environ.get(k) for k in keys):
         return None  # configured but not runnable here: no key in the environment
     name = model if "/" in model or not provider else f"{provider}/{model}"
-    return _build(name, **_params(config))
+    return _build(name, **llm_params(config))
 
 
 def resolve_llm(agent_llm_config: Mapping[str, Any] | None, default: BaseLLM | str | None = None) -> BaseLLM:
@@ -138,10 +140,10 @@ def resolve_llm(agent_llm_config: Mapping[str, Any] | None, default: BaseLLM | s
     if llm is not None:
         return llm
     if default is not None:
-        return llm_from_spec(default, **_params(config)) if isinstance(default, str) else default
+        return llm_from_spec(default, **llm_params(config)) if isinstance(default, str) else default
     spec = os.environ.get(ENV_SPEC, "").strip()
     if spec:
-        return llm_from_spec(spec, **_params(config))
+        return llm_from_spec(spec, **llm_params(config))
     return RehearsalLLM()
 
 
@@ -151,6 +153,7 @@ __all__ = [
     "RehearsalLLM",
     "is_rehearsal",
     "llm_from_spec",
+    "llm_params",
     "provider_of",
     "resolve_llm",
 ]

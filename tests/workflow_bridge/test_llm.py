@@ -149,3 +149,17 @@ def test_the_rehearsal_token_estimate_does_not_log_a_warning(caplog):
     with caplog.at_level(logging.WARNING):
         assert RehearsalLLM().get_input_tokens_count("abcdefgh") == 2
     assert not caplog.records
+
+
+def test_the_compilers_llm_overrides_every_agents_config(monkeypatch):
+    from tests.workflow_bridge._compiler_support import make_executor, make_registry
+    from workflow_bridge.crewai_adapter import CrewAIAdapter
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    registry = make_registry()
+    executor, _ = make_executor(registry)
+    configured = {"agent_id": "a", "llm": {"model": "gpt-4o-mini", "temperature": 0.1}}
+    assert not is_rehearsal(CrewAIAdapter(registry, executor).llm_for(configured))
+    assert is_rehearsal(CrewAIAdapter(registry, executor, llm="rehearsal").llm_for(configured))
+    served = CrewAIAdapter(registry, executor, llm="http://127.0.0.1:9/v1#qwen").llm_for(configured)
+    assert (served.model, served.temperature) == ("qwen", 0.1)
