@@ -149,6 +149,13 @@ def resolve_tool_entries(
             disabled.append(tool_id)
     if wildcard:
         res.tools = ["*"]
+        if isinstance(exclude, str):
+            exclude = [exclude]
+        elif not isinstance(exclude, (list, tuple)):
+            res.diagnostics.warning(
+                node_id, "config.tools_exclude", f"tools_exclude must be a list of tools, got {exclude!r:.80}"
+            )
+            exclude = []
         for index, ref in enumerate(exclude):
             tool = registry.resolve(ref) if registry is not None and isinstance(ref, str) else None
             if tool is None:
@@ -169,7 +176,8 @@ def _resolve_entry(
     if not isinstance(entry, Mapping):
         diags.error(node_id, where, f"a tool entry must be a tool name or an object, got {entry!r:.80}")
         return None
-    enabled = entry.get("enabled", True) is not False
+    # hand-written JSON sometimes says "false"; only an explicit false-like value disables an entry
+    enabled = str(entry.get("enabled", True)).strip().lower() not in ("false", "0", "no", "off")
     kind = str(entry.get("type") or "").strip().lower()
     tool_ref, name = entry.get("tool_id") or entry.get("toolId"), entry.get("name")
     raw_config = as_dict(entry.get("config"))

@@ -276,6 +276,12 @@ def test_a_disabled_entry_is_kept_but_not_bound(mapper: NodeMapper) -> None:
     ]
 
 
+def test_a_string_false_also_disables_an_entry(mapper: NodeMapper) -> None:
+    mapped = mapper.map_canvas(chain(node(1, "Agent", tools=[{"name": "Calculator", "enabled": "false"}])))
+    agent = next(iter(mapped.agents.values()))
+    assert agent["tools"] == [] and agent["tool_bindings"][0]["enabled"] is False
+
+
 def test_a_tool_disabled_in_the_registry_is_not_bound(mapper: NodeMapper, registry: ToolRegistry) -> None:
     registry.register({**registry.get("tool_calculator").to_storage_dict(), "status": "disabled"})
     mapped = mapper.map_canvas(chain(node(7, "Agent", tools=["Calculator"])))
