@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from fastapi import APIRouter, Body, Depends, FastAPI, Query
 from fastapi import Path as PathParam
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 import echo_tools
 from echo_tools.api_errors import ApiError, contract_route_class, from_failed_result, install_error_handlers
@@ -198,7 +198,7 @@ def make_router(
         tool_id: str = PathParam(..., max_length=128),
         input_data: dict[str, Any] | None = Body(None),
         context: dict[str, Any] = Depends(call_context),
-    ) -> dict[str, Any]:
+    ) -> Response:
         tool = registry.get(tool_id)
         if tool is None:
             raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
@@ -209,7 +209,7 @@ def make_router(
         name: str = PathParam(..., max_length=200),
         input_data: dict[str, Any] | None = Body(None),
         context: dict[str, Any] = Depends(call_context),
-    ) -> dict[str, Any]:
+    ) -> Response:
         return await _invoke(state, name, input_data, context)
 
     @router.post("/validate/{tool_id}", dependencies=secured, summary="Check input against a tool's schema")
@@ -239,14 +239,15 @@ def make_router(
 
 async def _invoke(
     state: ApiState, ref: str | ToolDef, input_data: dict[str, Any] | None, context: dict[str, Any]
-) -> dict[str, Any]:
+) -> Response:
     granted = state.settings.granted_permissions
     permissions = [ToolPermission(p) for p in granted] if granted is not None else None
     ctx = ToolContext(**context, granted_permissions=permissions)
     result = await state.executor.invoke(ref, input_data or {}, ctx)
     if not result.success:
         raise from_failed_result(result)
-    return result.model_dump(mode="json")
+    # serialised by pydantic in one pass (FastAPI's generic encoder would walk the output again)
+    return Response(result.model_dump_json(), media_type="application/json")
 
 
 def read_agent(agents_dir: Path | None, agent_id: str) -> dict[str, Any]:

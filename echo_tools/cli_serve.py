@@ -41,10 +41,13 @@ def serve(args: argparse.Namespace) -> int:
     registry = open_registry(args, strict_egress=strict)
     executor = open_executor(registry, args, strict_egress=strict)
     app = create_app(registry, executor, settings)
-    auth = "API key required" if settings.key_required else "no API key (loopback only)"
+    auth = "API key required" if settings.key_required else "no API key: loopback only"
     sys.stderr.write(
         f"echo-tools: serving {len(registry)} tools from {settings.storage_dir} on "
         f"http://{settings.host}:{settings.port}/tools ({auth})\n"
     )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    # open event streams never end on their own: give them a few seconds at shutdown, then close them
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=args.log_level, timeout_graceful_shutdown=5
+    )
     return 0

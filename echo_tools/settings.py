@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,6 @@ class ApiSettings:
     granted_permissions: tuple[str, ...] | None = None
     event_queue_size: int = 1000
     sse_ping_seconds: float = 15.0
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key_required(self) -> bool:
