@@ -105,6 +105,9 @@ class LocalHttpServer:
             await response.write_eof()
             return response
 
+        async def big(request: web.Request) -> web.Response:
+            return web.Response(body=b"z" * 300 * 1024)  # with a Content-Length header
+
         def redirect(to: str) -> Any:
             async def handler(request: web.Request) -> web.Response:
                 raise web.HTTPFound(to)
@@ -118,6 +121,7 @@ class LocalHttpServer:
         app.router.add_get("/slow", slow)
         app.router.add_get("/fail", fail)
         app.router.add_get("/huge", huge)
+        app.router.add_get("/big", big)
         app.router.add_get("/redirect/metadata", redirect("http://169.254.169.254/latest/meta-data/"))
         app.router.add_get("/redirect/ok", redirect("/echo?via=redirect"))
         app.router.add_get("/redirect/loop", redirect("/redirect/loop"))

@@ -183,3 +183,25 @@ async def test_fifty_concurrent_calls_all_succeed(server: LocalHttpServer) -> No
     await executor.aclose()
     assert sorted(r.output["json"]["i"] for r in results) == list(range(50))
     assert len(log.of_type("tool.completed")) == 50
+
+
+async def test_a_declared_content_length_over_the_limit_is_refused_before_reading(
+    server: LocalHttpServer,
+) -> None:
+    registry = make_registry(api_tool("big", f"{server.base}/big", config={"method": "GET"}))
+    executor = ToolExecutor(registry, egress=EgressPolicy(allow_loopback=True, max_response_bytes=100 * 1024))
+    result = await executor.invoke("big", {})
+    await executor.aclose()
+    assert result.error_type == "execution" and "307200 bytes exceeds the limit of 102400" in result.error
+
+
+@pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH"])
+async def test_other_methods_send_query_or_body_as_documented(
+    server: LocalHttpServer, run, method: str
+) -> None:
+    result = await run(api_tool("echo", f"{server.base}/echo", config={"method": method}), {"k": "v"})
+    assert result.output["method"] == method
+    if method == "DELETE":
+        assert result.output["query"] == {"k": "v"} and result.output["json"] is None
+    else:
+        assert result.output["json"] == {"k": "v"}

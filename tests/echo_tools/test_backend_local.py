@@ -234,3 +234,23 @@ async def test_the_first_calls_import_does_not_block_the_event_loop() -> None:
             ticks_before_import_done.append(1)
     assert (await call).output == "imported"
     assert ticks_before_import_done  # the loop kept running while the module was being imported
+
+
+def test_re_registering_a_tool_replaces_its_cached_callable() -> None:
+    executor, _ = make_executor(local_tool("shape", "as_text"))
+    assert executor.invoke_sync("shape", {"word": "ab"}).output == "abab"
+    executor.registry.register(local_tool("shape", "as_list"))
+    assert executor.invoke_sync("shape", {"n": 2}).output == [0, 1]
+
+
+def test_forget_drops_cached_instances() -> None:
+    tool = {
+        "name": "multiply",
+        "execution_config": {"module": BASIC, "class": "Calculator", "method": "multiply"},
+    }
+    executor, _ = make_executor(tool)
+    before = basic.Calculator.instances
+    executor.invoke_sync("multiply", {"a": 1, "b": 1})
+    executor.forget("tool_multiply")
+    executor.invoke_sync("multiply", {"a": 1, "b": 1})
+    assert basic.Calculator.instances == before + 2
