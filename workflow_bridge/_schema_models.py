@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -209,7 +211,11 @@ class ToolView:
 
     def call_args(self, llm_args: Mapping[str, Any] | None) -> dict[str, Any]:
         """The executor's input: the LLM's arguments without null junk, with the fixed parameters merged."""
-        args = drop_nulls(self.input_schema, dict(llm_args or {}))
+        args = dict(llm_args or {})
+        for value in args.values():
+            if value is None or isinstance(value, (dict, list)):  # only then can a null hide anywhere
+                args = drop_nulls(self.input_schema, args)
+                break
         if self.fixed:
             args.update(self.fixed)
         return args
@@ -225,6 +231,11 @@ def _without(schema: dict[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]
 
 def output_text(output: Any) -> str:
     """The text an LLM reads for a tool's output: strings as they are, anything else as JSON."""
+    kind = type(output)
+    if kind is str:
+        return typing.cast(str, output)
+    if kind is int or (kind is float and math.isfinite(output)):
+        return repr(output)  # the JSON text of a number, without json.dumps' cost
     if isinstance(output, str):
         return output
     try:

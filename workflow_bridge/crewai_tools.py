@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,35 +44,31 @@ def _never_cache(_args: Any = None, _result: Any = None) -> bool:
     return False
 
 
-class ExecutorCrewTool(BaseTool):
-    """A catalogue tool as a CrewAI tool. Build it with `to_crewai_tool`, not directly."""
+class _Calls:
+    """How one CrewAI tool calls the executor (a plain object: pydantic private attributes are slow to read)."""
 
-    tool_id: str = Field(description="The catalogue id of the tool this CrewAI tool runs.")
-    _executor: Any = PrivateAttr(default=None)
-    _context: ToolContext = PrivateAttr(default_factory=ToolContext)
-    _view: Any = PrivateAttr(default=None)
+    __slots__ = ("context", "executor", "name", "tool_id", "view")
 
-    def _validate_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        # The executor validates against the JSON Schema with messages naming the field; CrewAI's
-        # pydantic pass would reject with its own wording and coerce values (formats, URLs) lossily.
-        return kwargs
+    def __init__(self, executor: ToolExecutor, view: ToolView, context: ToolContext, name: str) -> None:
+        self.executor, self.view, self.context, self.name = executor, view, context, name
+        self.tool_id = view.tool.tool_id
 
-    def _run(self, **kwargs: Any) -> str | ToolFailure:
-        args = self._view.call_args(kwargs)
-        executor = self._executor
+    def run(self, kwargs: dict[str, Any]) -> str | ToolFailure:
+        args = self.view.call_args(kwargs)
         if asyncio._get_running_loop() is None:
-            result = executor.invoke_sync(self.tool_id, args, self._context)
+            result = self.executor.invoke_sync(self.tool_id, args, self.context)
         else:
             # a loop runs in this thread (an async crew calling sync tools): never block it re-entrantly,
             # run on the one shared background loop instead
-            result = run_sync(executor.invoke(self.tool_id, args, self._context))
-        return self._observation(result)
+            result = run_sync(self.executor.invoke(self.tool_id, args, self.context))
+        return self.observation(result)
 
-    async def _arun(self, **kwargs: Any) -> str | ToolFailure:
-        result = await self._executor.invoke(self.tool_id, self._view.call_args(kwargs), self._context)
-        return self._observation(result)
+    async def arun(self, kwargs: dict[str, Any]) -> str | ToolFailure:
+        return self.observation(
+            await self.executor.invoke(self.tool_id, self.view.call_args(kwargs), self.context)
+        )
 
-    def _observation(self, result: ToolResult) -> str | ToolFailure:
+    def observation(self, result: ToolResult) -> str | ToolFailure:
         if result.success:
             return output_text(result.output)
         kind = result.error_type or "execution"
@@ -84,10 +81,44 @@ class ExecutorCrewTool(BaseTool):
             details={"tool_id": result.tool_id, "error_type": kind},
         )
 
+
+class ExecutorCrewTool(BaseTool):
+    """A catalogue tool as a CrewAI tool. Build it with `to_crewai_tool`, not directly."""
+
+    tool_id: str = Field(description="The catalogue id of the tool this CrewAI tool runs.")
+    _calls: Any = PrivateAttr(default=None)
+
+    @property
+    def view(self) -> ToolView:
+        """The tool as the LLM sees it (binding applied)."""
+        return typing.cast(ToolView, self._calls.view)
+
+    @property
+    def context(self) -> ToolContext:
+        """The context every call carries (the bound agent's ids)."""
+        return typing.cast(ToolContext, self._calls.context)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """CrewAI's native path. Without a usage limit there is nothing to claim: go straight to the call."""
+        if args or self.max_usage_count is not None:
+            return super().run(*args, **kwargs)
+        return self._calls.run(kwargs)
+
+    def _validate_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        # The executor validates against the JSON Schema with messages naming the field; CrewAI's
+        # pydantic pass would reject with its own wording and coerce values (formats, URLs) lossily.
+        return kwargs
+
+    def _run(self, **kwargs: Any) -> str | ToolFailure:
+        return typing.cast("str | ToolFailure", self._calls.run(kwargs))
+
+    async def _arun(self, **kwargs: Any) -> str | ToolFailure:
+        return typing.cast("str | ToolFailure", await self._calls.arun(kwargs))
+
     @property
     def formatted_description(self) -> str:
         """The ReAct prompt block, with the tool's own schema (CrewAI's marks every field required)."""
-        return _react_block(self.name, self._view.input_schema, self.description)
+        return _react_block(self.name, self.view.input_schema, self.description)
 
     def to_structured_tool(self) -> CrewStructuredTool:
         """The ReAct path's view of this tool; it hands the parsed arguments to `_run` unvalidated."""
@@ -177,9 +208,7 @@ def to_crewai_tool(
         tool_id=tool.tool_id,
         cache_function=_never_cache,
     )
-    crew_tool._executor = executor
-    crew_tool._context = as_context(context)
-    crew_tool._view = view
+    crew_tool._calls = _Calls(executor, view, as_context(context), llm_name)
     return crew_tool
 
 

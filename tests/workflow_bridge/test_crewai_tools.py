@@ -252,7 +252,7 @@ def test_corpus_manifests_wrapped_for_crewai_accept_the_calls_their_schemas_allo
     assert set(llm_schema["properties"]) == set(tool.input_schema["properties"])
     args = sample_args(tool.input_schema)
     crew_tool.args_schema.model_validate(args)  # what CrewAI's strict schema lets the model send
-    sent = crew_tool._view.call_args(args)
+    sent = crew_tool.view.call_args(args)
     assert None not in sent.values()
     assert catalogue.input_errors(tool.tool_id, sent) == []
 

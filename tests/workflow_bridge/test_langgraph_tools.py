@@ -149,7 +149,7 @@ def test_tool_events_stream_to_the_custom_mode_as_they_happen(registry, executor
 async def test_calls_of_one_message_run_concurrently_up_to_the_bound(registry, executor, mode):
     calls = [call("track", f"c{i}", label=str(i)) for i in range(6)]
     for limit, expected_peak in [(8, 6), (2, 2)]:
-        Concurrency.reset()
+        Concurrency.reset(target=expected_peak)
         node = ExecutorToolNode(registry, executor, ["track"], max_concurrency=limit)
         state = {"messages": [AIMessage("", tool_calls=calls)]}
         result = node.invoke(state) if mode == "sync" else await node.ainvoke(state)

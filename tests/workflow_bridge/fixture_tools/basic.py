@@ -47,25 +47,36 @@ async def shout(text: str) -> str:
 
 
 class Concurrency:
-    """How many `track` calls were running at once (reset between tests)."""
+    """How many `track` calls run at once; each call waits until `target` calls are running together."""
 
     active = 0
     peak = 0
+    target = 1
+    _changed: Any = None
 
     @classmethod
-    def reset(cls) -> None:
+    def reset(cls, target: int) -> None:
         cls.active = cls.peak = 0
+        cls.target = target
+        cls._changed = None
 
 
 async def track(label: str) -> str:
-    """An async tool that records how many calls overlap; it yields to the loop a few times mid-call."""
+    """An async tool that records overlapping calls; it returns once `Concurrency.target` calls overlap.
+
+    The wait is bounded (5 s): calls that can never overlap enough fail instead of hanging.
+    """
     import asyncio
 
-    Concurrency.active += 1
-    Concurrency.peak = max(Concurrency.peak, Concurrency.active)
-    try:
-        for _ in range(5):
-            await asyncio.sleep(0)  # a yield to the loop, not a wait: lets the other calls start
-    finally:
-        Concurrency.active -= 1
+    if Concurrency._changed is None:
+        Concurrency._changed = asyncio.Condition()
+    changed = Concurrency._changed
+    async with changed:
+        Concurrency.active += 1
+        Concurrency.peak = max(Concurrency.peak, Concurrency.active)
+        changed.notify_all()
+        try:
+            await asyncio.wait_for(changed.wait_for(lambda: Concurrency.peak >= Concurrency.target), 5)
+        finally:
+            Concurrency.active -= 1
     return label

@@ -1,0 +1,180 @@
+"""Per-call cost of the framework adapters against the stock frameworks, as ratios measured in one run.
+
+    (a) our CrewAI tool's run()            vs a hand-written CrewAI BaseTool          target <= 1.5x
+    (b) stock ToolNode + to_langchain_tool vs stock ToolNode + plain StructuredTool   target <= 1.05x
+    (c) ExecutorToolNode                   vs stock ToolNode + plain StructuredTool   target >= 5x faster,
+        with one and with ten calls per AI message
+
+The same trivial add(a, b) everywhere. The catalogue's add is registered with `isolation: "inline"` (the
+fast path for small pure functions) when the registry accepts it, else with the default worker thread.
+Variants are timed in interleaved rounds and the median round counts, so load on the machine hits both
+sides of a ratio alike. Run: `.venv/bin/python bench/bench_adapters.py` (about 20 s).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+for key, value in {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "OTEL_SDK_DISABLED": "true",
+}.items():
+    os.environ.setdefault(key, value)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from crewai.tools import BaseTool as CrewBaseTool
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import StructuredTool
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+    from langgraph.prebuilt import ToolNode
+    from langgraph.runtime import DEFAULT_RUNTIME
+    from pydantic import BaseModel
+
+    from echo_tools.errors import ToolRegistrationError
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.registry import ToolRegistry
+    from workflow_bridge.crewai_tools import to_crewai_tool
+    from workflow_bridge.langgraph_tools import make_tool_node, to_langchain_tool
+
+MODULE = "tests.workflow_bridge.fixture_tools"
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+    "required": ["a", "b"],
+}
+# a node invoked outside a graph needs the runtime a graph would give it
+NODE_CONFIG = {"configurable": {CONFIG_KEY_RUNTIME: DEFAULT_RUNTIME}}
+
+
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+class AddArgs(BaseModel):
+    a: float
+    b: float
+
+
+class HandWrittenAdd(CrewBaseTool):
+    name: str = "add"
+    description: str = "Add two numbers."
+    args_schema: type[BaseModel] = AddArgs
+
+    def _run(self, a: float, b: float) -> str:
+        return str(a + b)
+
+
+def catalogue() -> tuple[ToolRegistry, str]:
+    registry = ToolRegistry(allowed_modules=[MODULE])
+    config = {"module": f"{MODULE}.basic", "function": "add"}
+    try:
+        registry.register(
+            {"name": "add", "input_schema": ADD_SCHEMA, "execution_config": {**config, "isolation": "inline"}}
+        )
+        return registry, "inline"
+    except ToolRegistrationError:
+        registry.register({"name": "add", "input_schema": ADD_SCHEMA, "execution_config": config})
+        return registry, "thread"
+
+
+def per_call_us(variants: dict[str, Callable[[], Any]], calls: int, rounds: int) -> dict[str, float]:
+    """Median over interleaved rounds of the mean time per call, in microseconds."""
+    for fn in variants.values():  # warm up: imports, caches, thread pools
+        for _ in range(20):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            started = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - started) / calls * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def message(n: int) -> dict[str, Any]:
+    calls = [{"name": "add", "args": {"a": 1, "b": 2}, "id": f"call_{i}"} for i in range(n)]
+    return {"messages": [AIMessage("", tool_calls=calls)]}
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def main() -> int:
+    registry, isolation = catalogue()
+    tool = registry.require("add")
+    print(f"add registered with isolation {isolation!r}")
+    missed = 0
+
+    # (a) CrewAI: our tool vs a hand-written BaseTool
+    crew_ours = to_crewai_tool(tool, ToolExecutor(registry))
+    crew_plain = HandWrittenAdd()
+    assert crew_ours.run(a=1, b=2) == "3" and crew_plain.run(a=1, b=2) == "3.0"
+    t = per_call_us(
+        {"ours": lambda: crew_ours.run(a=1, b=2), "plain": lambda: crew_plain.run(a=1, b=2)}, 300, 15
+    )
+    ratio = t["ours"] / t["plain"]
+    missed += ratio > 1.5
+    print(
+        f"(a) CrewAI run: ours {t['ours']:.1f} us, hand-written {t['plain']:.1f} us -> {ratio:.2f}x (target <= 1.5x) {verdict(ratio <= 1.5)}"
+    )
+
+    # (b) stock ToolNode: our StructuredTool vs a plain one
+    plain_tool = StructuredTool.from_function(add)
+    stock_plain = ToolNode([plain_tool])
+    stock_ours = ToolNode([to_langchain_tool(tool, ToolExecutor(registry))])
+    one = message(1)
+    assert stock_ours.invoke(one, NODE_CONFIG)["messages"][0].content == "3"
+    t = per_call_us(
+        {
+            "ours": lambda: stock_ours.invoke(one, NODE_CONFIG),
+            "plain": lambda: stock_plain.invoke(one, NODE_CONFIG),
+        },
+        40,
+        15,
+    )
+    ratio = t["ours"] / t["plain"]
+    missed += ratio > 1.05
+    print(
+        f"(b) ToolNode, 1 call: our tool {t['ours']:.0f} us, plain tool {t['plain']:.0f} us -> {ratio:.2f}x (target <= 1.05x) {verdict(ratio <= 1.05)}"
+    )
+
+    # (c) ExecutorToolNode vs stock ToolNode, one and ten calls per message
+    node = make_tool_node(registry, ToolExecutor(registry), ["add"])
+    for n, calls in ((1, 40), (10, 8)):
+        state = message(n)
+        assert [m.content for m in node.invoke(state, NODE_CONFIG)["messages"]] == ["3"] * n
+        t = per_call_us(
+            {
+                "node": lambda s=state: node.invoke(s, NODE_CONFIG),
+                "stock": lambda s=state: stock_plain.invoke(s, NODE_CONFIG),
+            },
+            calls,
+            15,
+        )
+        speedup = t["stock"] / t["node"]
+        missed += speedup < 5
+        print(
+            f"(c) {n:>2} call(s)/message: ExecutorToolNode {t['node']:.0f} us, stock ToolNode {t['stock']:.0f} us -> {speedup:.1f}x faster (target >= 5x) {verdict(speedup >= 5)}"
+        )
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    code = main()
+    print(f"done in {time.perf_counter() - started:.1f} s")
+    sys.exit(code)
