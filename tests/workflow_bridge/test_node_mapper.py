@@ -690,3 +690,31 @@ def test_any_tool_entries_bind_registry_ids_and_survive_the_round_trip(entries: 
     assert all(d.field and d.field.startswith("config.tools") for d in mapped.diagnostics)
     again = mapper.map_canvas(mapper.to_canvas(mapped.workflow, mapped.agents))
     assert without_timestamps(again.agents) == without_timestamps(mapped.agents)
+
+
+def test_agents_from_echoais_templates_bind_known_tools_and_name_the_rest(
+    corpus: Path, mapper: NodeMapper
+) -> None:
+    templates = _load(corpus / "agents" / "agent_templates.json")["templates"]
+    nodes = []
+    for index, template in enumerate(templates, start=1):
+        settings_ = template.get("settings") or {}
+        config = {
+            "prompt": template["prompt"],
+            "tools": template["tools"],  # display names, as addAgentFromTemplate copies them
+            "temperature": settings_.get("temperature", 0.7),
+            "maxTokens": settings_.get("max_token", 4000),
+            "maxIterations": settings_.get("max_iteration", 5),
+            "variables": template.get("variables", []),
+        }
+        nodes.append(node(index, "Agent", template["name"], **config))
+    mapped = mapper.map_canvas(canvas(nodes, []))
+    research = _by_name(mapped)["Research Analyst"]
+    assert research["tools"] == ["tool_web_search"]
+    assert research["metadata"]["canvas_extra"]["variables"][0]["name"] == "research_topic"
+    unknown = {(d.node_id, d.message.split("tool ")[1].split(" is not")[0]) for d in mapped.errors}
+    assert ("1", "'Web Fetch'") in unknown and ("1", "'Document Analysis'") in unknown
+    names = {t for template in templates for t in template["tools"]}
+    assert len(mapped.errors) == sum(1 for t in templates for name in t["tools"] if name != "Web Search")
+    assert "Web Search" in names
+    assert all(t in ("tool_web_search",) for a in mapped.agents.values() for t in a["tools"])
