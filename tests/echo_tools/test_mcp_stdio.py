@@ -273,3 +273,27 @@ async def test_env_references_are_resolved_when_the_server_starts(
         assert not missing.success and "'ECHO_MCP_TEST_TOKEN'" in (missing.error or "")
     finally:
         await executor.aclose()
+
+
+# -- bound to agents like any other tool -------------------------------------------------------------
+
+
+# crewai's first import warns about its own package layout (ImportWarning); it is not ours to fix
+@pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")
+def test_mcp_tools_bind_to_langchain_and_crewai_like_any_other_tool(registry: ToolRegistry) -> None:
+    from workflow_bridge.crewai_tools import to_crewai_tool
+    from workflow_bridge.langgraph_tools import to_langchain_tool
+
+    executor = make_executor(registry)
+    try:
+        add = registry.get("mcp_calc_add")
+        assert add is not None
+        langchain_tool = to_langchain_tool(add, executor)
+        assert langchain_tool.name == "calc_add"
+        assert langchain_tool.invoke({"a": 2, "b": 3}) == '{"result": 5.0}'
+        crew_tool = to_crewai_tool(add, executor)
+        assert crew_tool.run(a=4, b=4) == '{"result": 8.0}'
+        failing = to_langchain_tool(registry.get("mcp_calc_fail"), executor)  # type: ignore[arg-type]
+        assert "nope" in failing.invoke({"message": "nope"})
+    finally:
+        executor.close()
