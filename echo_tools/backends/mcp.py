@@ -17,7 +17,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
-from echo_tools.errors import ToolExecutionError
+from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolNotFoundError
 from echo_tools.models import SideEffect
 
 if TYPE_CHECKING:
@@ -64,7 +64,15 @@ class MCPBackend(ToolBackend):
         from echo_tools.mcp_config import server_config
 
         server, name = tool.execution_config["server"], tool.execution_config["tool"]
-        config = server_config(self.executor.registry, server)
+        try:
+            config = server_config(self.executor.registry, server)
+        except ToolNotFoundError as exc:  # the tool exists; what is missing is its server's config
+            raise ToolConfigError(
+                f"Tool {tool.tool_id!r}: its MCP server {server!r} is not configured; add it with "
+                "registry.add_mcp_server() or `echo-tools mcp add`",
+                tool_id=tool.tool_id,
+                field="execution_config.server",
+            ) from exc
         timeout_s = (context.timeout_ms or tool.timeout_ms) / 1000 + _BACKSTOP_S
         # a call lost with its connection is repeated on a fresh session only when repeating is harmless
         retry_lost = tool.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)

@@ -18,10 +18,12 @@ from echo_tools.mcp_config import (
     list_mcp_servers,
     load_mcp_config,
     redact_config,
+    register_server,
+    remove_mcp_server,
     tool_defs,
 )
 from echo_tools.models import check_tool_id
-from tests.echo_tools._mcp_support import make_registry, stdio_config
+from tests.echo_tools._mcp_support import make_executor, make_registry, stdio_config
 
 # -- bad config ----------------------------------------------------------------------------------------
 
@@ -222,3 +224,25 @@ def test_a_refresh_keeps_a_status_the_user_set() -> None:
     (again,) = apply_listing(registry, "srv", [_tool("one", description="new text")])
     assert again.status == ToolStatus.DEPRECATED and again.timeout_ms == 1234
     assert again.description == "new text"
+
+
+def test_removing_a_server_forgets_its_config_and_disables_its_tools(tmp_path: Path) -> None:
+    registry = make_registry(tmp_path)
+    register_server(registry, "srv", stdio_config(), [_tool("one"), _tool("two")])
+    assert remove_mcp_server(registry, "srv") == ["mcp_srv_one", "mcp_srv_two"]
+    assert list_mcp_servers(make_registry(tmp_path)) == {}
+    assert {t.status for t in registry.list_by_type("mcp")} == {ToolStatus.DISABLED}
+
+
+async def test_a_tool_whose_server_is_not_configured_fails_naming_the_server() -> None:
+    registry = make_registry()
+    registry.register(
+        {"name": "orphan", "tool_type": "mcp", "execution_config": {"server": "nowhere", "tool": "x"}}
+    )
+    executor = make_executor(registry)
+    try:
+        result = await executor.invoke("orphan", {})
+        assert not result.success and result.error_type == "execution"
+        assert "'nowhere'" in (result.error or "") and "not configured" in (result.error or "")
+    finally:
+        await executor.aclose()
