@@ -350,6 +350,7 @@ _PLAIN_BLOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
 COMMON_KEYS = frozenset(
     {"prompt", "model", "tools", "tools_exclude", "toolsExclude", "maxIterations", "temperature", "maxTokens"}
     | {"topP", "role", "goal", "description", "inputVariables", "outputVariables", "timeoutSeconds"}
+    | {"baseUrl", "base_url"}
 )
 _TYPE_KEYS = {
     "Conditional": {"branches"},
