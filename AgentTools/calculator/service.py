@@ -119,7 +119,8 @@ def _matmul(a: Matrix, b: Matrix) -> Matrix:
     ]
 
 
-def _elementwise(a: Matrix, b: Matrix, op: str, func: Callable[[Any, Any], Any]) -> Matrix:
+def _elementwise(pair: list[Matrix], op: str, func: Callable[[Any, Any], Any]) -> Matrix:
+    a, b = pair
     if _shape(a) != _shape(b):
         raise ValueError(f"{op} needs matrices of the same shape, got {_shape(a)} and {_shape(b)}")
     return [
@@ -327,8 +328,8 @@ _OPERATIONS: dict[str, Callable[[str, dict[str, Any]], Any]] = {
     "magnitude": _magnitude,
     "normalize": _normalize,
     "scalar_multiply": _scalar_multiply,
-    "matrix_add": lambda op, a: _elementwise(*_matrices(a["matrices"], op, 2), op, lambda x, y: x + y),
-    "matrix_subtract": lambda op, a: _elementwise(*_matrices(a["matrices"], op, 2), op, lambda x, y: x - y),
+    "matrix_add": lambda op, a: _elementwise(_matrices(a["matrices"], op, 2), op, lambda x, y: x + y),
+    "matrix_subtract": lambda op, a: _elementwise(_matrices(a["matrices"], op, 2), op, lambda x, y: x - y),
     "matrix_multiply": lambda op, a: _matmul(*_matrices(a["matrices"], op, 2)),
     "transpose": lambda op, a: [list(col) for col in zip(*_matrices(a["matrices"], op, 1)[0], strict=True)],
     "determinant": _determinant,

@@ -21,7 +21,12 @@ MARKER = b"\x1eECHO-SANDBOX "
 def _main() -> None:
     cfg = json.loads(sys.argv[1])
     workdir = cfg["workdir"]
-    applied = {"rlimits": {}, "network": "not isolated", "tmp": "shared with the host", "user": "unchanged"}
+    applied: dict = {
+        "rlimits": {},
+        "network": "not isolated",
+        "tmp": "shared with the host",
+        "user": "unchanged",
+    }
     for name, value in cfg["rlimits"].items():
         try:
             resource.setrlimit(getattr(resource, name), (value, value))

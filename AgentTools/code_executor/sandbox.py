@@ -206,8 +206,13 @@ async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
         except TimeoutError:
             return False
     loop = asyncio.get_running_loop()
-    ended = loop.create_future()
-    loop.add_reader(pidfd, lambda: ended.done() or ended.set_result(None))
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def on_exit() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(pidfd, on_exit)
     try:
         await asyncio.wait_for(ended, timeout)
         return True

@@ -7,7 +7,6 @@ numbers and suggestions, `score` (0-100) and `metrics`.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from AgentTools.code_reviewer.checks import Issue, check_generic, check_python
@@ -33,7 +32,7 @@ LANGUAGES = ("python", "javascript", "typescript", "java", "go", "rust", "c++", 
 
 
 def _scores(issues: list[Issue]) -> dict[str, int]:
-    penalty: Counter[str] = Counter()
+    penalty: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
     for issue in issues:
         penalty[issue.category] += _PENALTY[issue.severity]
     scores = {f"{c}_score": max(1, min(10, round(10 - penalty[c]))) for c in CATEGORIES}

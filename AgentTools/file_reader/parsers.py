@@ -118,7 +118,7 @@ def parse_pdf(data: bytes) -> Document:
     except PdfReadError as exc:
         raise ValueError(f"content is not a readable PDF: {exc}") from exc
     text = "\n\n".join(f"[page {i + 1}]\n{t}" for i, t in enumerate(texts) if t)
-    details = {"pages": len(texts), "pages_with_text": sum(1 for t in texts if t)}
+    details: dict[str, Any] = {"pages": len(texts), "pages_with_text": sum(1 for t in texts if t)}
     if not details["pages_with_text"]:
         details["note"] = "no extractable text (a scanned PDF needs OCR, which this tool does not do)"
     return Document(text, "pdf", details)

@@ -104,7 +104,7 @@ class HttpRequestService:
                 sent_headers[name] = value
         policy = egress_policy()
         started = time.perf_counter()
-        current, hops = url, []
+        current, hops = url, list[str]()
         for _ in range(MAX_REDIRECTS + 1):
             await asyncio.to_thread(
                 policy.check_resolved, current

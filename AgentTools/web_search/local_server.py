@@ -117,7 +117,7 @@ class LocalSearchServer:
     def url(self) -> str:
         """The base URL to put in `ECHO_SEARXNG_URL`."""
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     @property
     def requests(self) -> list[dict[str, str]]:

@@ -145,11 +145,12 @@ class GoogleProvider(SearchProvider):
         total: int | None = None
         start = 1
         while len(out) < request.max_results and start <= 91:  # the API serves the first 100 results
-            params = {
+            page_size = min(10, request.max_results - len(out))
+            params: dict[str, str | int] = {
                 "key": os.environ["GOOGLE_CSE_KEY"],
                 "cx": os.environ["GOOGLE_CSE_CX"],
                 "q": request.query,
-                "num": min(10, request.max_results - len(out)),
+                "num": page_size,
                 "start": start,
                 "safe": "active" if request.safe_search else "off",
                 "lr": f"lang_{request.language}",
@@ -164,7 +165,7 @@ class GoogleProvider(SearchProvider):
                 out.append(
                     result(item.get("title", ""), item.get("link", ""), item.get("snippet", ""), len(out) + 1)
                 )
-            if len(items) < params["num"]:
+            if len(items) < page_size:
                 break
             start += len(items)
         return out[: request.max_results], total
@@ -271,7 +272,7 @@ class DuckDuckGoProvider(SearchProvider):
         response = await self.get(f"{base}/html/", params=params)
         parser = _DuckDuckGoParser()
         parser.feed(response.text)
-        out = []
+        out: list[dict[str, Any]] = []
         for item in parser.results:
             url = unwrap_ddg_link(item["url"])
             if not url or "duckduckgo.com/y.js" in url:  # ads

@@ -194,6 +194,8 @@ def test_the_executor_timeout_kills_the_subprocess():
         ({"code": "print(1)", "env": {"LD_PRELOAD": "/x.so"}}, "env name 'LD_PRELOAD' is not allowed"),
         ({"code": "print(1)", "timeout_seconds": 600}, "timeout_seconds must be in (0, 60], got 600"),
         ({"code": "print(1)", "memory_mb": 4}, "memory_mb must be between 32 and 2048, got 4"),
+        ({"code": "x = 1\n" * 40_000}, "code is 240000 characters long; at most 200000"),
+        ({"code": "print(1)", "stdin": "x" * 1_000_001}, "stdin is 1000001 characters long"),
     ],
 )
 async def test_bad_input_is_a_value_error_naming_the_field(kwargs, message):

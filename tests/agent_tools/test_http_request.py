@@ -126,3 +126,20 @@ async def test_bad_input_names_the_field_and_value(server, loopback_allowed, kwa
     with pytest.raises(ValueError) as info:
         await HttpRequestService().request(f"{server.url}/echo", **kwargs)
     assert message in str(info.value)
+
+
+async def test_a_slow_server_times_out_with_a_clear_error(server, loopback_allowed):
+    import threading
+
+    release = threading.Event()
+
+    def slow(seen):
+        release.wait(10)  # held until the client has given up, then answered
+        return Reply(body={"late": True})
+
+    server.routes["/slow"] = slow
+    try:
+        with pytest.raises(ToolExecutionError, match=r"GET '.*/slow' timed out after 0.3 s"):
+            await HttpRequestService().request(f"{server.url}/slow", timeout_seconds=0.3)
+    finally:
+        release.set()
