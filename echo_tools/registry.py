@@ -225,6 +225,7 @@ class ToolRegistry:
                 changed = False  # keep the object we hand out, and its compiled validators
             else:
                 self._put(tool)
+            self._forget_problem(tool.tool_id)
         status = "updated" if existed else "registered"
         if changed:
             self.events.emit(
@@ -292,7 +293,14 @@ class ToolRegistry:
             known = tool_id in self._tools
             stored = self.storage.delete(tool_id) if self.storage is not None else False
             self._drop(tool_id)
+            self._forget_problem(tool_id)
         return known or stored
+
+    def _forget_problem(self, tool_id: str) -> None:
+        # the stored file that a load refused has just been replaced or removed
+        if self.storage is not None and self._problems:
+            path = str(self.storage.path_for(tool_id))
+            self._problems = [p for p in self._problems if p.path != path]
 
     # -- lookup --------------------------------------------------------------------------------------
 

@@ -304,6 +304,13 @@ def test_a_hand_edited_file_naming_os_is_refused_at_load(store: Path) -> None:
     (problem,) = registry.problems()
     assert problem.path == str(path)
     assert problem.message.startswith("refused: Tool 'tool_calculator': execution_config.module 'os'")
+    data["execution_config"] = {
+        "module": "AgentTools.calculator.service",
+        "class": "C",
+        "method": "calculate",
+    }
+    assert registry.register(data)["status"] == "updated"  # a fixed definition replaces the refused file
+    assert registry.problems() == [] and registry.resolve("Calculator") is not None
 
 
 def test_a_stored_file_with_a_path_like_id_is_a_problem(store: Path) -> None:
