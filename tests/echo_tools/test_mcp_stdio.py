@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,21 @@ def test_invoke_sync_uses_the_same_pooled_session(registry: ToolRegistry) -> Non
         executor.close()
 
 
+def test_calls_from_several_event_loops_share_one_session(registry: ToolRegistry) -> None:
+    executor = make_executor(registry)
+
+    def pid_in_a_loop_of_its_own(_: int) -> int:
+        return asyncio.run(executor.invoke("calc_pid", {})).output["result"]
+
+    try:
+        with ThreadPoolExecutor(3) as threads:
+            pids = list(threads.map(pid_in_a_loop_of_its_own, range(6)))
+        pids.append(executor.invoke_sync("calc_pid", {}).output["result"])
+        assert len(set(pids)) == 1
+    finally:
+        executor.close()
+
+
 # -- timeouts, crashes, lifetime ---------------------------------------------------------------------
 
 
@@ -161,6 +177,21 @@ async def test_a_timed_out_call_is_cancelled_on_the_server(executor: ToolExecuto
     # the server records the cancellation of that sleep; asking it waits at most 10 s
     cancelled = await executor.invoke("calc_wait_cancelled", {"marker": "t1", "timeout": 10})
     assert cancelled.success and cancelled.output == {"result": True}
+
+
+def test_a_timed_out_sync_call_is_cancelled_on_the_server(registry: ToolRegistry) -> None:
+    # invoke_sync runs the call on the background loop itself: no hop, the same cancellation
+    executor = make_executor(registry)
+    try:
+        assert executor.invoke_sync("calc_pid", {}).success
+        result = executor.invoke_sync(
+            "calc_sleep", {"seconds": 60, "marker": "s1"}, ToolContext(timeout_ms=300)
+        )
+        assert result.error_type == "timeout"
+        cancelled = executor.invoke_sync("calc_wait_cancelled", {"marker": "s1", "timeout": 10})
+        assert cancelled.output == {"result": True}
+    finally:
+        executor.close()
 
 
 async def test_a_crashed_server_fails_the_call_and_the_next_call_gets_a_fresh_process(
