@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from echo_tools.backends import check_execution_config
-from echo_tools.backends.base import _DOTTED
+from echo_tools.backends.base import MODULE_NAME_PATTERN
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     ToolConfigError,
@@ -44,7 +44,7 @@ def _module_list(allowed_modules: Sequence[str] | str) -> tuple[str, ...]:
     # a bare string is one package, not a sequence of one-letter packages
     modules = (allowed_modules,) if isinstance(allowed_modules, str) else tuple(allowed_modules)
     for module in modules:
-        if not isinstance(module, str) or not _DOTTED.fullmatch(module):
+        if not isinstance(module, str) or not MODULE_NAME_PATTERN.fullmatch(module):
             raise ToolConfigError(
                 f"allowed_modules entry {module!r} is not a dotted module name", field="allowed_modules"
             )
@@ -67,7 +67,8 @@ def _clash_in(
             other = tools[owner]
             return (
                 f"Tool name {tool.name!r} (tool_id {tool.tool_id!r}) clashes with tool {other.name!r} "
-                f"(tool_id {owner!r}): names must be unique ignoring case and punctuation"
+                f"(tool_id {owner!r}): names must be unique ignoring case and punctuation; choose another "
+                f"name, or register with tool_id {owner!r} to update that tool"
             )
     owner = owners.get(tool.tool_id)
     if owner is not None and owner != tool.tool_id:

@@ -421,7 +421,8 @@ class ToolStorage:
                 raise ToolNameConflictError(
                     f"Tool name {tool.name!r} (tool_id {tool.tool_id!r}) clashes with stored tool "
                     f"{other_name!r} (tool_id {other_id!r}) in {str(self.directory)!r}: names must be "
-                    "unique ignoring case and punctuation",
+                    f"unique ignoring case and punctuation; choose another name, or use tool_id {other_id!r} "
+                    "to update that tool",
                     tool_id=tool.tool_id,
                     field="name",
                 )

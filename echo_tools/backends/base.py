@@ -19,7 +19,8 @@ from echo_tools.errors import ToolRegistrationError
 if TYPE_CHECKING:
     from echo_tools.models import ToolContext, ToolDef
 
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MODULE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_DOTTED = MODULE_NAME_PATTERN
 _PUBLIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 # Modules no tool may name, whatever `allowed_modules` says: each hands out the process, the interpreter
