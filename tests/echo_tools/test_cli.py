@@ -207,3 +207,31 @@ def test_list_and_help_import_no_agent_framework_or_web_framework(home: Path) ->
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_mcp_add_list_refresh_and_invoke_a_real_stdio_server(home: Path) -> None:
+    server = Path(__file__).resolve().parent / "mcp_servers" / "calc_server.py"
+    added = cli(
+        home,
+        "mcp",
+        "add",
+        "calc",
+        "--command",
+        sys.executable,
+        "--arg",
+        str(server),
+        "--env",
+        "CALC_MODE=test",
+    )
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("MCP server 'calc':") and "mcp_calc_add" in added.stdout
+    listed = cli(home, "mcp", "list")
+    assert listed.stdout.startswith("calc  ") and str(server) in listed.stdout
+    assert "mcp_calc_add" in cli(home, "list", "--type", "mcp").stdout
+    result = cli(home, "invoke", "calc_add", "--input", '{"a": 2, "b": 40}')
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["output"] == {"result": 42.0}
+    failed = cli(home, "invoke", "calc_fail", "--input", '{"message": "nope"}')
+    assert failed.returncode == 1 and "nope" in json.loads(failed.stdout)["error"]
+    refreshed = cli(home, "mcp", "refresh", "calc")
+    assert refreshed.returncode == 0 and "mcp_calc_add  active" in refreshed.stdout
