@@ -172,9 +172,8 @@ class CrewAIAdapter:
         )
         self.capture.open(ctx.run_id, node_id)
         try:
-            output = Crew(
-                agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False
-            ).kickoff()
+            crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
+            output = without_kickoff_log(crew).kickoff()
         except Exception as exc:  # boundary: a model or framework failure stops this node, named
             self.capture.close(ctx.run_id, node_id)
             raise RuntimeError(f"CrewAI agent node {agent_label(agent)} failed: {exc}") from exc
@@ -312,7 +311,7 @@ class CrewAIAdapter:
                     manager_llm=manager_llm,
                     verbose=False,
                 )
-                output = crew.kickoff()
+                output = without_kickoff_log(crew).kickoff()
                 text = str(getattr(output, "raw", output))
             except Exception as exc:  # boundary: a model or framework failure stops this node, named
                 raise RuntimeError(f"CrewAI hierarchical node {agent_label(master)} failed: {exc}") from exc
@@ -336,6 +335,35 @@ class CrewAIAdapter:
             }
 
         return hierarchical_crew_node
+
+
+class _NoKickoffLog:
+    """Stands in for CrewAI's task-output store: CrewAI writes every task output of every kickoff to a
+    SQLite file in the user's data folder (for `crew.replay`) under a cross-process lock. A workflow's
+    record is LangGraph's checkpointer and the tool events instead."""
+
+    def update(self, task_index: int, log: dict[str, Any]) -> None:
+        return None
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def reset(self) -> None:
+        return None
+
+    def load(self) -> None:
+        return None
+
+
+def without_kickoff_log(crew: Any) -> Any:
+    """`crew` with CrewAI's per-kickoff SQLite task log switched off (a private attribute: when a CrewAI
+    version lacks it, the crew is returned unchanged)."""
+    if hasattr(crew, "_task_output_handler"):
+        try:
+            crew._task_output_handler = _NoKickoffLog()
+        except (AttributeError, TypeError, ValueError):  # a CrewAI that validates it: keep its store
+            pass
+    return crew
 
 
 def _unique_roles(agents: list[dict[str, Any]]) -> list[str]:
