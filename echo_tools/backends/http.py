@@ -14,11 +14,13 @@ stays fast under concurrency where httpcore's pool does not (encode/httpx#3215).
 from __future__ import annotations
 
 import asyncio
+import codecs
 import ipaddress
 import json
 import os
 import re
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -29,6 +31,7 @@ from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.errors import ToolExecutionError, ToolValidationError
 
 if TYPE_CHECKING:
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
@@ -39,6 +42,8 @@ REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
 ERROR_BODY_CHARS = 500
 DEFAULT_TIMEOUT_S = 30.0
+EGRESS_TTL_S = 10.0
+_CACHE_SIZE = 1024
 
 
 def make_client() -> httpx.AsyncClient:
@@ -114,6 +119,9 @@ class HttpBackend(ToolBackend):
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
         self._clients = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._parsed: dict[str, httpx.URL] = {}
+        self._policy: EgressPolicy | None = None
+        self._passed: dict[str, float] = {}  # "scheme://host" -> monotonic time its pass expires
 
     def client(self) -> httpx.AsyncClient:
         """The shared client of the running event loop (created on first use)."""
@@ -137,7 +145,12 @@ class HttpBackend(ToolBackend):
             send_json = body if method not in QUERY_METHODS else None
             try:
                 request = client.build_request(
-                    method, url, params=query or None, json=send_json, headers=headers, timeout=timeout
+                    method,
+                    self._url(url),
+                    params=query or None,
+                    json=send_json,
+                    headers=headers,
+                    timeout=timeout,
                 )
                 response = await client.send(request, stream=True)
             except httpx.TimeoutException as exc:
@@ -151,39 +164,65 @@ class HttpBackend(ToolBackend):
                     tool_id=tool.tool_id,
                 ) from exc
             try:
-                location = response.headers.get("location")
+                # one pass over the raw headers: httpx's Headers re-decodes every header on each lookup
+                meta = {k.lower(): v for k, v in response.headers.raw}
+                location = meta.get(b"location")
                 if response.status_code in REDIRECTS and location:
-                    url = urljoin(str(response.request.url), location)
+                    url = urljoin(str(response.request.url), location.decode("latin-1"))
                     query = {}  # the Location carries its own query
                     if response.status_code == 303 or (
                         response.status_code in (301, 302) and method != "HEAD"
                     ):
                         method, body = ("GET" if method != "HEAD" else "HEAD"), None
                     continue
-                content = await self._read_capped(tool, response)
+                content = await self._read_capped(tool, response, meta.get(b"content-length"))
             finally:
                 await response.aclose()
-            return BackendOutput(
-                self._decode(tool, method, url, response, content), {"status": response.status_code}
-            )
+            content_type = meta.get(b"content-type", b"").decode("latin-1")
+            output = _decode(tool, method, url, response.status_code, content_type, content)
+            return BackendOutput(output, {"status": response.status_code})
         raise ToolExecutionError(
             f"Tool {tool.tool_id!r}: more than {MAX_REDIRECTS} redirects starting from {_shown(str(config['url']))}",
             tool_id=tool.tool_id,
         )
 
+    def _url(self, url: str) -> httpx.URL:
+        # parsing a URL is a good part of httpx's per-request cost; tools call the same few URLs again
+        found = self._parsed.get(url)
+        if found is None:
+            found = httpx.URL(url)
+            if len(self._parsed) < _CACHE_SIZE:
+                self._parsed[url] = found
+        return found
+
     async def _check_egress(self, url: str) -> None:
-        host = urlsplit(url).hostname or ""
+        """The egress verdict for the URL's scheme and host; a pass is remembered for a while.
+
+        A literal address is judged by the policy alone, so its pass is kept; a host name is resolved
+        (off the loop: it blocks) and its pass kept for `EGRESS_TTL_S`, as long as aiohttp's DNS cache.
+        """
+        policy = self.executor.egress
+        if policy is not self._policy:  # the executor's policy was replaced: forget every verdict
+            self._policy, self._passed = policy, {}
+        parts = urlsplit(url)
+        key = f"{parts.scheme}://{parts.hostname}"
+        now = time.monotonic()
+        if self._passed.get(key, 0.0) > now:
+            return
+        host = parts.hostname or ""
         try:
             ipaddress.ip_address(host)
         except ValueError:
-            # a host name: resolving it blocks, so it happens off the loop
-            await asyncio.to_thread(self.executor.egress.check_resolved, url)
-            return
-        self.executor.egress.check_resolved(url)  # a literal address: no DNS, no thread needed
+            await asyncio.to_thread(policy.check_resolved, url)
+            expires = now + EGRESS_TTL_S
+        else:
+            policy.check_resolved(url)  # a literal address: no DNS, no thread needed
+            expires = float("inf")
+        if len(self._passed) < _CACHE_SIZE:
+            self._passed[key] = expires
 
-    async def _read_capped(self, tool: ToolDef, response: httpx.Response) -> bytes:
+    async def _read_capped(self, tool: ToolDef, response: httpx.Response, declared: bytes | None) -> bytes:
         limit = self.executor.egress.max_response_bytes
-        declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: the response of {int(declared)} bytes exceeds the limit of {limit} bytes",
@@ -200,24 +239,6 @@ class HttpBackend(ToolBackend):
                 )
             chunks.append(chunk)
         return b"".join(chunks)
-
-    @staticmethod
-    def _decode(tool: ToolDef, method: str, url: str, response: httpx.Response, content: bytes) -> Any:
-        text = content.decode(response.encoding or "utf-8", errors="replace")
-        if not 200 <= response.status_code < 300:
-            raise ToolExecutionError(
-                f"Tool {tool.tool_id!r}: {method} {_shown(url)} returned HTTP {response.status_code}: "
-                f"{text[:ERROR_BODY_CHARS]}",
-                tool_id=tool.tool_id,
-            )
-        if not content:
-            return None
-        if "json" in response.headers.get("content-type", ""):
-            try:
-                return json.loads(content)
-            except ValueError:
-                return text
-        return text
 
     async def aclose(self) -> None:
         """Close every client: this loop's directly, a client of another live loop on that loop."""
@@ -236,6 +257,36 @@ class HttpBackend(ToolBackend):
                 if current is not None:
                     await asyncio.wrap_future(future)
             # a client of a closed loop cannot be closed any more; its sockets went with the loop
+
+
+def _decode(tool: ToolDef, method: str, url: str, status: int, content_type: str, content: bytes) -> Any:
+    """The output of a response: parsed JSON, else text; a non-2xx status is a failure."""
+    if not 200 <= status < 300:
+        text = content[: ERROR_BODY_CHARS * 4].decode(_charset(content_type), errors="replace")
+        raise ToolExecutionError(
+            f"Tool {tool.tool_id!r}: {method} {_shown(url)} returned HTTP {status}: {text[:ERROR_BODY_CHARS]}",
+            tool_id=tool.tool_id,
+        )
+    if not content:
+        return None
+    if "json" in content_type:
+        try:
+            return json.loads(content)
+        except ValueError:
+            pass  # declared JSON but is not: the text is more useful than an error
+    return content.decode(_charset(content_type), errors="replace")
+
+
+def _charset(content_type: str) -> str:
+    for part in content_type.split(";")[1:]:
+        name, _, value = part.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"')
+            try:
+                return codecs.lookup(charset).name
+            except LookupError:
+                break
+    return "utf-8"
 
 
 def _shown(url: str) -> str:

@@ -108,6 +108,9 @@ class LocalHttpServer:
         async def big(request: web.Request) -> web.Response:
             return web.Response(body=b"z" * 300 * 1024)  # with a Content-Length header
 
+        async def latin1(request: web.Request) -> web.Response:
+            return web.Response(body="café".encode("latin-1"), content_type="text/plain", charset="latin-1")
+
         def redirect(to: str) -> Any:
             async def handler(request: web.Request) -> web.Response:
                 raise web.HTTPFound(to)
@@ -122,6 +125,7 @@ class LocalHttpServer:
         app.router.add_get("/fail", fail)
         app.router.add_get("/huge", huge)
         app.router.add_get("/big", big)
+        app.router.add_get("/latin1", latin1)
         app.router.add_get("/redirect/metadata", redirect("http://169.254.169.254/latest/meta-data/"))
         app.router.add_get("/redirect/ok", redirect("/echo?via=redirect"))
         app.router.add_get("/redirect/loop", redirect("/redirect/loop"))

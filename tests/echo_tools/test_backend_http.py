@@ -205,3 +205,17 @@ async def test_other_methods_send_query_or_body_as_documented(
         assert result.output["query"] == {"k": "v"} and result.output["json"] is None
     else:
         assert result.output["json"] == {"k": "v"}
+
+
+async def test_replacing_the_executors_egress_policy_takes_effect_at_once(server: LocalHttpServer) -> None:
+    executor, _ = make_executor(api_tool("echo", f"{server.base}/echo"))
+    assert (await executor.invoke("echo", {})).success
+    executor.egress = EgressPolicy()  # loopback denied from now on
+    refused = await executor.invoke("echo", {})
+    await executor.aclose()
+    assert refused.error_type == "execution" and "loopback" in refused.error
+
+
+async def test_charset_of_text_responses_is_honoured(server: LocalHttpServer, run) -> None:
+    result = await run(api_tool("latin", f"{server.base}/latin1", config={"method": "GET"}))
+    assert result.output == "café"
