@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from echo_tools.egress import EgressPolicy, literal_address
 from echo_tools.errors import EgressDeniedError
@@ -137,3 +139,19 @@ def test_host_lists_given_as_lists_are_kept_as_tuples_and_the_policy_stays_hasha
 def test_a_non_positive_response_cap_is_refused() -> None:
     with pytest.raises(ValueError, match="max_response_bytes must be positive, got 0"):
         EgressPolicy(max_response_bytes=0)
+
+
+INTERNAL_NETS = [
+    ipaddress.ip_network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8")
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(net=st.sampled_from(INTERNAL_NETS), offset=st.integers(min_value=0, max_value=2**24 - 1))
+def test_every_spelling_of_an_internal_address_is_denied(net: ipaddress.IPv4Network, offset: int) -> None:
+    address = net[offset % net.num_addresses]
+    policy = EgressPolicy()
+    for host in (str(address), str(int(address)), hex(int(address)), f"[::ffff:{address}]"):
+        with pytest.raises(EgressDeniedError):
+            policy.check_url(f"http://{host}:8080/path")
