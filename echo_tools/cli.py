@@ -138,15 +138,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         for cells in rows:
             table.add_row(*cells)
         Console().print(table)
-        return 0
-    widths = [
-        max([len(h), *(len(r[i]) for r in rows)])
-        for i, h in enumerate(("tool_id", "type", "status", "version"))
-    ]
-    for row in [("TOOL_ID", "TYPE", "STATUS", "VERSION", "NAME"), *rows]:
-        sys.stdout.write(
-            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[4] + "\n"
-        )
+    else:
+        widths = [
+            max([len(h), *(len(r[i]) for r in rows)])
+            for i, h in enumerate(("tool_id", "type", "status", "version"))
+        ]
+        for row in [("TOOL_ID", "TYPE", "STATUS", "VERSION", "NAME"), *rows]:
+            sys.stdout.write(
+                "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[4] + "\n"
+            )
     for problem in registry.problems():
         sys.stderr.write(f"{PROG}: warning: {problem}\n")
     return 0
