@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from AgentTools.code_reviewer.checks import Issue, check_generic, check_python
+from AgentTools.code_reviewer.checks import check_python
+from AgentTools.code_reviewer.lines import Issue, check_generic
 
 MAX_CODE_CHARS = 500_000
 CATEGORIES = ("bugs", "security", "performance", "readability", "maintainability")

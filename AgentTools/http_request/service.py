@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin
 
@@ -65,6 +66,93 @@ async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]
     return bytes(kept), False
 
 
+def _checked_headers(headers: dict[str, Any] | None) -> dict[str, str]:
+    sent = {}
+    for name, value in (headers or {}).items():
+        if not isinstance(value, str) or "\n" in value or "\r" in value:
+            raise ValueError(f"headers[{name!r}] must be a single-line string, got {value!r:.60}")
+        if name.lower() not in _HOP_HEADERS:
+            sent[name] = value
+    return sent
+
+
+def _check_limits(method: str, timeout_seconds: float, max_response_bytes: int) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method {method!r} is not supported; expected one of {', '.join(METHODS)}")
+    if not 0 < timeout_seconds <= 120:
+        raise ValueError(f"timeout_seconds must be in (0, 120], got {timeout_seconds!r}")
+    if not 1 <= max_response_bytes <= MAX_RESPONSE_BYTES:
+        raise ValueError(
+            f"max_response_bytes must be between 1 and {MAX_RESPONSE_BYTES}, got {max_response_bytes!r}"
+        )
+
+
+@dataclass
+class _Call:
+    """One request as it moves through redirects."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    query: dict[str, Any] | None
+    body: Any
+    timeout: float
+    hops: list[str] = field(default_factory=list)
+
+    async def send(self) -> httpx.Response:
+        """Check the current URL against the egress policy, then send it (the response is streamed)."""
+        policy = egress_policy()
+        await asyncio.to_thread(policy.check_resolved, self.url)  # DNS lookups block; keep them off the loop
+        client = shared_client()
+        try:
+            request = client.build_request(
+                self.method, self.url, headers=self.headers, params=None if self.hops else self.query,
+                timeout=self.timeout, **_body_args(self.body, self.headers),
+            )  # fmt: skip
+            return await client.send(request, stream=True)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"url {self.url!r} is not a valid URL: {exc}") from exc
+        except httpx.TimeoutException as exc:
+            raise ToolExecutionError(
+                f"{self.method} {self.url!r} timed out after {self.timeout:g} s"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ToolExecutionError(f"{self.method} {self.url!r} failed: {exc!r}") from exc
+
+    def redirect(self, response: httpx.Response, location: str) -> None:
+        """Move to the redirect target: credentials stay with their host, 303 (and POST 301/302) become GET."""
+        self.hops.append(self.url)
+        target = urljoin(str(response.url), location)
+        if httpx.URL(target).host != httpx.URL(self.url).host:
+            self.headers = {k: v for k, v in self.headers.items() if k.lower() not in _CREDENTIALS}
+        self.url = target
+        if response.status_code == 303 or (response.status_code in (301, 302) and self.method == "POST"):
+            self.method, self.body = "GET", None
+
+
+def _result(
+    response: httpx.Response, data: bytes, truncated: bool, call: _Call, started: float
+) -> dict[str, Any]:
+    text = data.decode(response.encoding or "utf-8", errors="replace")
+    out: dict[str, Any] = {
+        "status_code": response.status_code,
+        "ok": response.is_success,
+        "url": str(response.url),
+        "headers": dict(response.headers),
+        "body": text,
+        "truncated": truncated,
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+    if call.hops:
+        out["redirects"] = call.hops
+    if "json" in response.headers.get("content-type", "") and not truncated and text.strip():
+        try:
+            out["json"] = json.loads(text)
+        except ValueError:
+            pass  # a server that labels non-JSON as JSON: the text is still returned
+    return out
+
+
 class HttpRequestService:
     """Outbound HTTP for agents, limited by the egress policy."""
 
@@ -87,78 +175,18 @@ class HttpRequestService:
             ValueError: a bad method, header or limit.
             ToolExecutionError: the server could not be reached or the request timed out.
         """
-        method = method.upper()
-        if method not in METHODS:
-            raise ValueError(f"method {method!r} is not supported; expected one of {', '.join(METHODS)}")
-        if not 0 < timeout_seconds <= 120:
-            raise ValueError(f"timeout_seconds must be in (0, 120], got {timeout_seconds!r}")
-        if not 1 <= max_response_bytes <= MAX_RESPONSE_BYTES:
-            raise ValueError(
-                f"max_response_bytes must be between 1 and {MAX_RESPONSE_BYTES}, got {max_response_bytes!r}"
-            )
-        sent_headers = {}
-        for name, value in (headers or {}).items():
-            if not isinstance(value, str) or "\n" in value or "\r" in value:
-                raise ValueError(f"headers[{name!r}] must be a single-line string, got {value!r:.60}")
-            if name.lower() not in _HOP_HEADERS:
-                sent_headers[name] = value
-        policy = egress_policy()
+        _check_limits(method.upper(), timeout_seconds, max_response_bytes)
+        call = _Call(method.upper(), url, _checked_headers(headers), query, body, timeout_seconds)
         started = time.perf_counter()
-        current, hops = url, list[str]()
         for _ in range(MAX_REDIRECTS + 1):
-            await asyncio.to_thread(
-                policy.check_resolved, current
-            )  # DNS lookups block; keep them off the loop
-            try:
-                request = shared_client().build_request(
-                    method, current, headers=sent_headers, params=query if not hops else None,
-                    timeout=timeout_seconds, **_body_args(body, sent_headers),
-                )  # fmt: skip
-                response = await shared_client().send(request, stream=True)
-            except httpx.InvalidURL as exc:
-                raise ValueError(f"url {current!r} is not a valid URL: {exc}") from exc
-            except httpx.TimeoutException as exc:
-                raise ToolExecutionError(
-                    f"{method} {current!r} timed out after {timeout_seconds:g} s"
-                ) from exc
-            except httpx.HTTPError as exc:
-                raise ToolExecutionError(f"{method} {current!r} failed: {exc!r}") from exc
+            response = await call.send()
             try:
                 location = response.headers.get("location")
                 if follow_redirects and response.is_redirect and location:
-                    hops.append(current)
-                    target = urljoin(str(response.url), location)
-                    if httpx.URL(target).host != httpx.URL(current).host:  # credentials stay with their host
-                        sent_headers = {
-                            k: v for k, v in sent_headers.items() if k.lower() not in _CREDENTIALS
-                        }
-                    current = target
-                    if response.status_code == 303 or (
-                        response.status_code in (301, 302) and method == "POST"
-                    ):
-                        method, body = "GET", None
+                    call.redirect(response, location)
                     continue
                 data, truncated = await _read_capped(response, max_response_bytes)
+                return _result(response, data, truncated, call, started)
             finally:
                 await response.aclose()
-            break
-        else:
-            raise ToolExecutionError(f"{url!r} redirected more than {MAX_REDIRECTS} times")
-        text = data.decode(response.encoding or "utf-8", errors="replace")
-        out: dict[str, Any] = {
-            "status_code": response.status_code,
-            "ok": response.is_success,
-            "url": str(response.url),
-            "headers": dict(response.headers),
-            "body": text,
-            "truncated": truncated,
-            "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
-        }
-        if hops:
-            out["redirects"] = hops
-        if "json" in response.headers.get("content-type", "") and not truncated and text.strip():
-            try:
-                out["json"] = json.loads(text)
-            except ValueError:
-                pass  # a server that labels non-JSON as JSON: the text is still returned
-        return out
+        raise ToolExecutionError(f"{url!r} redirected more than {MAX_REDIRECTS} times")
