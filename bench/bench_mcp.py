@@ -12,7 +12,7 @@ tests/echo_tools/mcp_servers/calc_server.py:
     langchain-mcp-adapters' tools and CrewAI's MCP tool do); fewer iterations.
 Medians in microseconds; ratios against the SDK persistent session.
 
-Run: .venv/bin/python bench/bench_mcp.py   (BENCH_N=2000 stdio calls per persistent row, N/4 over HTTP)
+Run: .venv/bin/python bench/bench_mcp.py   (BENCH_N=1500 stdio calls per persistent row, N/5 over HTTP)
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from _common import ameasure, report  # noqa: E402
 
 from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry  # noqa: E402
 
-N = int(os.environ.get("BENCH_N", "2000"))
-CALLS = {"stdio": N, "http": max(50, N // 4)}  # an HTTP call costs ~5x a stdio call on the server side
+N = int(os.environ.get("BENCH_N", "1500"))
+CALLS = {"stdio": N, "http": max(50, N // 5)}  # an HTTP call costs ~5x a stdio call on the server side
 PER_CALL_N = {"stdio": int(os.environ.get("BENCH_MCP_SPAWNS", "5")), "http": 20}
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "echo_tools" / "mcp_servers" / "calc_server.py"
 ARGS = {"a": 1, "b": 2}

@@ -262,8 +262,8 @@ class _Connection:
 
     @property
     def target(self) -> str:
-        if "url" in self.config:
-            return f"url {self.config['url']!r}"
+        if self.config.get("transport", "stdio") != "stdio":
+            return f"url {self.config.get('url')!r}"
         return f"command {self.config.get('command')!r}"
 
     # -- calls (any task on the background loop) -----------------------------------------------------
@@ -394,7 +394,7 @@ class _Connection:
             return f"{prefix} failed: {text}{tail}"
         if text == "Connection closed":
             return f"{prefix} closed the connection during initialize{tail}"
-        return f"{prefix} could not be {'reached' if 'url' in self.config else 'started'}: {text}{tail}"
+        return f"{prefix} could not be {'started' if self.target.startswith('command') else 'reached'}: {text}{tail}"
 
     def _closed_message(self) -> str:
         return f"MCP server {self.name!r} ({self.target}) closed the connection{self._stderr_tail()}"
