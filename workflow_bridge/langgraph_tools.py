@@ -50,7 +50,12 @@ _INJECTED_RUNTIME = {"runtime": Annotated[Any, InjectedToolArg()], "kwargs": Any
 
 
 def _with_call_id(ctx: ToolContext, call_id: str | None) -> ToolContext:
-    return ctx.model_copy(update={"tool_call_id": call_id}) if call_id else ctx
+    if not call_id:
+        return ctx
+    # pydantic's shallow copy plus one plain field: half the cost of model_copy(update=...) per call
+    copied = ctx.__copy__()
+    copied.__dict__["tool_call_id"] = call_id
+    return copied
 
 
 # -- StructuredTool ------------------------------------------------------------------------------------
@@ -295,6 +300,8 @@ class ExecutorToolNode(RunnableCallable):
     async def _run_all(self, calls: list[dict[str, Any]]) -> list[ToolMessage]:
         if len(calls) == 1:
             return [await self._run_one(calls[0])]
+        if len(calls) <= self.max_concurrency:  # within the bound: no semaphore needed
+            return list(await asyncio.gather(*(self._run_one(c) for c in calls)))
         limit = asyncio.Semaphore(self.max_concurrency)
 
         async def bounded(call: dict[str, Any]) -> ToolMessage:

@@ -188,6 +188,25 @@ def test_react_text_crew_calls_tools_through_the_executor(registry, executor, lo
 
 
 @pytest.mark.parametrize("llm_class", [FunctionCallingLLM, ReActTextLLM])
+async def test_async_crews_call_tools_through_the_executor(registry, executor, log, llm_class):
+    llm = llm_class([[{"name": "add", "args": {"a": 2, "b": 3}}]])
+    agent = Agent(
+        role="Analyst",
+        goal="Add",
+        backstory="Careful.",
+        llm=llm,
+        tools=to_crewai_tools(["add"], registry, executor, CONTEXT),
+    )
+    crew = Crew(agents=[agent], tasks=[Task(description="Add.", expected_output="A sum.", agent=agent)])
+    result = await crew.akickoff()
+    assert result.raw == "Done. Last tool result: 5"
+    assert [(e.type, e.agent_id) for e in log.events] == [
+        ("tool.invoked", "agent-7"),
+        ("tool.completed", "agent-7"),
+    ]
+
+
+@pytest.mark.parametrize("llm_class", [FunctionCallingLLM, ReActTextLLM])
 def test_optional_fields_the_llm_leaves_out_never_reach_the_tool_as_none(registry, executor, log, llm_class):
     nulls = {"query": "q", "limit": None, "tags": None, "mode": None, "region": None}
     nested = {"settings": {"name": "n", "retries": None, "owner": {"id": "u1", "email": None}}, "label": None}

@@ -238,3 +238,12 @@ def test_langchain_tool_exposes_the_json_schema_and_maps_back_to_the_tool(regist
     assert tool.metadata == {"tool_id": "tool_lookup", "tool_type": "local"}
     assert set(tool.args_schema["properties"]) == {"query", "tags", "mode", "region"}
     assert tool.response_format == "content_and_artifact"
+
+
+def test_a_node_without_refs_resolves_any_catalogue_tool_by_name(registry, executor):
+    node = ExecutorToolNode(registry, executor)
+    added, unknown = node.invoke(
+        [AIMessage("", tool_calls=[call("Add", "c1", a=1, b=1), call("ghost", "c2")])]
+    )
+    assert (added.content, added.status) == ("2", "success")
+    assert unknown.status == "error" and "lookup" in unknown.content
