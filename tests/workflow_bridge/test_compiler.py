@@ -358,3 +358,16 @@ def test_echoais_parallel_crew_node_runs_its_agents_at_the_same_time(registry, e
     assert set(delta["individual_outputs"]) == {"pa", "pb"}
     assert "[A]" in delta["parallel_output"] and delta["crew_result"] == delta["parallel_output"]
     assert {e["node_id"] for e in delta["tool_events"]} == {"crew:pa", "crew:pb"}
+
+
+async def test_the_graph_also_runs_under_ainvoke_from_an_event_loop(registry, executor):
+    from workflow_bridge.state import initial_state
+
+    wf, agents = chain(
+        agent("a", tools=["Echo"]), agent("api", "API", metadata={"api_config": {"url": "https://x.example"}})
+    )
+    graph = WorkflowCompiler(registry, executor).compile(wf, agents)
+    state = await graph.ainvoke(
+        initial_state("async", "wf", "run_async"), {"configurable": {"thread_id": "run_async"}}
+    )
+    assert [e["agent_id"] for e in state["tool_events"] if e["type"] == "tool.completed"] == ["a", "api"]
