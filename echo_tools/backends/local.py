@@ -293,7 +293,7 @@ class LocalBackend(ToolBackend):
             except ToolError:
                 raise
             except Exception as exc:  # boundary: the tool's own code
-                raise _translate(tool, exc) from exc
+                raise _translate(tool, exc, fn) from exc
 
         return call
 
@@ -320,7 +320,7 @@ class LocalBackend(ToolBackend):
         except ToolError:
             raise
         except Exception as exc:  # boundary: the tool's own code
-            raise _translate(tool, exc) from exc
+            raise _translate(tool, exc, plan.fn) from exc
 
     def forget(self, tool_id: str | None = None) -> None:
         with self._lock:
@@ -333,11 +333,25 @@ class LocalBackend(ToolBackend):
         self.forget()
 
 
-def _translate(tool: ToolDef, exc: Exception) -> ToolExecutionError:
-    if isinstance(exc, TypeError) and "argument" in str(exc):
+def _translate(tool: ToolDef, exc: Exception, fn: Callable[..., Any] | None = None) -> ToolExecutionError:
+    if isinstance(exc, TypeError) and not _raised_inside(exc, fn):
+        # the call itself failed to bind: the input names arguments the callable does not take
         return ToolExecutionError(
             f"Tool {tool.tool_id!r} was called with arguments it does not accept: {exc}", tool_id=tool.tool_id
         )
     return ToolExecutionError(
         f"Tool {tool.tool_id!r} raised {type(exc).__name__}: {exc}", tool_id=tool.tool_id
     )
+
+
+def _raised_inside(exc: BaseException, fn: Callable[..., Any] | None) -> bool:
+    """True when `exc`'s traceback passes through `fn`'s own code (it ran, and failed inside)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return True  # cannot tell: report it as the tool's own error
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False

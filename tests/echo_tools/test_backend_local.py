@@ -254,3 +254,14 @@ def test_forget_drops_cached_instances() -> None:
     executor.forget("tool_multiply")
     executor.invoke_sync("multiply", {"a": 1, "b": 1})
     assert basic.Calculator.instances == before + 2
+
+
+@pytest.mark.parametrize("isolation", ["thread", "inline"])
+def test_a_type_error_inside_the_tool_is_reported_as_the_tools_own_error(isolation: str) -> None:
+    executor, _ = make_executor(local_tool("bad", "type_error_inside"))
+    if isolation == "inline":
+        make_inline(executor.registry, "tool_bad")
+    result = executor.invoke_sync("bad", {"word": "x"})
+    assert "raised TypeError" in result.error and "does not accept" not in result.error
+    unknown = executor.invoke_sync("bad", {"word": "x", "extra": 1})
+    assert "does not accept" in unknown.error and "'extra'" in unknown.error

@@ -181,3 +181,7 @@ def odd_values() -> dict[str, Any]:
         "price": decimal.Decimal("1.5"),
         "where": pathlib.PurePosixPath("/tmp/x"),
     }
+
+
+def type_error_inside(word: str) -> str:
+    return word + 1  # type: ignore[operator]  # a TypeError raised by the tool's own code
