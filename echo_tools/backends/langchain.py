@@ -1,7 +1,9 @@
 """The `langchain` backend: a LangChain `BaseTool` (`{module, class}` or `{module, factory}`) run by the executor.
 
-The tool is built once per tool version and awaited through `ainvoke(args)`, LangChain's own entry point
-(a sync-only tool is run by LangChain in a thread). langchain-core is imported only when such a tool runs.
+The tool is built once per tool version and called through LangChain's own entry points: `ainvoke(args)`
+when it has an async implementation, else `invoke(args)` on one of our worker threads (LangChain would
+use the loop's default executor, whose threads `asyncio.run` waits for at shutdown even after a timeout
+abandoned them). langchain-core is imported only when such a tool runs.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ class LangChainBackend(ToolBackend):
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
-        self._instances: dict[str, tuple[ToolDef, Any]] = {}
+        self._instances: dict[str, tuple[ToolDef, Any, bool]] = {}
         self._lock = threading.Lock()
 
-    def instance(self, tool: ToolDef) -> Any:
-        """The LangChain tool object of `tool`, built on first use."""
+    def instance(self, tool: ToolDef) -> tuple[Any, bool]:
+        """`(langchain_tool, is_async)` for `tool`, built on first use."""
         found = self._instances.get(tool.tool_id)
         if found is not None and found[0] is tool:
-            return found[1]
+            return found[1], found[2]
         with self._lock:
             module = import_module_checked(tool, self.executor.registry.allowed_modules)
             instance = build_instance(tool, module)
@@ -42,17 +44,24 @@ class LangChainBackend(ToolBackend):
                     tool_id=tool.tool_id,
                     field="execution_config.class",
                 )
-            self._instances[tool.tool_id] = (tool, instance)
-        return instance
+            if hasattr(instance, "coroutine"):  # StructuredTool / Tool: async exactly when given a coroutine
+                is_async = instance.coroutine is not None
+            else:
+                is_async = type(instance)._arun is not BaseTool._arun
+            self._instances[tool.tool_id] = (tool, instance, is_async)
+        return instance, is_async
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         found = self._instances.get(tool.tool_id)
-        # the first call imports the tool's module: off the loop
-        instance = (
-            found[1] if found is not None and found[0] is tool else await run_in_worker(self.instance, tool)
-        )
+        if found is not None and found[0] is tool:
+            instance, is_async = found[1], found[2]
+        else:  # the first call imports the tool's module: off the loop
+            instance, is_async = await run_in_worker(self.instance, tool)
         try:
-            result = await instance.ainvoke(args)
+            if is_async:
+                result = await instance.ainvoke(args)
+            else:
+                result = await run_in_worker(instance.invoke, args)
         except ToolError:
             raise
         except Exception as exc:  # boundary: the LangChain tool's own code (ToolException included)

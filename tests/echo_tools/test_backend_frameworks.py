@@ -89,3 +89,14 @@ async def test_a_langchain_tool_exception_is_an_execution_failure() -> None:
     executor, _ = make_executor(tool)
     result = await executor.invoke("failing", {"text": "tea"})
     assert result.error_type == "execution" and "no luck with tea" in result.error
+
+
+async def test_a_sync_langchain_tool_runs_on_the_executors_worker_threads() -> None:
+    executor, _ = make_executor(framework_tool("where", "langchain", factory="make_lc_thread_name"))
+    result = await executor.invoke("where", {"text": "x"})
+    assert result.output.startswith("echo-tools-worker")
+
+
+async def test_an_async_langchain_tool_is_awaited_on_the_loop() -> None:
+    executor, _ = make_executor(framework_tool("shout", "langchain", factory="make_lc_async"))
+    assert (await executor.invoke("shout", {"text": "tea"})).output == "TEA"

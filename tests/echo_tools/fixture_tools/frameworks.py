@@ -82,3 +82,22 @@ def make_lc_failing() -> StructuredTool:
         raise ToolException(f"no luck with {text}")
 
     return StructuredTool.from_function(fail)
+
+
+def make_lc_thread_name() -> StructuredTool:
+    import threading
+
+    def where(text: str) -> str:
+        """Name the thread this runs on."""
+        return threading.current_thread().name
+
+    return StructuredTool.from_function(where)
+
+
+def make_lc_async() -> StructuredTool:
+    async def shout(text: str) -> str:
+        """Upper-case a text asynchronously."""
+        await asyncio.sleep(0)
+        return text.upper()
+
+    return StructuredTool.from_function(coroutine=shout, name="shout", description="Upper-case a text.")
