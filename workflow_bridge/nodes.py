@@ -88,7 +88,8 @@ def start_node(agent: Mapping[str, Any]) -> Node:
 
 
 def end_node(agent: Mapping[str, Any]) -> Node:
-    """End: no LLM; copies `crew_result` into its output keys and `result`."""
+    """End: no LLM; `crew_result` becomes `result` and every output key that no earlier node has set
+    (a Code node may already have produced `final_price`; that value is kept)."""
     output_keys = [k for k in agent.get("output_schema") or [] if isinstance(k, str)]
 
     def end(state: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def end_node(agent: Mapping[str, Any]) -> Node:
         if text in (None, "") and state.get("parallel_output"):
             text = format_parallel(state["parallel_output"])
         text = "" if text is None else text
-        delta: dict[str, Any] = {k: text for k in output_keys}
+        delta: dict[str, Any] = {k: text for k in output_keys if state.get(k) in (None, "")}
         delta["result"] = text
         delta["messages"] = [_message(agent, output_preview=str(text)[:500])]
         return delta

@@ -138,3 +138,17 @@ def test_an_mcp_node_calls_its_servers_tool_through_the_executor():
     (done,) = [e for e in state["tool_events"] if e["type"] == "tool.completed"]
     assert done["agent_id"] == "sum" and done["tool_type"] == "mcp"
     assert json.loads(state["result"]) == {"result": 42.0}
+
+
+def test_the_end_node_keeps_output_values_earlier_nodes_produced(registry):
+    executor, _ = make_executor(registry)
+    code = {"code": "print(1234)"}
+    wf, agents = chain(
+        agent("price", "Code", metadata={"code_config": code}, output_schema=["final_price"]),
+        agent("writer", tools=[], role="Writer"),
+        agent("end", "End", output_schema=["final_price", "summary"]),
+    )
+    state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "quote")
+    assert state["final_price"] == "1234"
+    assert state["summary"] == state["result"] == state["crew_result"]
+    assert "[rehearsal] Writer" in state["summary"]
