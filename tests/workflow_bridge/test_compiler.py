@@ -371,3 +371,33 @@ async def test_the_graph_also_runs_under_ainvoke_from_an_event_loop(registry, ex
         initial_state("async", "wf", "run_async"), {"configurable": {"thread_id": "run_async"}}
     )
     assert [e["agent_id"] for e in state["tool_events"] if e["type"] == "tool.completed"] == ["a", "api"]
+
+
+def test_a_hierarchical_workflow_without_a_hierarchy_block_takes_the_first_agent_as_master(
+    registry, executor
+):
+    wf, agents = workflow(
+        [
+            agent("s", "Start"),
+            agent("lead", name="Lead"),
+            agent("w", tools=["Echo"], name="Worker"),
+            agent("e", "End"),
+        ],
+        [("s", "lead"), ("lead", "w"), ("w", "e")],
+        model="hierarchical",
+    )
+    graph = WorkflowCompiler(registry, executor).compile(wf, agents)
+    assert "w" not in graph.get_graph().nodes  # the delegate runs inside the lead's crew
+    state = run(graph, "delegate")
+    assert [(e["tool_id"], e["agent_id"]) for e in state["tool_events"] if e["type"] == "tool.completed"] == [
+        ("tool_echo", "w")
+    ]
+    assert [m.get("agent") or m.get("node") for m in state["messages"]] == ["s", "hierarchical_crew", "e"]
+
+
+def test_start_fills_several_input_variables_from_a_json_request(registry, executor):
+    wf, agents = chain(agent("s", "Start", input_schema=["company", "deal_size"]), agent("a", tools=["Echo"]))
+    state = run(
+        WorkflowCompiler(registry, executor).compile(wf, agents), '{"company": "ACME", "deal_size": 5}'
+    )
+    assert (state["company"], state["deal_size"]) == ("ACME", 5)
