@@ -13,6 +13,8 @@ What is isolated (each item is checked at run time and reported in `SandboxRun.i
 - Temp space: private tmpfs on /tmp, /var/tmp and /dev/shm (size-capped), discarded after the run; the
   working directory is a fresh folder removed afterwards.
 - Environment: empty except PATH, HOME (the working dir), LANG and what the caller passes explicitly.
+- Output: stdin, stdout and stderr are files in a folder only the server can open; the file-size rlimit
+  stops a flood (the program gets "File too large"), and the first `max_output_bytes` are returned.
 
 What is NOT isolated: world-readable files on the host can be read (source trees, /etc); world-writable
 folders other than the temp ones can be written; total disk use in the working folder is bounded only per
@@ -177,50 +179,11 @@ def _kill_everything(pgid: int, uid: int | None) -> int:
     return len(_pids_of_uid(uid))
 
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
-    kept = bytearray()
-    truncated = False
-    while chunk := await stream.read(65536):
-        room = cap - len(kept)
-        if len(chunk) > room:
-            truncated = True
-        if room > 0:
-            kept += chunk[:room]
-    return bytes(kept), truncated
-
-
-async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
-    """Wait for the main process itself to end (True) or the timeout (False).
-
-    `proc.wait()` also waits for its pipes to close, which a left-behind background child would hold
-    open; a pidfd becomes readable as soon as the process ends.
-    """
-    if proc.returncode is not None:
-        return True
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # old kernel or already reaped
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
-
-    def on_exit() -> None:
-        if not ended.done():
-            ended.set_result(None)
-
-    loop.add_reader(pidfd, on_exit)
-    try:
-        await asyncio.wait_for(ended, timeout)
-        return True
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
+def _read_head(path: Path, cap: int) -> tuple[bytes, bool]:
+    """The first `cap` bytes of a captured stream, and whether there was more."""
+    with open(path, "rb") as handle:
+        data = handle.read(cap + 1)
+    return data[:cap], len(data) > cap
 
 
 def _split_status(stderr: bytes) -> tuple[dict[str, Any] | None, bytes]:
@@ -257,22 +220,27 @@ async def run_python(
 ) -> SandboxRun:
     """Run `code` as `main.py` in a fresh confined process and return what it printed.
 
+    The standard streams are files in a folder only the server can open, not pipes: a background process
+    that outlives the program cannot hold a pipe open and stall the run, and a flood of output is bounded
+    by the file-size rlimit instead of filling the server's memory.
+
     Args:
         code: the program.
-        stdin: text fed to its standard input (closed when None).
+        stdin: text fed to its standard input (empty when None).
         limits: timeout, memory, processes, output caps.
         env: extra environment variables, passed explicitly (nothing is inherited).
         files: extra files written next to `main.py` (`{"solution.py": "..."}`).
         argv: `sys.argv[1:]`.
     """
     python, reachable = interpreter()
-    root = os.geteuid() == 0
-    uid = _allocate_uid() if root and reachable else None
+    uid = _allocate_uid() if os.geteuid() == 0 and reachable else None
     workdir = Path(tempfile.mkdtemp(prefix="echo_sbx_"))
+    streams = Path(tempfile.mkdtemp(prefix="echo_sbx_io_"))  # 0700, owned by the server
     started = time.perf_counter()
     proc: asyncio.subprocess.Process | None = None
     try:
         _prepare(workdir, code, files or {}, uid)
+        (streams / "stdin").write_text(stdin or "", encoding="utf-8")
         config = {
             "workdir": str(workdir),
             "uid": uid,
@@ -281,50 +249,63 @@ async def run_python(
             "tmpfs_mb": limits.tmpfs_mb,
             "argv": argv or [],
         }
-        child_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C.UTF-8"}
-        child_env.update(env or {})
-        proc = await asyncio.create_subprocess_exec(
-            python, "-I", "-S", "-c", _BOOTSTRAP, json.dumps(config),
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(workdir),
-            env=child_env,
-            start_new_session=True,
-        )  # fmt: skip
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = asyncio.gather(
-            _read_capped(proc.stdout, limits.max_output_bytes),
-            _read_capped(proc.stderr, limits.max_output_bytes + 4096),
-        )
-        if stdin is not None and proc.stdin is not None:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(stdin.encode("utf-8"))
-                await proc.stdin.drain()
-            proc.stdin.close()
-        timed_out = not await _wait_exit(proc, limits.timeout_s)
+        child_env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(workdir),
+            "LANG": "C.UTF-8",
+            **(env or {}),
+        }
+        with (
+            open(streams / "stdin", "rb") as fin,
+            open(streams / "stdout", "wb") as fout,
+            open(streams / "stderr", "wb") as ferr,
+        ):
+            proc = await asyncio.create_subprocess_exec(
+                python, "-I", "-S", "-c", _BOOTSTRAP, json.dumps(config),
+                stdin=fin, stdout=fout, stderr=ferr, cwd=str(workdir), env=child_env, start_new_session=True,
+            )  # fmt: skip
+        try:
+            await asyncio.wait_for(proc.wait(), limits.timeout_s)
+            timed_out = False
+        except TimeoutError:
+            timed_out = True
         leftover = _kill_everything(proc.pid, uid)  # background children never outlive the run
-        await proc.wait()
-        (out, out_cut), (err, err_cut) = await asyncio.wait_for(readers, 5)
-        duration = (time.perf_counter() - started) * 1000
-        status, err = _split_status(err)
-        if len(err) > limits.max_output_bytes:
-            err, err_cut = err[: limits.max_output_bytes], True
-        isolation = status or {"error": "the sandbox bootstrap did not start; nothing was confined"}
-        isolation.update(interpreter=python, leftover_processes=leftover)
-        return SandboxRun(
-            stdout=out.decode("utf-8", errors="replace"),
-            stderr=err.decode("utf-8", errors="replace"),
-            exit_code=None if timed_out else proc.returncode,
-            duration_ms=duration,
-            timed_out=timed_out,
-            stdout_truncated=out_cut,
-            stderr_truncated=err_cut,
-            isolation=isolation,
+        returncode = await proc.wait()
+        return _collect(
+            streams, limits, python, leftover, None if timed_out else returncode, timed_out, started
         )
     finally:
         if proc is not None and proc.returncode is None:  # cancelled: the executor's timeout fired
             _kill_everything(proc.pid, uid)
         shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(streams, ignore_errors=True)
         if uid is not None:
             _used_uids.discard(uid)
+
+
+def _collect(
+    streams: Path,
+    limits: SandboxLimits,
+    python: str,
+    leftover: int,
+    exit_code: int | None,
+    timed_out: bool,
+    started: float,
+) -> SandboxRun:
+    out, out_cut = _read_head(streams / "stdout", limits.max_output_bytes)
+    err, err_cut = _read_head(streams / "stderr", limits.max_output_bytes + 4096)
+    status, err = _split_status(err)
+    if len(err) > limits.max_output_bytes:
+        err, err_cut = err[: limits.max_output_bytes], True
+    isolation = status or {"error": "the sandbox bootstrap did not start; nothing was confined"}
+    isolation.update(interpreter=python, leftover_processes=leftover)
+    return SandboxRun(
+        stdout=out.decode("utf-8", errors="replace"),
+        stderr=err.decode("utf-8", errors="replace"),
+        exit_code=exit_code,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        timed_out=timed_out,
+        stdout_truncated=out_cut,
+        stderr_truncated=err_cut,
+        isolation=isolation,
+    )

@@ -209,3 +209,18 @@ def test_schema_violations_are_refused_by_the_executor_before_running():
     assert not result.success and result.error_type == "validation"
     assert "timeout_seconds" in result.error
     assert discovered_registry().require("tool_code_executor").permissions[0].value == "shell:execute"
+
+
+async def test_an_output_flood_stops_at_the_file_size_limit_and_is_truncated():
+    code = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)"
+    run = await run_python(code, limits=SandboxLimits(max_file_mb=4, timeout_s=10))
+    assert run.timed_out is False
+    assert run.exit_code == 1 and "File too large" in run.stderr
+    assert run.stdout_truncated is True and len(run.stdout) == SandboxLimits().max_output_bytes
+
+
+async def test_large_stdin_is_fed_even_when_the_program_never_reads_it():
+    run = await run_python("while True:\n    pass", stdin="x" * 500_000, limits=SandboxLimits(timeout_s=1))
+    assert run.timed_out is True  # the wall-clock limit still applies: feeding stdin cannot block the run
+    echoed = await run_python("import sys\nprint(len(sys.stdin.read()))", stdin="y" * 500_000)
+    assert echoed.stdout == "500000\n"
