@@ -120,7 +120,7 @@ async def test_slow_endpoint_times_out_and_the_server_sees_the_request_dropped(
     server: LocalHttpServer, run
 ) -> None:
     server.slow_cancelled.clear()
-    result = await run(api_tool("slow", f"{server.base}/slow", config={"method": "GET"}, timeout_ms=300))
+    result = await run(api_tool("slow", f"{server.base}/slow", config={"method": "GET"}, timeout_ms=1000))
     assert result.error_type == "timeout"
     assert [e.type for e in result.metadata["events"]] == ["tool.invoked", "tool.timeout"]
     assert await asyncio.to_thread(server.slow_cancelled.wait, 5)

@@ -90,8 +90,11 @@ async def test_context_timeout_overrides_the_tools_timeout() -> None:
 
 
 async def test_timeout_cancels_an_async_tool() -> None:
-    basic.CANCELLED.clear()
     executor, _ = make_executor(local_tool("slow", "slow_async", timeout_ms=200))
+    assert (
+        await executor.invoke("slow", {"seconds": 0})
+    ).success  # first call imports; now the tool starts at once
+    basic.CANCELLED.clear()
     result = await executor.invoke("slow", {"seconds": 30})
     assert result.error_type == "timeout"
     assert basic.CANCELLED.is_set()
@@ -107,11 +110,12 @@ def _pid_alive(pid: int) -> bool:
 
 async def test_timeout_kills_the_subprocess(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    tool = local_tool("sleeper", "write_pid_and_sleep", timeout_ms=1500, config={"isolation": "process"})
+    # 3 s: room for the child to start and write its pid on a busy machine before it is killed
+    tool = local_tool("sleeper", "write_pid_and_sleep", timeout_ms=3000, config={"isolation": "process"})
     executor, log = make_executor(tool)
-    task = asyncio.ensure_future(executor.invoke("sleeper", {"pid_file": str(pid_file), "seconds": 60}))
-    result = await task
+    result = await executor.invoke("sleeper", {"pid_file": str(pid_file), "seconds": 60})
     assert result.error_type == "timeout"
+    assert pid_file.exists(), "the child did not start within the timeout"
     pid = int(pid_file.read_text())
     assert pid != os.getpid()
     assert not _pid_alive(pid)
