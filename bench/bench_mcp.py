@@ -10,7 +10,8 @@ tests/echo_tools/mcp_servers/calc_server.py:
   - SDK persistent, no validation: `send_request(CallToolRequest)` on one open session (the floor);
   - session per call: open the transport and a session, initialize, call_tool, close (what
     langchain-mcp-adapters' tools and CrewAI's MCP tool do); fewer iterations.
-Medians in microseconds; ratios against the SDK persistent session.
+The three persistent rows run in alternating batches (the machine is shared; its load drifts). Medians in
+microseconds; ratios against the SDK persistent session.
 
 Run: .venv/bin/python bench/bench_mcp.py   (BENCH_N=1500 stdio calls per persistent row, N/5 over HTTP)
 """
@@ -18,7 +19,9 @@ Run: .venv/bin/python bench/bench_mcp.py   (BENCH_N=1500 stdio calls per persist
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -71,39 +74,62 @@ async def sdk_session(transport: str, url: str) -> AsyncIterator[Any]:
         yield session
 
 
-async def sdk_rows(transport: str, url: str) -> tuple[float, float, float]:
+async def interleaved(
+    paths: dict[str, Callable[[], Awaitable[Any]]], total: int, batch: int = 25
+) -> dict[str, float]:
+    """Median microseconds per call of each path, measured in alternating batches.
+
+    This machine is shared, so its load drifts; alternating batches of every path spreads the drift over
+    all rows instead of charging it to whichever row happened to run during a busy moment.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    for fn in paths.values():
+        for _ in range(max(10, total // 10)):
+            await fn()
+    gc.collect()
+    for _ in range(max(1, total // batch)):
+        for name, fn in paths.items():
+            for _ in range(batch):
+                start = time.perf_counter()
+                await fn()
+                samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
+
+
+async def measure_transport(transport: str, url: str) -> dict[str, float]:
     from mcp import types
 
-    async with sdk_session(transport, url) as session:
-        assert (await session.call_tool("add", ARGS)).structuredContent == {"result": 3.0}
-        persistent = await ameasure(lambda: session.call_tool("add", ARGS), CALLS[transport])
-        request = types.ClientRequest(
-            types.CallToolRequest(params=types.CallToolRequestParams(name="add", arguments=ARGS))
-        )
-        floor = await ameasure(lambda: session.send_request(request, types.CallToolResult), CALLS[transport])
-
-    async def per_call() -> None:
-        async with sdk_session(transport, url) as session:
-            await session.call_tool("add", ARGS)
-
-    fresh = await ameasure(per_call, PER_CALL_N[transport], warmup=1)
-    return persistent, floor, fresh
-
-
-async def ours(transport: str, url: str) -> float:
     registry = ToolRegistry(egress=EgressPolicy.local())
     if transport == "stdio":
         registry.add_mcp_server("calc", {"command": sys.executable, "args": [str(SERVER)]})
     else:
         registry.add_mcp_server("calc", {"url": url})
     executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    request = types.ClientRequest(
+        types.CallToolRequest(params=types.CallToolRequestParams(name="add", arguments=ARGS))
+    )
     try:
         first = await executor.invoke("calc_add", ARGS)
         assert first.success and first.output == {"result": 3.0}, first.error
-        call: Callable[[], Awaitable[Any]] = lambda: executor.invoke("calc_add", ARGS)  # noqa: E731
-        return await ameasure(call, CALLS[transport])
+        async with sdk_session(transport, url) as session:
+            assert (await session.call_tool("add", ARGS)).structuredContent == {"result": 3.0}
+            figures = await interleaved(
+                {
+                    "ours": lambda: executor.invoke("calc_add", ARGS),
+                    "sdk": lambda: session.call_tool("add", ARGS),
+                    "floor": lambda: session.send_request(request, types.CallToolResult),
+                },
+                CALLS[transport],
+            )
     finally:
         await executor.aclose()
+
+    async def per_call() -> None:
+        async with sdk_session(transport, url) as session:
+            await session.call_tool("add", ARGS)
+
+    figures["fresh"] = await ameasure(per_call, PER_CALL_N[transport], warmup=1)
+    return figures
 
 
 async def main() -> None:
@@ -112,8 +138,8 @@ async def main() -> None:
     rows = []
     try:
         for transport in ("stdio", "http"):
-            mine = await ours(transport, url)
-            persistent, floor, fresh = await sdk_rows(transport, url)
+            figures = await measure_transport(transport, url)
+            mine, persistent, floor, fresh = (figures[k] for k in ("ours", "sdk", "floor", "fresh"))
             rows += [
                 (transport, "ours: executor.invoke, pooled session", mine, mine / persistent),
                 (transport, "SDK call_tool, persistent session", persistent, 1.0),
