@@ -163,7 +163,12 @@ class ToolExecutor:
     def invoke_sync(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
     ) -> ToolResult:
-        """`invoke` for synchronous callers: inline tools run in this thread, others on the background loop.
+        """`invoke` for synchronous callers.
+
+        A sync local tool declared `isolation: "inline"` runs right here, in this thread, without any event
+        loop: the fast path for small pure functions, whose deadline is checked when they return. Every
+        other tool runs on the process-wide background loop (`echo_tools.runtime`), a sync one on a worker
+        thread, so the deadline holds: the call returns at the timeout even when the tool does not stop.
 
         Raises:
             RuntimeError: called from a thread whose event loop is running (await `invoke` there).
