@@ -171,6 +171,18 @@ def test_load_mcp_config_adds_every_server_of_the_file(tmp_path: Path) -> None:
     assert registry.get("mcp_calc_add") is not None
 
 
+def test_load_mcp_config_adds_the_reachable_servers_and_names_the_others(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    ghost = {"command": str(tmp_path / "no-such-server")}
+    path.write_text(json.dumps({"mcpServers": {"calc": stdio_config(), "ghost": ghost}}))
+    registry = make_registry()
+    with pytest.raises(MCPConnectionError) as caught:
+        registry.load_mcp_config(path)
+    assert "1 of 2" in caught.value.message and "'ghost'" in caught.value.message
+    assert "added: ['calc']" in caught.value.message
+    assert sorted(registry.mcp_servers) == ["calc"]
+
+
 # -- listing -> ToolDefs ---------------------------------------------------------------------------
 
 

@@ -79,6 +79,20 @@ def test_adding_a_server_registers_its_tools_with_schemas(tmp_path: Path) -> Non
     }
 
 
+async def test_a_new_registry_on_the_same_folder_can_call_the_stored_mcp_tools(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    again = make_registry(tmp_path)  # as another process would: tools and server config from storage
+    assert again.mcp_servers == {}
+    executor = make_executor(again)
+    try:
+        result = await executor.invoke("calc_add", {"a": 1, "b": 41})
+        assert result.output == {"result": 42.0}
+        assert again.mcp_servers["calc"]["command"] == sys.executable
+    finally:
+        await executor.aclose()
+
+
 def test_discovery_follows_every_page_of_the_tool_list() -> None:
     registry = make_registry()
     tools = registry.add_mcp_server("paged", stdio_config(PAGED))
