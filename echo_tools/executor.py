@@ -268,7 +268,7 @@ class ToolExecutor:
         try:
             output = call(args)
         except ToolError as exc:
-            return _Outcome(error=_as_call_error(exc))
+            return _Outcome(error=exc)
         except Exception as exc:  # boundary: a backend bug must still end as a failed result
             return _Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
         if (_perf() - started) * 1000 > timeout_ms:
@@ -310,7 +310,7 @@ class ToolExecutor:
             except TimeoutError:
                 error: ToolError = _timeout_error(tool, timeout_ms)
             except ToolError as exc:
-                error = _as_call_error(exc)
+                error = exc
             except Exception as exc:  # boundary: a backend bug must still end as a failed result
                 error = ToolExecutionError(f"Tool {tool.tool_id!r} failed: {exc!r}", tool_id=tool.tool_id)
             if attempt >= attempts or not retry.is_retryable(error):
@@ -363,10 +363,11 @@ class ToolExecutor:
             return make_result(
                 tool.tool_id, tool.name, True, output, None, None, duration_ms, outcome.attempts, metadata
             )
+        error_type = _result_error_type(error)
         if self.events.sinks:
             self.events.emit(
                 make_event(
-                    "tool.timeout" if error.error_type == "timeout" else "tool.failed",
+                    "tool.timeout" if error_type == "timeout" else "tool.failed",
                     tool.tool_id,
                     tool.name,
                     route.kind,
@@ -374,20 +375,20 @@ class ToolExecutor:
                     input=args,
                     output=output,
                     error=error.message,
-                    error_type=error.error_type,
+                    error_type=error_type,
                     duration_ms=duration_ms,
                     attempts=outcome.attempts,
                     metadata=metadata,
                 )
             )
-        self._metrics.record(tool.tool_id, duration_ms, error.error_type)
+        self._metrics.record(tool.tool_id, duration_ms, error_type)
         return make_result(
             tool.tool_id,
             tool.name,
             False,
             None,
             error.message,
-            error.error_type,
+            error_type,
             duration_ms,
             outcome.attempts,
             metadata,
@@ -557,11 +558,9 @@ def _cancelled(tool: ToolDef, attempt: int) -> _Outcome:
     return _Outcome(error=error, attempts=attempt)
 
 
-def _as_call_error(error: ToolError) -> ToolError:
+def _result_error_type(error: ToolError) -> str:
     # A tool that cannot be loaded failed to execute; "validation" would tell the caller to fix its input.
-    if isinstance(error, ToolConfigError):
-        return ToolExecutionError(error.message, tool_id=error.tool_id, field=error.field)
-    return error
+    return "execution" if isinstance(error, ToolConfigError) else error.error_type
 
 
 # -- output normalising ----------------------------------------------------------------------------

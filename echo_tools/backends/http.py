@@ -28,7 +28,7 @@ from urllib.parse import quote, urljoin, urlsplit
 import httpx
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
-from echo_tools.errors import ToolExecutionError, ToolValidationError
+from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
 
 if TYPE_CHECKING:
     from echo_tools.egress import EgressPolicy
@@ -62,14 +62,15 @@ def resolve_headers(tool: ToolDef, headers: dict[str, Any]) -> dict[str, str]:
     """Header values with `${NAME}` replaced from the environment, read now (never stored).
 
     Raises:
-        ToolExecutionError: a referenced variable is not set (the header and variable are named).
+        ToolConfigError: a referenced variable is not set (the header and variable are named); retrying
+            would not help, so it is reported as a failed call without retries.
     """
     out: dict[str, str] = {}
     for name, value in headers.items():
         text = str(value)
         for var in ENV_REFERENCE.findall(text):
             if var not in os.environ:
-                raise ToolExecutionError(
+                raise ToolConfigError(
                     f"Tool {tool.tool_id!r}: header {name!r} needs environment variable {var!r}, which is not set",
                     tool_id=tool.tool_id,
                     field=f"execution_config.headers.{name}",

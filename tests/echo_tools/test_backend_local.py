@@ -269,3 +269,12 @@ def test_a_type_error_inside_the_tool_is_reported_as_the_tools_own_error(isolati
     assert "raised TypeError" in result.error and "does not accept" not in result.error
     unknown = executor.invoke_sync("bad", {"word": "x", "extra": 1})
     assert "does not accept" in unknown.error and "'extra'" in unknown.error
+
+
+def test_a_tool_that_cannot_be_loaded_is_not_retried() -> None:
+    tool = local_tool(
+        "ghost", "no_such_function", side_effect="pure", retry={"max_retries": 3, "backoff_ms": 1}
+    )
+    executor, _ = make_executor(tool)
+    result = executor.invoke_sync("ghost", {})
+    assert result.error_type == "execution" and result.attempts == 1
