@@ -56,6 +56,12 @@ class UnsetAwareArgs(BaseModel):
         return super().model_json_schema(*args, **kwargs)
 
 
+class _OpenArgs(UnsetAwareArgs):
+    """Base of the field-less model for schemas CrewAI cannot convert: it must not refuse any argument."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 def allows_null(prop: Any) -> bool:
     """True when the property schema accepts `null` (an empty or non-dict schema accepts anything)."""
     if not isinstance(prop, dict) or not prop:
@@ -165,7 +171,7 @@ def args_model(model_name: str, schema: dict[str, Any], llm_schema: dict[str, An
     try:
         model = create_model_from_schema(schema, model_name=model_name, __base__=UnsetAwareArgs)
     except Exception:  # boundary: CrewAI's converter rejects some valid schemas; present them as they are
-        model = create_model(model_name, __base__=UnsetAwareArgs)
+        model = create_model(model_name, __base__=_OpenArgs)
     model.echo_json_schema = llm_schema  # type: ignore[attr-defined]
     return model
 

@@ -82,6 +82,22 @@ def test_args_schema_keeps_nested_objects_arrays_enums_defaults_and_descriptions
     assert schema["required"] == ["query"]
 
 
+def test_a_schema_crewai_cannot_convert_is_still_presented_and_called_as_is(registry, executor, log):
+    odd = {"type": "object", "properties": {"model_config": {"type": "string"}, "x-y": {"type": "integer"}}}
+    registry.register(
+        {
+            "name": "Odd",
+            "input_schema": {**odd, "required": ["x-y"]},
+            "execution_config": {"module": "tests.workflow_bridge.fixture_tools.basic", "function": "lookup"},
+        }
+    )
+    tool = to_crewai_tool(registry.require("odd"), executor)
+    assert tool.args_schema.model_json_schema()["required"] == ["x-y"]
+    assert tool.args_schema.model_validate({"x-y": 1}).model_dump() == {"x-y": 1}
+    failure = tool.run(**{"x-y": "one"})
+    assert failure.message.startswith("Tool 'odd' failed (validation): invalid input: input.x-y: \"one\"")
+
+
 def test_unset_optional_fields_are_left_out_when_crewai_dumps_the_args_model(registry, executor):
     lookup = to_crewai_tool(registry.require("lookup"), executor)
     assert lookup.args_schema.model_validate({"query": "q"}).model_dump() == {"query": "q"}
