@@ -103,6 +103,33 @@ def _compile(source, filename):
     return compile(source, filename, "exec")
 
 
+def _defined_here(fn):
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename == "test_code.py"
+
+
+def _collect_tests(scope):
+    """`test*` functions, and `test*` methods of `Test*` classes (a fresh instance per test), in order."""
+    for name, value in list(scope.items()):
+        if name.startswith("test") and callable(value) and _defined_here(value):
+            yield name, value
+        elif name.startswith("Test") and isinstance(value, type):
+            for attr, method in vars(value).items():
+                if attr.startswith("test") and callable(method) and _defined_here(method):
+                    yield f"{name}.{attr}", (lambda cls=value, attr=attr: _run_method(cls, attr))
+
+
+def _run_method(cls, attr):
+    instance = cls()
+    if hasattr(instance, "setup_method"):
+        instance.setup_method(getattr(instance, attr))
+    try:
+        getattr(instance, attr)()
+    finally:
+        if hasattr(instance, "teardown_method"):
+            instance.teardown_method(getattr(instance, attr))
+
+
 def main():
     with open("cases.json", encoding="utf-8") as handle:
         spec = json.load(handle)
@@ -136,14 +163,8 @@ def main():
                 }
             )
             return
-        for name, fn in list(scope.items()):
-            if (
-                name.startswith("test")
-                and callable(fn)
-                and getattr(fn, "__code__", None)
-                and fn.__code__.co_filename == "test_code.py"
-            ):
-                _run(name, lambda fn=fn: (fn(), {"passed": True})[1])
+        for name, test in _collect_tests(scope):
+            _run(name, lambda test=test: (test(), {"passed": True})[1])
 
 
 main()

@@ -224,3 +224,18 @@ async def test_large_stdin_is_fed_even_when_the_program_never_reads_it():
     assert run.timed_out is True  # the wall-clock limit still applies: feeding stdin cannot block the run
     echoed = await run_python("import sys\nprint(len(sys.stdin.read()))", stdin="y" * 500_000)
     assert echoed.stdout == "500000\n"
+
+
+async def test_concurrent_runs_are_separate_from_each_other():
+    import asyncio
+
+    code = "import os\nopen('/tmp/mark', 'w').write(str(os.getpid()))\nprint(os.getuid(), os.getcwd(), sorted(os.listdir('/tmp')))"
+    runs = await asyncio.gather(*(run_python(code) for _ in range(4)))
+    assert all(r.exit_code == 0 for r in runs), [r.stderr for r in runs]
+    lines = [r.stdout.split(" ", 1) for r in runs]
+    assert len({cwd for _, cwd in lines}) == 4  # four fresh working folders
+    if all(_run_uid(r.isolation) is not None for r in runs):
+        assert len({uid for uid, _ in lines}) == 4  # four different uids
+    if all(r.isolation["tmp"].startswith("private") for r in runs):
+        # each run's /tmp holds only its own working folder and its own mark
+        assert all(r.stdout.rstrip().endswith("'mark']") and r.stdout.count("echo_sbx_") == 2 for r in runs)

@@ -113,3 +113,18 @@ async def test_bad_input_names_the_field(kwargs, message):
     with pytest.raises(ValueError) as info:
         await CodeTesterService().run_tests(**kwargs)
     assert message in str(info.value)
+
+
+async def test_test_classes_run_each_method_on_a_fresh_instance_with_setup():
+    test_code = (
+        "class TestAdd:\n"
+        "    def setup_method(self, method):\n        self.base = 10\n\n"
+        "    def test_base(self):\n        self.base += 1\n        assert add(self.base, 0) == 11\n\n"
+        "    def test_fresh(self):\n        assert self.base == 10\n\n"
+        "    def helper(self):\n        raise AssertionError('not a test')\n"
+    )
+    out = await CodeTesterService().run_tests(CODE, test_code=test_code)
+    assert [(r["name"], r["passed"]) for r in out["results"]] == [
+        ("TestAdd.test_base", True),
+        ("TestAdd.test_fresh", True),
+    ]
