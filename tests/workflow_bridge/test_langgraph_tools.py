@@ -157,12 +157,25 @@ async def test_calls_of_one_message_run_concurrently_up_to_the_bound(registry, e
         assert Concurrency.peak == expected_peak
 
 
-async def test_async_graph_runs_the_node_through_the_executor(registry, executor, log):
+async def test_async_graph_runs_the_node_and_streams_its_events(registry, executor, log):
     model = ScriptedChatModel(steps=[[call("shout", "c1", text="hi"), call("add", "c2", a=2, b=2)]])
     graph = agent_graph(model, make_tool_node(registry, executor, TOOLS, CONTEXT))
-    result = await graph.ainvoke({"messages": [HumanMessage("go")]})
+    events = []
+    async for mode, chunk in graph.astream(
+        {"messages": [HumanMessage("go")]}, stream_mode=["custom", "values"]
+    ):
+        if mode == "custom":
+            events.append((chunk["type"], chunk["tool_call_id"]))
+        else:
+            result = chunk
     assert [m.content for m in tool_messages(result)] == ["HI", "4"]
     assert len(log.of_type("tool.completed")) == 2
+    assert sorted(events) == [
+        ("tool.completed", "c1"),
+        ("tool.completed", "c2"),
+        ("tool.invoked", "c1"),
+        ("tool.invoked", "c2"),
+    ]
 
 
 def test_bindings_hide_fixed_parameters_in_the_node_too(registry, executor, log):
