@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
-import decimal
-import enum
 import functools
 import importlib
 import logging
@@ -39,7 +36,7 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink
-from echo_tools.metrics import CallEventBus, MetricsRecorder, make_event, make_result
+from echo_tools.metrics import CallEventBus, MetricsRecorder, make_event, make_result, to_json_value
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
 from echo_tools.runtime import run_sync
 from echo_tools.schema import SchemaValidator, compiled, normalize_args
@@ -561,41 +558,6 @@ def _cancelled(tool: ToolDef, attempt: int) -> _Outcome:
 def _result_error_type(error: ToolError) -> str:
     # A tool that cannot be loaded failed to execute; "validation" would tell the caller to fix its input.
     return "execution" if isinstance(error, ToolConfigError) else error.error_type
-
-
-# -- output normalising ----------------------------------------------------------------------------
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def to_json_value(value: Any, _depth: int = 0) -> Any:
-    """A tool's output as a JSON value.
-
-    Pydantic models and dataclasses become dicts; tuples and sets lists; enums their value; dates and
-    times ISO 8601 text; bytes UTF-8 text; `Decimal` a float; anything else its `str()`.
-    """
-    if isinstance(value, _SCALARS):
-        return value.value if isinstance(value, enum.Enum) else value
-    if _depth > 100:
-        return str(value)
-    if isinstance(value, dict):
-        return {k if isinstance(k, str) else str(k): to_json_value(v, _depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_json_value(v, _depth + 1) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
-        return to_json_value(dump(mode="json"), _depth + 1)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_json_value(dataclasses.asdict(value), _depth + 1)
-    if isinstance(value, enum.Enum):
-        return to_json_value(value.value, _depth + 1)
-    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    return str(value)
 
 
 def _problems(validator: SchemaValidator, value: Any, kind: str) -> list[str]:
