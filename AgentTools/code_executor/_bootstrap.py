@@ -107,7 +107,7 @@ def _run(workdir, argv):
         exec(code, scope)
     except SystemExit:
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # boundary: report the program's own exception like python would
         import traceback
 
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)

@@ -60,7 +60,7 @@ def _run(name, call):
             error=f"AssertionError: {exc}" if str(exc) else f"assertion failed: {frame.line.strip()}",
             line=frame.lineno,
         )
-    except Exception as exc:  # the code under test may raise anything; that is a failed case
+    except Exception as exc:  # boundary: the code under test may raise anything; that is a failed case
         result.update(passed=False, error=f"{type(exc).__name__}: {exc}")
     result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
     if captured.getvalue():
@@ -77,7 +77,7 @@ def _case(namespace, case, tolerance):
         expected_error = case.get("expect_exception")
         try:
             actual = fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
-        except Exception as exc:
+        except Exception as exc:  # boundary: the function under test raised; maybe the expected error
             if expected_error and type(exc).__name__ == expected_error:
                 return {"passed": True, "actual": f"raised {type(exc).__name__}"}
             raise
@@ -137,7 +137,7 @@ def main():
     try:
         with open("solution.py", encoding="utf-8") as handle:
             exec(_compile(handle.read(), "solution.py"), namespace)
-    except BaseException as exc:
+    except BaseException as exc:  # boundary: any failure to load the code is one failed result
         _report(
             {
                 "name": "<import>",
@@ -154,7 +154,7 @@ def main():
         scope["__name__"] = "test_solution"
         try:
             exec(_compile(spec["test_code"], "test_code.py"), scope)
-        except BaseException as exc:
+        except BaseException as exc:  # boundary: any failure to load the tests is one failed result
             _report(
                 {
                     "name": "<test_code>",
