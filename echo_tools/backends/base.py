@@ -114,9 +114,9 @@ def check_python_target(tool: ToolDef, allowed_modules: Sequence[str], *, kinds:
             field="execution_config.class",
         )
     isolation = config.get("isolation", "thread")
-    if isolation not in ("thread", "process"):
+    if isolation not in ("thread", "process", "inline"):
         raise ToolRegistrationError(
-            f"Tool {tool.tool_id!r}: execution_config.isolation must be 'thread' or 'process', got {isolation!r}",
+            f"Tool {tool.tool_id!r}: execution_config.isolation must be 'thread', 'process' or 'inline', got {isolation!r}",
             tool_id=tool.tool_id,
             field="execution_config.isolation",
         )
