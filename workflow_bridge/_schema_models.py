@@ -271,12 +271,13 @@ def as_context(context: ToolContext | Mapping[str, Any] | None) -> ToolContext:
 
 
 def resolve_bindings(
-    refs: Iterable[str | ToolDef | Mapping[str, Any]], registry: ToolRegistry
+    refs: Iterable[Any], registry: ToolRegistry
 ) -> list[tuple[ToolDef, Mapping[str, Any] | None]]:
     """The tools `refs` name, each with its binding, in order.
 
-    A ref is a tool id or name, a `ToolDef`, or a canvas binding dict (`tool_id` plus `enabled`, `fixed`,
-    `description`). Bindings with `enabled: false` and tools whose status is `disabled` are left out; a tool
+    A ref is a tool id or name, a `ToolDef`, a canvas binding dict (`tool_id` plus `enabled`, `fixed`,
+    `description`), or a `(tool, binding)` pair (for bindings keyed elsewhere, without their own
+    `tool_id`). Bindings with `enabled: false` and tools whose status is `disabled` are left out; a tool
     named twice is bound once (the first time).
 
     Raises:
@@ -286,7 +287,12 @@ def resolve_bindings(
     seen: set[str] = set()
     for ref in refs:
         binding: Mapping[str, Any] | None = None
-        if isinstance(ref, Mapping):
+        if isinstance(ref, tuple) and len(ref) == 2:
+            ref, binding = ref
+            if binding is not None and binding.get("enabled", True) is False:
+                continue
+            tool = registry.require(ref)
+        elif isinstance(ref, Mapping):
             binding = ref
             if binding.get("enabled", True) is False:
                 continue

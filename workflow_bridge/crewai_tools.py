@@ -213,12 +213,12 @@ def to_crewai_tool(
 
 
 def to_crewai_tools(
-    refs: Iterable[str | ToolDef | Mapping[str, Any]],
+    refs: Iterable[str | ToolDef | Mapping[str, Any] | tuple[str | ToolDef, Mapping[str, Any] | None]],
     registry: ToolRegistry,
     executor: ToolExecutor,
     context: ToolContext | Mapping[str, Any] | None = None,
 ) -> list[ExecutorCrewTool]:
-    """CrewAI tools for the tools `refs` name (ids, names, `ToolDef`s or canvas bindings), in order.
+    """CrewAI tools for the tools `refs` name (ids, names, `ToolDef`s, bindings or `(tool, binding)`), in order.
 
     Disabled bindings and disabled tools are left out; names are unique (a clash after CrewAI's name
     sanitizing gets a `_2` suffix), and each tool's `tool_id` maps it back to the catalogue.

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["ExecutorToolNode", "make_tool_node", "to_langchain_tool", "to_langchain_tools"]
 
 ContextLike = ToolContext | Mapping[str, Any] | None
-Ref = str | ToolDef | Mapping[str, Any]
+Ref = str | ToolDef | Mapping[str, Any] | tuple[str | ToolDef, Mapping[str, Any] | None]
 
 
 def _call_blocking(
@@ -174,8 +174,8 @@ class ExecutorToolNode(RunnableCallable):
     Args:
         registry: where tool names are resolved.
         executor: runs the calls.
-        refs: the tools the model may call (ids, names, `ToolDef`s or canvas bindings); None allows every
-            tool in the registry, resolved by name at call time.
+        refs: the tools the model may call (ids, names, `ToolDef`s, canvas bindings or `(tool, binding)`
+            pairs); None allows every tool in the registry, resolved by name at call time.
         context: ids of the agent the node serves, carried into every event.
         name: the node name.
         messages_key: the state key holding the messages.

@@ -185,6 +185,18 @@ def test_bindings_hide_fixed_parameters_in_the_node_too(registry, executor, log)
     assert message.content == '{"query": "q", "options": {"limit": 2, "region": "eu"}}'
 
 
+def test_bindings_may_come_paired_with_their_tool(registry, executor):
+    pairs = [
+        (registry.require("lookup"), {"fixed": {"mode": "fast"}}),
+        ("add", None),
+        ("explode", {"enabled": False}),
+    ]
+    node = make_tool_node(registry, executor, pairs)
+    assert node.tool_names == ["add", "lookup"]
+    (message,) = node.invoke([AIMessage("", tool_calls=[call("lookup", "c1", query="q")])])
+    assert message.content == '{"query": "q", "options": {"mode": "fast", "region": "eu"}}'
+
+
 def test_optional_fields_sent_as_null_never_reach_the_tool(registry, executor, log):
     node = make_tool_node(registry, executor, ["lookup", "configure"])
     nested = {"settings": {"name": "n", "retries": None, "owner": {"id": "u", "email": None}}, "label": None}
