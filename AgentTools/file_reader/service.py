@@ -67,15 +67,24 @@ def read_local(path: str, limit: int) -> bytes:
             "folders this tool may read, or send the file as content_base64"
         )
     resolved = Path(path).resolve()
-    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
-        raise ValueError(f"path {path!r} is outside the allowed folders {[str(r) for r in roots]!r}")
+    _check_inside(path, resolved, roots)
     if not resolved.is_file():
         raise ValueError(f"path {path!r} is not a readable file")
-    size = resolved.stat().st_size
-    if size > limit:
-        raise ValueError(f"path {path!r} is {size} bytes; at most {limit} bytes are read")
-    with open(resolved, "rb") as handle:
+    fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as handle:
+        # the folder could have been swapped for a symlink since the check: check what was really opened
+        opened = Path(f"/proc/self/fd/{fd}")
+        if opened.exists():
+            _check_inside(path, Path(os.readlink(opened)), roots)
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise ValueError(f"path {path!r} is {size} bytes; at most {limit} bytes are read")
         return handle.read(limit + 1)[:limit]
+
+
+def _check_inside(path: str, resolved: Path, roots: list[Path]) -> None:
+    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        raise ValueError(f"path {path!r} is outside the allowed folders {[str(r) for r in roots]!r}")
 
 
 def decode_base64(content_base64: str, limit: int) -> bytes:
