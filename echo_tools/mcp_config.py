@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,6 +40,7 @@ TRANSPORTS = {
 }
 DISCOVERY_TIMEOUT_S = 60.0
 _REDACTED = "***"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 # -- config checks -----------------------------------------------------------------------------------
@@ -116,6 +118,32 @@ def _check_strings(config: dict[str, Any], key: str, fail: Any) -> None:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise fail(key, f"'{key}' must map names to strings, got {value!r:.120}")
+
+
+def resolve_env_refs(values: Mapping[str, str], *, server: str, field: str) -> dict[str, str]:
+    """Replace `${VAR}` references with the environment's values (at connect time, never stored).
+
+    Raises:
+        ToolConfigError: a referenced variable is not set (the server, field and variable are named).
+    """
+
+    def lookup(match: re.Match[str], key: str) -> str:
+        var = match.group(1)
+        if var not in os.environ:
+            raise ToolConfigError(
+                f"MCP server {server!r}: {field}.{key} refers to environment variable {var!r}, which is not set",
+                field=f"mcpServers.{server}.{field}.{key}",
+            )
+        return os.environ[var]
+
+    out: dict[str, str] = {}
+    for key, value in values.items():
+
+        def replace(match: re.Match[str], key: str = key) -> str:
+            return lookup(match, key)
+
+        out[key] = _ENV_REF.sub(replace, value)
+    return out
 
 
 def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:

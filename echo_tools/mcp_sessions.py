@@ -14,7 +14,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
@@ -25,6 +24,7 @@ import httpx
 from pydantic import BaseModel
 
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
+from echo_tools.mcp_config import resolve_env_refs
 from echo_tools.runtime import background_loop
 
 if TYPE_CHECKING:
@@ -41,36 +41,9 @@ DEFAULT_MAX_CONCURRENCY = 32
 CLOSE_TIMEOUT_S = 6.0
 MAX_PAGES = 1000
 _STDERR_LIMIT = 1024 * 1024
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SESSION_TERMINATED = 32600  # the SDK's code when an HTTP server answers 404 for an expired session
 
 ToolsChanged = Callable[[str], Awaitable[None]]
-
-
-def resolve_env_refs(values: Mapping[str, str], *, server: str, field: str) -> dict[str, str]:
-    """Replace `${VAR}` references with the environment's values (at connect time, never stored).
-
-    Raises:
-        ToolConfigError: a referenced variable is not set (the server, field and variable are named).
-    """
-
-    def lookup(match: re.Match[str], key: str) -> str:
-        var = match.group(1)
-        if var not in os.environ:
-            raise ToolConfigError(
-                f"MCP server {server!r}: {field}.{key} refers to environment variable {var!r}, which is not set",
-                field=f"mcpServers.{server}.{field}.{key}",
-            )
-        return os.environ[var]
-
-    out: dict[str, str] = {}
-    for key, value in values.items():
-
-        def replace(match: re.Match[str], key: str = key) -> str:
-            return lookup(match, key)
-
-        out[key] = _ENV_REF.sub(replace, value)
-    return out
 
 
 async def on_background_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
