@@ -40,7 +40,6 @@ with warnings.catch_warnings():
     from langgraph.runtime import DEFAULT_RUNTIME
     from pydantic import BaseModel
 
-    from echo_tools.errors import ToolRegistrationError
     from echo_tools.executor import ToolExecutor
     from echo_tools.registry import ToolRegistry
     from workflow_bridge.crewai_tools import to_crewai_tool
@@ -75,20 +74,11 @@ class HandWrittenAdd(CrewBaseTool):
         return str(a + b)
 
 
-def catalogue() -> tuple[ToolRegistry, str]:
+def catalogue() -> ToolRegistry:
     registry = ToolRegistry(allowed_modules=[MODULE])
-    config = {"module": f"{MODULE}.basic", "function": "add"}
-    try:
-        registry.register(
-            {"name": "add", "input_schema": ADD_SCHEMA, "execution_config": {**config, "isolation": "inline"}}
-        )
-        return registry, "inline"
-    except ToolRegistrationError:
-        # registration accepts only thread/process until backends/base.py learns "inline" (as in
-        # bench_executor.py): flip the stored definition, which is what the executor reads
-        registry.register({"name": "add", "input_schema": ADD_SCHEMA, "execution_config": config})
-        registry.require("add").execution_config["isolation"] = "inline"
-        return registry, "inline (set after registration)"
+    config = {"module": f"{MODULE}.basic", "function": "add", "isolation": "inline"}
+    registry.register({"name": "add", "input_schema": ADD_SCHEMA, "execution_config": config})
+    return registry
 
 
 def per_call_us(variants: dict[str, Callable[[], Any]], calls: int, rounds: int) -> dict[str, float]:
@@ -116,9 +106,8 @@ def verdict(ok: bool) -> str:
 
 
 def main() -> int:
-    registry, isolation = catalogue()
+    registry = catalogue()
     tool = registry.require("add")
-    print(f"add registered with isolation {isolation!r}")
     missed = 0
 
     # (a) CrewAI: our tool vs a hand-written BaseTool
