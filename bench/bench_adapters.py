@@ -5,10 +5,11 @@
     (c) ExecutorToolNode                   vs stock ToolNode + plain StructuredTool   target >= 5x faster,
         with one and with ten calls per AI message
 
-The same trivial add(a, b) everywhere. The catalogue's add is registered with `isolation: "inline"` (the
-fast path for small pure functions).
+The same trivial add(a, b) everywhere; the catalogue's add has `isolation: "inline"`, the fast path for
+small pure functions (with the default worker thread, each call also pays two thread hops).
 Variants are timed in interleaved rounds and each variant's fastest round counts: on a shared machine
-the least-disturbed round is the best estimate of the cost itself. Run: `.venv/bin/python bench/bench_adapters.py` (about 20 s).
+the least-disturbed round is the best estimate of the cost itself.
+Run: `.venv/bin/python bench/bench_adapters.py` (a few seconds).
 """
 
 from __future__ import annotations
