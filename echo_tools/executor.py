@@ -84,7 +84,7 @@ class _Outcome:
 
 @dataclasses.dataclass(eq=False)
 class _Route:
-    """What the executor keeps per tool version: its validators and its inline fast path, if any."""
+    """What the executor keeps per tool version: its validators and its fast paths, if its backend has any."""
 
     tool: ToolDef
     input_validator: SchemaValidator
@@ -92,6 +92,7 @@ class _Route:
     fills_defaults: bool  # the input schema has top-level defaults to fill
     kind: str  # tool_type as text, for events
     inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run
+    blocking: Callable[[dict[str, Any], float], Any] | None = _UNSET  # for sync callers; decided at first use
 
 
 class ToolExecutor:
@@ -182,6 +183,8 @@ class ToolExecutor:
             return admitted
         route, args = admitted
         outcome = self._run_inline(route, args, context)
+        if outcome is None:
+            outcome = self._run_blocking(route, args, context)
         if outcome is None or (outcome.error is not None and self._again(route, outcome)):
             first = outcome.attempts + 1 if outcome else 1
             try:
@@ -257,7 +260,7 @@ class ToolExecutor:
         """One attempt in the calling thread for tools that opted in; None when the tool has no fast path."""
         call = route.inline
         if call is _UNSET:
-            call = route.inline = self._inline_of(route.tool)
+            call = route.inline = self._offer(route.tool, "inline")
         if call is None:
             return None
         timeout_ms = context.timeout_ms or route.tool.timeout_ms
@@ -271,6 +274,28 @@ class ToolExecutor:
         if (_perf() - started) * 1000 > timeout_ms:
             # inline work cannot be cut short; an overrun is still reported as the timeout it is
             return _Outcome(error=_timeout_error(route.tool, timeout_ms))
+        return _Outcome(output=output)
+
+    def _run_blocking(self, route: _Route, args: dict[str, Any], context: ToolContext) -> _Outcome | None:
+        """One attempt on a worker thread that this (sync) caller waits for up to the deadline.
+
+        The sync callers' path for tools that run on worker threads anyway: two thread switches instead of
+        four through the background loop. None when the backend offers no such path for the tool.
+        """
+        call = route.blocking
+        if call is _UNSET:
+            call = route.blocking = self._offer(route.tool, "blocking")
+        if call is None:
+            return None
+        timeout_ms = context.timeout_ms or route.tool.timeout_ms
+        try:
+            output = call(args, timeout_ms / 1000)
+        except TimeoutError:  # the wait ran out; the abandoned thread finishes on its own
+            return _Outcome(error=_timeout_error(route.tool, timeout_ms))
+        except ToolError as exc:
+            return _Outcome(error=exc)
+        except Exception as exc:  # boundary: a backend bug must still end as a failed result
+            return _Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
         return _Outcome(output=output)
 
     @staticmethod
@@ -434,11 +459,12 @@ class ToolExecutor:
         self._routes[tool.tool_id] = route
         return route
 
-    def _inline_of(self, tool: ToolDef) -> Callable[[dict[str, Any]], Any] | None:
+    def _offer(self, tool: ToolDef, path: str) -> Any:
+        """The backend's `inline` or `blocking` fast path for `tool`, or None."""
         if tool.execution_config.get("max_concurrency"):
             return None  # a limited tool goes through the loop-bound semaphore
         try:
-            offer = getattr(self.backend_for(tool.tool_type), "inline", None)
+            offer = getattr(self.backend_for(tool.tool_type), path, None)
             return offer(tool) if offer is not None else None
         except ToolError:
             return None  # the general path reports the same problem as a failed call

@@ -297,6 +297,44 @@ class LocalBackend(ToolBackend):
 
         return call
 
+    def blocking(self, tool: ToolDef) -> Callable[[dict[str, Any], float], Any] | None:
+        """For sync callers: `call(args, timeout_s)` running a `thread` tool on a worker and waiting for it.
+
+        At the timeout it raises `TimeoutError` and leaves the thread to finish on its own, as the async
+        path does. None for tools that are async, inline or process-isolated.
+        """
+        if tool.execution_config.get("isolation", "thread") != "thread":
+            return None
+        plan = self.plan(tool)
+        if plan.is_async:
+            return None
+        fn = plan.fn
+
+        def call(args: dict[str, Any], timeout_s: float) -> Any:
+            try:
+                positional, keywords = plan.arguments(args)
+            except Exception as exc:  # boundary: building the tool's own model from the input
+                raise _translate(tool, exc, fn) from exc
+            job = functools.partial(contextvars.copy_context().run, fn, *positional, **keywords)
+            future = worker_pool().submit(job)
+            done, _ = concurrent.futures.wait((future,), timeout_s)
+            if not done:
+                future.cancel()  # if it has not started yet, it never will
+                raise TimeoutError(f"Tool {tool.tool_id!r} did not finish within {timeout_s:g} s")
+            try:
+                result = future.result()
+            except ToolError:
+                raise
+            except Exception as exc:  # boundary: the tool's own code
+                raise _translate(tool, exc, fn) from exc
+            if inspect.isawaitable(result):  # a sync wrapper returning a coroutine
+                from echo_tools.runtime import run_sync
+
+                result = run_sync(_awaited(result), timeout_s)
+            return result
+
+        return call
+
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         plan = self._plans.get(tool.tool_id)
         if plan is None or plan.tool is not tool:
@@ -331,6 +369,10 @@ class LocalBackend(ToolBackend):
 
     async def aclose(self) -> None:
         self.forget()
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
 
 
 def _translate(tool: ToolDef, exc: Exception, fn: Callable[..., Any] | None = None) -> ToolExecutionError:

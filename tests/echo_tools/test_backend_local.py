@@ -278,3 +278,30 @@ def test_a_tool_that_cannot_be_loaded_is_not_retried() -> None:
     executor, _ = make_executor(tool)
     result = executor.invoke_sync("ghost", {})
     assert result.error_type == "execution" and result.attempts == 1
+
+
+@pytest.mark.parametrize("isolation", ["thread", "inline"])
+def test_invoke_sync_passes_the_callers_context_variables_to_the_tool(isolation: str) -> None:
+    executor, _ = make_executor(local_tool("rid", "read_request_id"))
+    if isolation == "inline":
+        make_inline(executor.registry, "tool_rid")
+    token = basic.REQUEST_ID.set("req-42")
+    try:
+        assert executor.invoke_sync("rid", {}).output == "req-42"
+    finally:
+        basic.REQUEST_ID.reset(token)
+
+
+async def test_invoke_passes_the_callers_context_variables_to_a_thread_tool() -> None:
+    executor, _ = make_executor(local_tool("rid", "read_request_id"))
+    token = basic.REQUEST_ID.set("req-43")
+    try:
+        assert (await executor.invoke("rid", {})).output == "req-43"
+    finally:
+        basic.REQUEST_ID.reset(token)
+
+
+def test_a_model_that_cannot_be_built_from_the_input_is_an_execution_failure() -> None:
+    executor, _ = make_executor(local_tool("model", "with_model"))
+    result = executor.invoke_sync("model", {"text": "tea", "limit": "many"})
+    assert result.error_type == "execution" and "ValidationError" in result.error and "limit" in result.error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import datetime
 import decimal
@@ -185,3 +186,10 @@ def odd_values() -> dict[str, Any]:
 
 def type_error_inside(word: str) -> str:
     return word + 1  # type: ignore[operator]  # a TypeError raised by the tool's own code
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
+
+
+def read_request_id() -> str:
+    return REQUEST_ID.get()
