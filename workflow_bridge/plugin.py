@@ -68,7 +68,8 @@ class ToolBindingPlugin:
         """A LangGraph tool node running the agent's tools through the executor (`ExecutorToolNode`)."""
         from workflow_bridge.langgraph_tools import make_tool_node
 
-        refs = [binding if binding else tool for tool, binding in self.factory.resolve_tools(agent_config)]
+        # (tool, binding) pairs: a binding from the dict form of tool_bindings may carry no tool_id of its own
+        refs = list(self.factory.resolve_tools(agent_config))
         return make_tool_node(
             self.registry, self.executor, refs, context or self.context_for(agent_config), **kwargs
         )

@@ -60,3 +60,12 @@ def test_resolve_canvas_tools_reads_every_entry_shape_and_reports_unknown_ones(p
     assert ids == ["tool_echo", "tool_score", "tool_meet_a"]
     errors = [d for d in diagnostics if d.level == "error"]
     assert len(errors) == 1 and "Slack" in errors[0].message and errors[0].node_id == "n1"
+
+
+def test_tool_node_for_honours_a_binding_given_in_the_dict_form_without_a_tool_id(plugin):
+    config = agent("agt_d", tools=["tool_echo"], tool_bindings={"tool_echo": {"fixed": {"prefix": "D"}}})
+    node = plugin.tool_node_for(config)
+    call = {"name": "echo", "args": {"text": "z"}, "id": "call_d", "type": "tool_call"}
+    (message,) = node.invoke({"messages": [AIMessage(content="", tool_calls=[call])]})["messages"]
+    assert message.status == "success"
+    assert "D: z" in message.content
