@@ -2,8 +2,10 @@
 
 What is isolated (each item is checked at run time and reported in `SandboxRun.isolation`, never assumed):
 
-- Process: a new session and process group; on exit or timeout the whole group is killed, and when the run
-  has its own uid every process left with that uid is killed too (so `setsid` escapes do not survive).
+- Process: the program runs as PID 2 of its own PID namespace under a tiny init (where the kernel allows
+  namespaces), with its own /proc that shows only the run's processes; when the program ends the init
+  exits and the kernel kills everything left in the namespace. On top, a new session and process group
+  killed on exit or timeout, and, when the run has its own uid, every process left with that uid.
 - Limits (rlimits): CPU seconds, address space (memory), processes (RLIMIT_NPROC, effective because the run
   has its own uid), open files, size of any file written, no core dumps. Wall-clock timeout on top.
 - User (when the server runs as root and a world-readable interpreter exists): the code runs as a fresh

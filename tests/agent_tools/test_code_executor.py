@@ -112,13 +112,31 @@ async def test_environment_variables_of_the_server_are_not_visible(monkeypatch):
     assert set(names) == {"PATH", "HOME", "LANG", "GREETING"}
 
 
-async def test_the_parent_environment_cannot_be_read_through_proc_when_the_run_has_its_own_uid(monkeypatch):
+async def test_the_server_environment_cannot_be_read_through_proc(monkeypatch):
     monkeypatch.setenv("ECHO_TEST_SECRET", "hunter2-very-secret")
     code = f"print(open('/proc/{os.getpid()}/environ', 'rb').read())"
     run = await run_python(code)
     assert "hunter2" not in run.stdout
-    if _run_uid(run.isolation) is not None:
-        assert "PermissionError" in run.stderr
+    if "/proc shows only the run's processes" in run.isolation["processes"]:
+        assert "FileNotFoundError" in run.stderr  # the server's pid does not exist in the run's /proc
+    elif _run_uid(run.isolation) is not None:
+        assert "PermissionError" in run.stderr  # visible, but owned by another uid
+
+
+async def test_the_program_is_pid_2_under_its_own_init_and_sees_only_its_processes():
+    code = "import os\nprint(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"
+    run = await run_python(code)
+    if run.isolation["processes"].startswith("isolated"):
+        assert run.stdout == "2 [1, 2]\n"
+    else:
+        assert run.isolation["processes"].startswith("shared PID namespace")
+
+
+async def test_signals_and_exit_codes_reach_the_caller_unchanged():
+    killed = await run_python("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)")
+    assert killed.exit_code == -15 and killed.timed_out is False
+    exited = await run_python("import sys\nsys.exit(7)")
+    assert exited.exit_code == 7
 
 
 async def test_files_outside_the_work_dir_are_refused_or_contained(repo_root):
