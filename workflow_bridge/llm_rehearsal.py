@@ -29,7 +29,7 @@ _CREW_PREFIX = re.compile(r"^\s*Current Task:[ \t]*")
 _CREW_SUFFIX = "\n\nThis is the expected criteria for your final answer"
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.S)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_CODE_NAMES = {"code", "source", "source_code", "script", "snippet", "program", "test_code", "tests"}
+_CODE_NAMES = {"code", "source", "source_code", "script", "snippet", "program"}
 _COWORKERS = re.compile(r"following coworkers:\s*(.+)")
 _MAX_OBJECT_SCANS = 200
 _MAX_ANSWER_CHARS = 4000
@@ -199,7 +199,11 @@ _MISSING = object()
 
 
 def _is_code_param(name: str, prop: dict[str, Any]) -> bool:
-    return prop.get("type") in (None, "string") and (name.lower() in _CODE_NAMES or "code" in name.lower())
+    lowered = name.lower()
+    # `test_code` and the like hold tests, not the code under test: the fenced block is the code itself
+    if lowered.startswith("test"):
+        return False
+    return prop.get("type") in (None, "string") and (lowered in _CODE_NAMES or "code" in lowered)
 
 
 def _value_for(name: str, prop: dict[str, Any], request: str, code: str | None) -> Any:

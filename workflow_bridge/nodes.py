@@ -148,7 +148,7 @@ def tool_node(
         if error is None:
             delta["crew_result"] = text
             for key in agent.get("output_schema") or []:
-                delta[key] = text
+                delta[key] = _output_value(result.output, key, text)
             if branch:  # one arm of a fan-out: the join reads the arms from these merged keys
                 delta["parallel_output"] = {str(agent.get("name") or node_id): text}
                 delta["individual_outputs"] = {node_id: text}
@@ -164,6 +164,19 @@ def tool_node(
         return delta
 
     return run_tool
+
+
+def _output_value(output: Any, key: str, text: str) -> Any:
+    """The value an output key gets: the key of the same name in the tool's output (or in an HTTP
+    response's parsed `json` body) when there is one, else the whole output as text. Taking the whole text
+    would hand a condition like `risk_score > 70` the first number in it, an HTTP status code."""
+    if isinstance(output, Mapping):
+        if key in output:
+            return output[key]
+        body = output.get("json")
+        if isinstance(body, Mapping) and key in body:
+            return body[key]
+    return text
 
 
 def _node_output(node_type: str | None, result: Any) -> tuple[str, str | None]:

@@ -152,3 +152,22 @@ def test_the_end_node_keeps_output_values_earlier_nodes_produced(registry):
     assert state["final_price"] == "1234"
     assert state["summary"] == state["result"] == state["crew_result"]
     assert "[rehearsal] Writer" in state["summary"]
+
+
+def test_an_api_node_fills_its_output_keys_from_the_response_body_not_from_the_status_line(
+    registry, risk_service, monkeypatch
+):
+    monkeypatch.setenv("ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK", "1")
+    risk_service["body"] = {"risk_score": 40, "customer": "ACME Corp"}
+    executor, _ = make_executor(registry)
+    wf, agents = chain(
+        agent(
+            "call",
+            "API",
+            output_schema=["risk_score"],
+            metadata={"api_config": {"method": "GET", "url": risk_service["url"]}},
+        )
+    )
+    state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "x")
+    assert state["messages"][0]["status"] == "completed"
+    assert state["risk_score"] == 40  # the body's value, not the 200 that leads the response text

@@ -163,3 +163,15 @@ def test_the_compilers_llm_overrides_every_agents_config(monkeypatch):
     assert is_rehearsal(CrewAIAdapter(registry, executor, llm="rehearsal").llm_for(configured))
     served = CrewAIAdapter(registry, executor, llm="http://127.0.0.1:9/v1#qwen").llm_for(configured)
     assert (served.model, served.temperature) == ("qwen", 0.1)
+
+
+def test_rehearsal_gives_the_code_block_to_the_code_parameter_and_not_to_test_code():
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string"}, "test_code": {"type": "string"}},
+        "required": ["code"],
+    }
+    task = "ORIGINAL USER REQUEST:\nTest this:\n```python\ndef f():\n    return 1\n```\n"
+    args = build_arguments(schema, task)
+    assert args["code"].startswith("def f()")
+    assert "test_code" not in args
