@@ -141,3 +141,27 @@ async def test_a_call_cancelled_by_its_caller_still_gets_a_closing_event() -> No
     assert [e.type for e in log.events] == ["tool.invoked", "tool.failed"]
     assert "cancelled" in log.events[-1].error and log.events[-1].run_id == "run-1"
     assert basic.CANCELLED.is_set()
+
+
+def test_the_latency_reservoir_stays_bounded_and_percentiles_are_nearest_rank() -> None:
+    from echo_tools.metrics import RESERVOIR, MetricsRecorder, percentile
+
+    recorder = MetricsRecorder()
+    for i in range(RESERVOIR * 2):
+        recorder.record("t", float(i), "timeout" if i % 10 == 0 else None)
+    stats = recorder.snapshot()["t"]
+    timeouts = len(range(0, RESERVOIR * 2, 10))
+    assert stats["calls"] == RESERVOIR * 2 and stats["timeouts"] == stats["failures"] == timeouts
+    assert stats["max_ms"] == RESERVOIR * 2 - 1 and stats["p50_ms"] >= RESERVOIR  # only recent calls kept
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0 and percentile([], 0.99) == 0.0
+
+
+def test_events_are_plain_tool_events_when_the_fast_construction_is_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from echo_tools import metrics
+
+    monkeypatch.setattr(metrics, "_FAST", False)
+    event = metrics.make_event("tool.invoked", "t", "T", "local", CONTEXT, input={"a": 1})
+    assert type(event) is ToolEvent and event.run_id == "run-1" and event.input == {"a": 1}
+    assert len(event.event_id) == 32 and event.timestamp.endswith("Z")
