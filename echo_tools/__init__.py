@@ -38,16 +38,26 @@ from echo_tools.models import (
     ToolType,
 )
 from echo_tools.registry import ToolRegistry
+from echo_tools.settings import ApiSettings
 from echo_tools.storage import ToolStorage
 
 if TYPE_CHECKING:
+    from echo_tools.api import create_app, make_router
     from echo_tools.executor import ToolExecutor
+    from echo_tools.ingest import tool, tool_from_crewai, tool_from_function, tool_from_langchain
 
 _LAZY = {
     "ToolExecutor": "echo_tools.executor",
+    "create_app": "echo_tools.api",
+    "make_router": "echo_tools.api",
+    "tool": "echo_tools.ingest",
+    "tool_from_crewai": "echo_tools.ingest",
+    "tool_from_function": "echo_tools.ingest",
+    "tool_from_langchain": "echo_tools.ingest",
 }
 
 __all__ = [
+    "ApiSettings",
     "EgressDeniedError",
     "EgressPolicy",
     "JsonlEventLog",
@@ -78,6 +88,12 @@ __all__ = [
     "ToolTimeoutError",
     "ToolType",
     "ToolValidationError",
+    "create_app",
+    "make_router",
+    "tool",
+    "tool_from_crewai",
+    "tool_from_function",
+    "tool_from_langchain",
 ]
 
 __version__ = "0.1.0"

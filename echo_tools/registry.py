@@ -512,3 +512,15 @@ class ToolRegistry:
         from echo_tools.mcp_config import refresh_mcp_server
 
         return refresh_mcp_server(self, name)
+
+    def list_mcp_servers(self) -> dict[str, dict[str, Any]]:
+        """Every configured MCP server (stored ones included), with secret values redacted."""
+        from echo_tools.mcp_config import list_mcp_servers
+
+        return list_mcp_servers(self)
+
+    def remove_mcp_server(self, name: str) -> list[str]:
+        """Forget a server's config and disable its tools; returns the ids of the tools disabled."""
+        from echo_tools.mcp_config import remove_mcp_server
+
+        return remove_mcp_server(self, name)

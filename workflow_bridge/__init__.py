@@ -1,1 +1,91 @@
-"""EchoAI canvas and workflow JSON -> LangGraph graphs whose CrewAI agents have their tools bound."""
+"""EchoAI canvas and workflow JSON -> LangGraph graphs whose CrewAI agents have their tools bound.
+
+Every public name of the bridge is importable from here. They load on first use, so mapping a canvas
+(`NodeMapper`) does not pay for importing CrewAI and LangGraph.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workflow_bridge.agent_factory import AgentFactory
+    from workflow_bridge.compiler import WorkflowCompileError, WorkflowCompiler
+    from workflow_bridge.conditions import ConditionError, evaluate_condition
+    from workflow_bridge.crewai_adapter import CrewAIAdapter
+    from workflow_bridge.crewai_tools import ExecutorCrewTool, to_crewai_tool, to_crewai_tools
+    from workflow_bridge.langgraph_tools import (
+        ExecutorToolNode,
+        make_tool_node,
+        to_langchain_tool,
+        to_langchain_tools,
+    )
+    from workflow_bridge.llm import LLMConfigError, is_rehearsal, llm_from_spec, resolve_llm
+    from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE, RehearsalLLM
+    from workflow_bridge.node_mapper import (
+        Diagnostic,
+        MappedWorkflow,
+        NodeMapper,
+        agent_id_for,
+        normalize_agent,
+    )
+    from workflow_bridge.plugin import ToolBindingPlugin
+    from workflow_bridge.runner import (
+        WorkflowSourceError,
+        compile_source,
+        resume_workflow,
+        run_workflow,
+        stream_run,
+    )
+    from workflow_bridge.state import build_state_schema, initial_state
+
+_LAZY = {
+    "AgentFactory": "workflow_bridge.agent_factory",
+    "ConditionError": "workflow_bridge.conditions",
+    "CrewAIAdapter": "workflow_bridge.crewai_adapter",
+    "Diagnostic": "workflow_bridge.node_mapper",
+    "ExecutorCrewTool": "workflow_bridge.crewai_tools",
+    "ExecutorToolNode": "workflow_bridge.langgraph_tools",
+    "LLMConfigError": "workflow_bridge.llm",
+    "MappedWorkflow": "workflow_bridge.node_mapper",
+    "NodeMapper": "workflow_bridge.node_mapper",
+    "REHEARSAL_NOTICE": "workflow_bridge.llm_rehearsal",
+    "RehearsalLLM": "workflow_bridge.llm_rehearsal",
+    "ToolBindingPlugin": "workflow_bridge.plugin",
+    "WorkflowCompileError": "workflow_bridge.compiler",
+    "WorkflowCompiler": "workflow_bridge.compiler",
+    "WorkflowSourceError": "workflow_bridge.runner",
+    "agent_id_for": "workflow_bridge.node_mapper",
+    "build_state_schema": "workflow_bridge.state",
+    "compile_source": "workflow_bridge.runner",
+    "evaluate_condition": "workflow_bridge.conditions",
+    "initial_state": "workflow_bridge.state",
+    "is_rehearsal": "workflow_bridge.llm",
+    "llm_from_spec": "workflow_bridge.llm",
+    "make_tool_node": "workflow_bridge.langgraph_tools",
+    "normalize_agent": "workflow_bridge.node_mapper",
+    "resolve_llm": "workflow_bridge.llm",
+    "resume_workflow": "workflow_bridge.runner",
+    "run_workflow": "workflow_bridge.runner",
+    "stream_run": "workflow_bridge.runner",
+    "to_crewai_tool": "workflow_bridge.crewai_tools",
+    "to_crewai_tools": "workflow_bridge.crewai_tools",
+    "to_langchain_tool": "workflow_bridge.langgraph_tools",
+    "to_langchain_tools": "workflow_bridge.langgraph_tools",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workflow_bridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

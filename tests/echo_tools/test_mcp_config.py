@@ -258,3 +258,12 @@ async def test_a_tool_whose_server_is_not_configured_fails_naming_the_server() -
         assert "'nowhere'" in (result.error or "") and "not configured" in (result.error or "")
     finally:
         await executor.aclose()
+
+
+def test_the_registry_lists_and_removes_servers_through_its_own_methods(tmp_path: Path) -> None:
+    registry = make_registry(tmp_path)
+    register_server(registry, "srv", stdio_config(), [_tool("one")])
+    reopened = make_registry(tmp_path)
+    assert list(reopened.list_mcp_servers()) == ["srv"]  # read back from mcp_servers.json
+    assert reopened.remove_mcp_server("srv") == ["mcp_srv_one"]
+    assert make_registry(tmp_path).list_mcp_servers() == {}
