@@ -279,6 +279,8 @@ async def run_python(
     finally:
         if proc is not None and proc.returncode is None:  # cancelled: the executor's timeout fired
             _kill_everything(proc.pid, uid)
+            with contextlib.suppress(TimeoutError, ProcessLookupError):
+                await asyncio.wait_for(proc.wait(), 2)  # reap it before the caller moves on
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(streams, ignore_errors=True)
         if uid is not None:

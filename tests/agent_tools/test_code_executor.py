@@ -8,6 +8,7 @@ import re
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,15 +25,25 @@ def _run_uid(isolation: dict) -> int | None:
 
 
 def _sandbox_processes() -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if b"echo_sbx_" in Path(f"/proc/{entry.name}/cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
+    """Live (not zombie) processes started by the sandbox, after a bounded wait for killed ones to exit."""
+    deadline = time.monotonic() + 5
+    while True:
+        found = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
                 continue
-    return found
+            try:
+                state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if (
+                    state not in ("Z", "X")
+                    and b"echo_sbx_" in Path(f"/proc/{entry.name}/cmdline").read_bytes()
+                ):
+                    found.append(int(entry.name))
+            except (OSError, IndexError):
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)  # SIGKILL is delivered asynchronously; bounded by the deadline above
 
 
 def test_a_program_runs_and_returns_stdout_stderr_and_exit_code():
