@@ -75,7 +75,40 @@ _LAZY = {
     "to_langchain_tools": "workflow_bridge.langgraph_tools",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "AgentFactory",
+    "ConditionError",
+    "CrewAIAdapter",
+    "Diagnostic",
+    "ExecutorCrewTool",
+    "ExecutorToolNode",
+    "LLMConfigError",
+    "MappedWorkflow",
+    "NodeMapper",
+    "REHEARSAL_NOTICE",
+    "RehearsalLLM",
+    "ToolBindingPlugin",
+    "WorkflowCompileError",
+    "WorkflowCompiler",
+    "WorkflowSourceError",
+    "agent_id_for",
+    "build_state_schema",
+    "compile_source",
+    "evaluate_condition",
+    "initial_state",
+    "is_rehearsal",
+    "llm_from_spec",
+    "make_tool_node",
+    "normalize_agent",
+    "resolve_llm",
+    "resume_workflow",
+    "run_workflow",
+    "stream_run",
+    "to_crewai_tool",
+    "to_crewai_tools",
+    "to_langchain_tool",
+    "to_langchain_tools",
+]
 
 
 def __getattr__(name: str) -> Any:
