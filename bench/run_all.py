@@ -17,7 +17,9 @@ def main() -> int:
         print(f"\n=== {script.name} ===", flush=True)
         started = time.perf_counter()
         proc = subprocess.run([sys.executable, str(script)], cwd=HERE.parent, check=False)
-        print(f"--- {script.name}: exit {proc.returncode} in {time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"--- {script.name}: exit {proc.returncode} in {time.perf_counter() - started:.1f} s", flush=True
+        )
         if proc.returncode != 0:
             failed.append(script.name)
     if failed:
