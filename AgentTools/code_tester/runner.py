@@ -130,6 +130,33 @@ def _run_method(cls, attr):
             instance.teardown_method(getattr(instance, attr))
 
 
+def _doctests(namespace):
+    """Run the `>>>` examples in the docstrings of the code under test, one result per docstring."""
+    import doctest
+
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    found = []
+    for name, value in list(namespace.items()):
+        defined_here = getattr(value, "__module__", None) == "solution" and callable(value)
+        if defined_here:
+            found.extend(finder.find(value, name, module=False, globs=dict(namespace)))
+    seen = set()
+    for test in found:
+        if test.name in seen:
+            continue
+        seen.add(test.name)
+
+        def call(test=test):
+            out = io.StringIO()
+            runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+            result = runner.run(test, out=out.write, clear_globs=True)
+            if result.failed:
+                return {"passed": False, "error": out.getvalue()[-2000:].strip()}
+            return {"passed": True, "examples": result.attempted}
+
+        yield f"doctest:{test.name}", call
+
+
 def main():
     with open("cases.json", encoding="utf-8") as handle:
         spec = json.load(handle)
@@ -149,6 +176,9 @@ def main():
     tolerance = spec.get("tolerance", 1e-9)
     for index, case in enumerate(spec.get("test_cases", [])):
         _run(case.get("name") or f"case_{index + 1}:{case['function']}", _case(namespace, case, tolerance))
+    if spec.get("doctests"):
+        for name, call in _doctests(namespace):
+            _run(name, call)
     if spec.get("test_code"):
         scope = dict(namespace)
         scope["__name__"] = "test_solution"

@@ -68,9 +68,11 @@ class CodeTesterService:
         """
         if not code.strip():
             raise ValueError("code is empty; give the code under test")
-        if not test_cases and not (test_code and test_code.strip()):
+        doctests = not test_cases and not (test_code and test_code.strip())
+        if doctests and ">>>" not in code:
             raise ValueError(
-                "give test_cases (function, inputs, expected) or test_code (def test_* functions)"
+                "give test_cases (function, inputs, expected) or test_code (def test_* functions), "
+                "or put doctest examples (>>> lines) in the code's docstrings"
             )
         for field, text in (("code", code), ("test_code", test_code or "")):
             if len(text) > MAX_CODE_CHARS:
@@ -78,7 +80,12 @@ class CodeTesterService:
                     f"{field} is {len(text)} characters long; at most {MAX_CODE_CHARS} are allowed"
                 )
         _check_cases(test_cases or [])
-        spec = {"test_cases": test_cases or [], "test_code": test_code, "tolerance": tolerance}
+        spec = {
+            "test_cases": test_cases or [],
+            "test_code": test_code,
+            "tolerance": tolerance,
+            "doctests": doctests,
+        }
         run = await run_python(
             _RUNNER,
             limits=limits_for(timeout_seconds, memory_mb),

@@ -90,7 +90,7 @@ async def test_printing_code_under_test_does_not_break_the_results():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"code": CODE}, "give test_cases"),
+        ({"code": CODE}, "or put doctest examples (>>> lines) in the code"),
         (
             {"code": CODE, "test_cases": [{"function": "os.system", "expected": 1}]},
             "test_cases[0].function must be",
@@ -128,3 +128,17 @@ async def test_test_classes_run_each_method_on_a_fresh_instance_with_setup():
         ("TestAdd.test_base", True),
         ("TestAdd.test_fresh", True),
     ]
+
+
+async def test_without_tests_the_doctest_examples_in_the_code_are_run():
+    code = (
+        'def add(a, b):\n    """Add.\n\n    >>> add(1, 2)\n    3\n    >>> add("a", "b")\n    \'ab\'\n    """\n    return a + b\n\n\n'
+        'class Calc:\n    """\n    >>> Calc().sub(3, 1)\n    5\n    """\n\n    def sub(self, a, b):\n        return a - b\n'
+    )
+    out = await CodeTesterService().run_tests(code)
+    assert [(r["name"], r["passed"]) for r in out["results"]] == [
+        ("doctest:add", True),
+        ("doctest:Calc", False),
+    ]
+    assert out["results"][0]["examples"] == 2
+    assert "Expected:\n    5\nGot:\n    2" in out["results"][1]["error"]
