@@ -217,7 +217,10 @@ def _resolve_entry(
     _check_fixed(tool, fixed, node_id, f"{where}.fixed", diags)
     shown_type = kind if kind in BUILTIN_TOOL_TYPES or kind == TEMPLATE_TOOL_TYPE else tool.tool_type.value
     binding = _binding(tool.tool_id, tool.name, shown_type, enabled, fixed, config, entry)
-    description = entry.get("description")
+    # The IDE copies the tool's description into every entry it adds, so `description` is a snapshot, not a
+    # choice: honouring it would pin an outdated text once the tool's own description changes. An override
+    # is asked for explicitly.
+    description = entry.get("description_override")
     if isinstance(description, str) and description.strip() and description != tool.description:
         binding["description"] = description
     if tool.status == ToolStatus.DISABLED:

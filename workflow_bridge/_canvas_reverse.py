@@ -201,9 +201,11 @@ def _entry_from_binding(registry: ToolRegistry | None, binding: Mapping[str, Any
     if kind is None:
         kind = tool.tool_type.value if tool is not None else "tools"
     entry["type"] = kind
-    description = binding.get("description") or (tool.description if tool is not None else None)
+    description = tool.description if tool is not None else binding.get("description")
     if description:
-        entry["description"] = description
+        entry["description"] = description  # what the IDE shows
+    if binding.get("description") and tool is not None:
+        entry["description_override"] = binding["description"]
     entry["enabled"] = binding.get("enabled", True) is not False
     if tool is not None and kind not in BUILTIN_TOOL_TYPES and kind != "tools":
         entry["version"] = tool.version

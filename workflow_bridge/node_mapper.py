@@ -19,7 +19,8 @@ workflow and agent shapes (echoai-notes §1.4, §1.6), fixing what EchoAI's mapp
   `entry.fixed`, then `entry.config.fixed`, then, for a registered tool whose `entry.config` is not a JSON
   Schema (the IDE copies the tool's input schema there), every `entry.config` key that names a property
   of the tool's input schema. Fixed values are checked against that property's schema. `description` is
-  an override, kept only when it differs from the registry's description. `config` is what remains
+  an override, taken from `entry.description_override` (the entry's own `description` is the copy the IDE
+  makes when a tool is added, not a choice) and kept only when it differs from the registry's description. `config` is what remains
   (code text and language of a Code tool, serverId/operationName of an MCP tool, template settings).
 * Per-node-type config lands in `metadata` as EchoAI does (`node_type`, `ui_layout`, `branches`,
   `api_config`, `mcp_config`, `code_config`, `hitl_config`, ...), read from the keys the canvas really

@@ -176,7 +176,7 @@ def test_the_save_payload_maps_to_three_agents_with_web_search_bound(mapper: Nod
     }
     web, code = agent["tool_bindings"]
     assert web["tool_id"] == "tool_web_search" and web["fixed"] == {} and web["config"] == {}
-    assert web["description"] == "Performs web searches …"  # differs from the registry's: an override
+    assert "description" not in web  # the IDE's copy of the tool's description is not an override
     assert code == {
         "tool_id": "builtin_code",
         "name": "Code Execution",
@@ -672,6 +672,7 @@ _NAMED_ENTRY = st.one_of(
                 st.sampled_from(["max_results", "precision", "query"]), st.integers(1, 9), max_size=2
             ),
             "description": st.sampled_from(["custom words", ""]),
+            "description_override": st.sampled_from(["custom words", ""]),
         },
     ),
 )
@@ -718,3 +719,20 @@ def test_agents_from_echoais_templates_bind_known_tools_and_name_the_rest(
     assert len(mapped.errors) == sum(1 for t in templates for name in t["tools"] if name != "Web Search")
     assert "Web Search" in names
     assert all(t in ("tool_web_search",) for a in mapped.agents.values() for t in a["tools"])
+
+
+def test_a_description_override_is_explicit_and_survives_the_round_trip(mapper: NodeMapper) -> None:
+    entry = {
+        "id": 7,
+        "tool_id": "tool_web_search",
+        "name": "Web Search",
+        "type": "local",
+        "enabled": True,
+        "description": "an old copy the IDE made",
+        "description_override": "Search the web for recent news only.",
+    }
+    mapped = mapper.map_canvas(chain(node(1, "Agent", tools=[entry]), workflow_id="wf_desc"))
+    (agent,) = mapped.agents.values()
+    assert agent["tool_bindings"][0]["description"] == "Search the web for recent news only."
+    again = mapper.map_canvas(mapper.to_canvas(mapped.workflow, mapped.agents))
+    assert without_timestamps(again.agents) == without_timestamps(mapped.agents)
