@@ -13,6 +13,7 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
     │   └── ToolOutputValidationError  output failed the tool's output schema
     ├── ToolPermissionError          the tool needs a permission the caller did not grant
     ├── ToolExecutionError           the tool ran and failed
+    │   ├── ToolInputRejectedError   the tool refused its input (ValueError/TypeError): never retried
     │   ├── EgressDeniedError        an outbound request was refused by the egress policy
     │   └── MCPConnectionError       an MCP server could not be reached or died
     ├── ToolTimeoutError             the call ran past its deadline and was stopped
@@ -91,6 +92,10 @@ class ToolExecutionError(ToolError):
     """The tool ran and failed."""
 
     error_type = "execution"
+
+
+class ToolInputRejectedError(ToolExecutionError):
+    """The tool ran and refused its input (it raised ValueError or TypeError); a retry would fail alike."""
 
 
 class EgressDeniedError(ToolExecutionError):

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from echo_tools.errors import EgressDeniedError, ToolError, ToolExecutionError, ToolTimeoutError
+from echo_tools.errors import (
+    EgressDeniedError,
+    ToolError,
+    ToolExecutionError,
+    ToolInputRejectedError,
+    ToolTimeoutError,
+)
 from echo_tools.models import SideEffect
 
 if TYPE_CHECKING:
@@ -26,8 +32,9 @@ def max_attempts(tool: ToolDef) -> int:
 
 
 def is_retryable(error: ToolError) -> bool:
-    """True for timeouts and execution errors, except a refused egress (it would be refused again)."""
-    if isinstance(error, EgressDeniedError):
+    """True for timeouts and execution errors, except a refused egress or an input the tool rejected
+    (either would fail the same way again)."""
+    if isinstance(error, (EgressDeniedError, ToolInputRejectedError)):
         return False
     return isinstance(error, (ToolExecutionError, ToolTimeoutError))
 

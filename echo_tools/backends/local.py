@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import ToolBackend, module_allowed
-from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError
+from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError, ToolInputRejectedError
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -381,9 +381,9 @@ def _translate(tool: ToolDef, exc: Exception, fn: Callable[..., Any] | None = No
         return ToolExecutionError(
             f"Tool {tool.tool_id!r} was called with arguments it does not accept: {exc}", tool_id=tool.tool_id
         )
-    return ToolExecutionError(
-        f"Tool {tool.tool_id!r} raised {type(exc).__name__}: {exc}", tool_id=tool.tool_id
-    )
+    # A tool that raises ValueError or TypeError refused its input: the same call would fail again
+    cls = ToolInputRejectedError if isinstance(exc, (ValueError, TypeError)) else ToolExecutionError
+    return cls(f"Tool {tool.tool_id!r} raised {type(exc).__name__}: {exc}", tool_id=tool.tool_id)
 
 
 def _raised_inside(exc: BaseException, fn: Callable[..., Any] | None) -> bool:

@@ -305,3 +305,12 @@ def test_a_model_that_cannot_be_built_from_the_input_is_an_execution_failure() -
     executor, _ = make_executor(local_tool("model", "with_model"))
     result = executor.invoke_sync("model", {"text": "tea", "limit": "many"})
     assert result.error_type == "execution" and "ValidationError" in result.error and "limit" in result.error
+
+
+def test_an_input_the_tool_rejects_with_value_error_is_not_retried() -> None:
+    tool = local_tool("boom", "boom", side_effect="pure", retry={"max_retries": 3, "backoff_ms": 1})
+    executor, log = make_executor(tool)
+    result = executor.invoke_sync("boom", {"message": "provider 'x' is not configured"})
+    assert not result.success and result.error_type == "execution"
+    assert result.attempts == 1 and log.events[-1].attempts == 1
+    assert "ValueError: provider 'x' is not configured" in (result.error or "")
