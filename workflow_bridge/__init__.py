@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+import echo_tools as _echo_tools  # noqa: F401  (sets third-party telemetry defaults before CrewAI loads)
+
 if TYPE_CHECKING:
     from workflow_bridge.agent_factory import AgentFactory
     from workflow_bridge.compiler import WorkflowCompileError, WorkflowCompiler
