@@ -1,4 +1,4 @@
-"""`echo-tools mcp add|list|refresh`: MCP servers in the `mcpServers` shape, their tools registered.
+"""`echo-tools mcp add|list|refresh|remove`: MCP servers in the `mcpServers` shape, their tools registered.
 
 `add NAME --command CMD --arg A --env K=V` (stdio) or `add NAME --url URL --header K=V` (streamable HTTP)
 stores the server and registers every tool it lists; `refresh NAME` re-lists them.
@@ -54,9 +54,13 @@ def run_mcp(args: argparse.Namespace, registry: ToolRegistry) -> int:
         for tool in tools:
             sys.stdout.write(f"  {tool.tool_id}  {tool.status.value}  {tool.name}\n")
         return 0
-    from echo_tools.mcp_config import list_mcp_servers
-
-    servers = list_mcp_servers(registry)
+    if args.mcp_command == "remove":
+        disabled = registry.remove_mcp_server(args.name)
+        sys.stdout.write(f"MCP server {args.name!r} removed; {len(disabled)} tools disabled\n")
+        for tool_id in disabled:
+            sys.stdout.write(f"  {tool_id}\n")
+        return 0
+    servers = registry.list_mcp_servers()
     items = servers.items() if isinstance(servers, dict) else ((None, s) for s in servers)
     count = 0
     for name, entry in items:

@@ -14,7 +14,7 @@ SubParsers = Any  # argparse's _SubParsersAction is private
 
 
 def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
-    mcp = sub.add_parser("mcp", help="MCP servers: add, list, refresh")
+    mcp = sub.add_parser("mcp", help="MCP servers: add, list, refresh, remove")
     actions = mcp.add_subparsers(dest="mcp_command", metavar="ACTION")
     actions.required = True
 
@@ -38,6 +38,10 @@ def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
     refresh = actions.add_parser("refresh", help="re-list one server's tools")
     refresh.add_argument("name", metavar="NAME")
     refresh.set_defaults(func=handler)
+
+    remove = actions.add_parser("remove", help="forget a server; its tools are disabled, not deleted")
+    remove.add_argument("name", metavar="NAME")
+    remove.set_defaults(func=handler)
 
 
 def add_workflow_parsers(sub: SubParsers, handler: Handler) -> None:

@@ -209,7 +209,7 @@ def test_list_and_help_import_no_agent_framework_or_web_framework(home: Path) ->
     assert result.stdout.strip() == "[]"
 
 
-def test_mcp_add_list_refresh_and_invoke_a_real_stdio_server(home: Path) -> None:
+def test_mcp_add_list_refresh_invoke_and_remove_a_real_stdio_server(home: Path) -> None:
     server = Path(__file__).resolve().parent / "mcp_servers" / "calc_server.py"
     added = cli(
         home,
@@ -235,3 +235,8 @@ def test_mcp_add_list_refresh_and_invoke_a_real_stdio_server(home: Path) -> None
     assert failed.returncode == 1 and "nope" in json.loads(failed.stdout)["error"]
     refreshed = cli(home, "mcp", "refresh", "calc")
     assert refreshed.returncode == 0 and "mcp_calc_add  active" in refreshed.stdout
+    removed = cli(home, "mcp", "remove", "calc")
+    assert removed.returncode == 0 and "mcp_calc_add" in removed.stdout
+    assert cli(home, "mcp", "list").stdout.startswith("No MCP servers configured")
+    gone = cli(home, "invoke", "calc_add", "--input", '{"a": 1, "b": 1}')
+    assert gone.returncode == 1  # its tools stay in the catalogue, disabled
