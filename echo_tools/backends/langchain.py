@@ -8,55 +8,33 @@ abandoned them). langchain-core is imported only when such a tool runs.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import ToolBackend
-from echo_tools.backends.local import build_instance, import_module_checked, run_in_worker
-from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError
+from echo_tools.backends._framework import FrameworkToolBackend
+from echo_tools.backends.local import run_in_worker
+from echo_tools.errors import ToolError, ToolExecutionError
 
 if TYPE_CHECKING:
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
 
-class LangChainBackend(ToolBackend):
+class LangChainBackend(FrameworkToolBackend):
     """Runs LangChain tools; one instance per tool version."""
 
-    def __init__(self, executor: ToolExecutor) -> None:
-        self.executor = executor
-        self._instances: dict[str, tuple[ToolDef, Any, bool]] = {}
-        self._lock = threading.Lock()
+    framework_class_name = "langchain_core.tools.BaseTool"
 
-    def instance(self, tool: ToolDef) -> tuple[Any, bool]:
-        """`(langchain_tool, is_async)` for `tool`, built on first use."""
-        found = self._instances.get(tool.tool_id)
-        if found is not None and found[0] is tool:
-            return found[1], found[2]
-        with self._lock:
-            module = import_module_checked(tool, self.executor.registry.allowed_modules)
-            instance = build_instance(tool, module)
-            from langchain_core.tools import BaseTool
+    def base_class(self) -> type:
+        from langchain_core.tools import BaseTool
 
-            if not isinstance(instance, BaseTool):
-                raise ToolConfigError(
-                    f"Tool {tool.tool_id!r}: {type(instance).__name__} is not a langchain_core.tools.BaseTool",
-                    tool_id=tool.tool_id,
-                    field="execution_config.class",
-                )
-            if hasattr(instance, "coroutine"):  # StructuredTool / Tool: async exactly when given a coroutine
-                is_async = instance.coroutine is not None
-            else:
-                is_async = type(instance)._arun is not BaseTool._arun
-            self._instances[tool.tool_id] = (tool, instance, is_async)
-        return instance, is_async
+        return BaseTool
+
+    def is_async(self, instance: Any, base: type) -> bool:
+        if hasattr(instance, "coroutine"):  # StructuredTool / Tool: async exactly when given a coroutine
+            return instance.coroutine is not None
+        return super().is_async(instance, base)
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
-        found = self._instances.get(tool.tool_id)
-        if found is not None and found[0] is tool:
-            instance, is_async = found[1], found[2]
-        else:  # the first call imports the tool's module: off the loop
-            instance, is_async = await run_in_worker(self.instance, tool)
+        instance, is_async = await self.ainstance(tool)
         try:
             if is_async:
                 result = await instance.ainvoke(args)
@@ -70,13 +48,6 @@ class LangChainBackend(ToolBackend):
                 tool_id=tool.tool_id,
             ) from exc
         return getattr(result, "content", result) if _is_message(result) else result
-
-    def forget(self, tool_id: str | None = None) -> None:
-        with self._lock:
-            if tool_id is None:
-                self._instances.clear()
-            else:
-                self._instances.pop(tool_id, None)
 
 
 def _is_message(value: Any) -> bool:
