@@ -47,8 +47,10 @@ if TYPE_CHECKING:
     from echo_tools.api import create_app, make_router
     from echo_tools.executor import ToolExecutor
     from echo_tools.ingest import tool, tool_from_crewai, tool_from_function, tool_from_langchain
+    from echo_tools.otel import OpenTelemetrySink
 
 _LAZY = {
+    "OpenTelemetrySink": "echo_tools.otel",
     "ToolExecutor": "echo_tools.executor",
     "create_app": "echo_tools.api",
     "make_router": "echo_tools.api",
@@ -66,6 +68,7 @@ __all__ = [
     "LoggingEventSink",
     "MCPConnectionError",
     "MemoryEventLog",
+    "OpenTelemetrySink",
     "RetryPolicy",
     "SideEffect",
     "ToolConfigError",
