@@ -141,7 +141,16 @@ def compiled(tool: Any, kind: str) -> SchemaValidator:
     return found
 
 
-def _allows_null(prop: Any) -> bool:
+def allows_null(prop: Any, *, untyped_objects_nullable: bool = True) -> bool:
+    """True when the property schema accepts `null` (an empty or non-dict schema accepts anything).
+
+    Args:
+        prop: one property's schema.
+        untyped_objects_nullable: how to read an untyped schema with `$ref` or `properties`. JSON Schema
+            lets `null` through (the default, what the validator does); the framework adapters pass False
+            because such a schema describes an object (or a definition not resolved here) and an LLM's
+            `null` for it means "not given".
+    """
     if not isinstance(prop, dict) or not prop:
         return True
     kind = prop.get("type")
@@ -151,9 +160,11 @@ def _allows_null(prop: Any) -> bool:
         if "const" in prop:
             return prop["const"] is None
         for key in ("anyOf", "oneOf"):
-            if key in prop:
-                return any(_allows_null(p) for p in prop[key])
-        return True
+            if isinstance(prop.get(key), list):
+                return any(
+                    allows_null(p, untyped_objects_nullable=untyped_objects_nullable) for p in prop[key]
+                )
+        return untyped_objects_nullable or ("$ref" not in prop and "properties" not in prop)
     if isinstance(kind, list):
         return "null" in kind
     return bool(kind == "null")
@@ -172,7 +183,7 @@ def normalize_args(schema: dict[str, Any], data: Any) -> Any:
     required = schema.get("required") or ()
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if value is None and key not in required and not _allows_null(props.get(key)):
+        if value is None and key not in required and not allows_null(props.get(key)):
             continue
         out[key] = value
     for key, prop in props.items():

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from echo_tools.errors import ToolNotFoundError
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus
+from echo_tools.schema import allows_null
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
@@ -62,25 +63,6 @@ class _OpenArgs(UnsetAwareArgs):
     model_config = ConfigDict(extra="allow")
 
 
-def allows_null(prop: Any) -> bool:
-    """True when the property schema accepts `null` (an empty or non-dict schema accepts anything)."""
-    if not isinstance(prop, dict) or not prop:
-        return True
-    kind = prop.get("type")
-    if kind is None:
-        if "enum" in prop:
-            return None in prop["enum"]
-        if "const" in prop:
-            return prop["const"] is None
-        for key in ("anyOf", "oneOf"):
-            if isinstance(prop.get(key), list):
-                return any(allows_null(p) for p in prop[key])
-        return "$ref" not in prop and "properties" not in prop
-    if isinstance(kind, list):
-        return "null" in kind
-    return bool(kind == "null")
-
-
 def _walk_children(node: dict[str, Any], fn: Any) -> dict[str, Any]:
     out = dict(node)
     for key in ("items", "additionalProperties", "not"):
@@ -110,7 +92,11 @@ def nullable_optionals(schema: dict[str, Any]) -> dict[str, Any]:
         new_props: dict[str, Any] = {}
         for key, prop in props.items():
             prop = nullable_optionals(prop) if isinstance(prop, dict) else prop
-            if key not in required and isinstance(prop, dict) and not allows_null(prop):
+            if (
+                key not in required
+                and isinstance(prop, dict)
+                and not allows_null(prop, untyped_objects_nullable=False)
+            ):
                 outer = {k: prop[k] for k in ("description", "default", "title") if k in prop}
                 inner = {k: v for k, v in prop.items() if k not in outer}
                 prop = {"anyOf": [inner, {"type": "null"}], **outer}
@@ -139,7 +125,11 @@ def drop_nulls(schema: Any, data: Any, root: dict[str, Any] | None = None) -> An
         out = {}
         for key, value in data.items():
             prop = props.get(key)
-            if value is None and key not in required and not allows_null(prop):
+            if (
+                value is None
+                and key not in required
+                and not allows_null(prop, untyped_objects_nullable=False)
+            ):
                 continue
             out[key] = drop_nulls(prop, value, root) if isinstance(value, (dict, list)) else value
         return out
