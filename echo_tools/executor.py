@@ -35,11 +35,19 @@ from echo_tools.errors import (
     ToolTimeoutError,
     ToolValidationError,
 )
-from echo_tools.events import EventBus, EventSink
-from echo_tools.metrics import CallEventBus, MetricsRecorder, make_event, make_result, to_json_value
+from echo_tools.events import EventSink, is_secret_key
+from echo_tools.metrics import (
+    CallEventBus,
+    MetricsRecorder,
+    call_fields,
+    make_event,
+    make_result,
+    new_event,
+    to_json_value,
+)
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
 from echo_tools.runtime import run_sync
-from echo_tools.schema import SchemaValidator, compiled, normalize_args
+from echo_tools.schema import SchemaValidator, compiled, normalize_args, scalar_properties
 
 if TYPE_CHECKING:
     import httpx
@@ -60,6 +68,8 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
 
 _NO_CONTEXT = ToolContext()
 _UNSET: Any = object()
+_NOT_RUN: Any = object()  # _run_inline: the tool has no inline path
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})  # outputs to_json_value returns unchanged
 _perf = time.perf_counter
 _is_none = functools.partial(operator.is_, None)
 
@@ -91,6 +101,9 @@ class _Route:
     output_validator: SchemaValidator | None  # None when output_schema accepts anything
     fills_defaults: bool  # the input schema has top-level defaults to fill
     kind: str  # tool_type as text, for events
+    check_input: Callable[[Any], bool] | None  # the compiled is_valid calls (None: accepts anything)
+    check_output: Callable[[Any], bool] | None
+    flat_keys: frozenset[str]  # input keys typed scalar and not secret: nothing in them to redact
     inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run
     blocking: Callable[[dict[str, Any], float], Any] | None = _UNSET  # for sync callers; decided at first use
 
@@ -119,7 +132,7 @@ class ToolExecutor:
             raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
         self.registry = registry
         self.egress = egress if egress is not None else EgressPolicy()
-        self.events: EventBus = CallEventBus(event_sinks)
+        self.events: CallEventBus = CallEventBus(event_sinks)
         self.output_validation = output_validation
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
@@ -147,16 +160,22 @@ class ToolExecutor:
         admitted = self._admit(ref, input_data, context, started)  # steps 1-5
         if isinstance(admitted, ToolResult):
             return admitted
-        route, args = admitted
-        outcome = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
-        if outcome is None or (outcome.error is not None and self._again(route, outcome)):
+        route, args, fields = admitted
+        output = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
+        if output is _NOT_RUN:
+            outcome = None
+        elif type(output) is _Outcome:
+            outcome = output
+        else:
+            return self._finish(route, args, context, started, fields, output)  # steps 7-9
+        if outcome is None or self._again(route, outcome):
             first = outcome.attempts + 1 if outcome else 1
             try:
                 outcome = await self._run(route.tool, args, context, first)
             except asyncio.CancelledError:
-                self._finish(route, args, context, _cancelled(route.tool, first), started)
+                self._close(route, args, context, started, fields, _cancelled(route.tool, first))
                 raise
-        return self._finish(route, args, context, outcome, started)  # steps 7-9
+        return self._close(route, args, context, started, fields, outcome)
 
     def invoke_sync(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
@@ -181,22 +200,27 @@ class ToolExecutor:
         admitted = self._admit(ref, input_data, context, started)
         if isinstance(admitted, ToolResult):
             return admitted
-        route, args = admitted
-        outcome = self._run_inline(route, args, context)
-        if outcome is None:
+        route, args, fields = admitted
+        output = self._run_inline(route, args, context)
+        if output is _NOT_RUN:
             outcome = self._run_blocking(route, args, context)
-        if outcome is None or (outcome.error is not None and self._again(route, outcome)):
+        elif type(output) is _Outcome:
+            outcome = output
+        else:
+            return self._finish(route, args, context, started, fields, output)
+        if outcome is None or self._again(route, outcome):
             first = outcome.attempts + 1 if outcome else 1
             try:
                 outcome = run_sync(self._run(route.tool, args, context, first))
             except BaseException:  # KeyboardInterrupt while waiting: the call is stopped, say so, re-raise
-                self._finish(route, args, context, _cancelled(route.tool, first), started)
+                self._close(route, args, context, started, fields, _cancelled(route.tool, first))
                 raise
-        return self._finish(route, args, context, outcome, started)
+        return self._close(route, args, context, started, fields, outcome)
 
     def _admit(
         self, ref: Any, input_data: Any, context: ToolContext, started: float
-    ) -> tuple[_Route, dict[str, Any]] | ToolResult:
+    ) -> tuple[_Route, dict[str, Any], dict[str, Any] | None] | ToolResult:
+        """Steps 1-5: the route, the normalised input and the call's event fields (None without sinks)."""
         # 1. resolve; refuse disabled tools
         tool = self.registry.resolve(ref)
         if tool is None:
@@ -237,8 +261,9 @@ class ToolExecutor:
         else:
             args = dict(input_data)  # nothing to drop or fill; still our own copy
         # 4. validate; the message names the path and the bad value
+        check = route.check_input
         try:
-            valid = route.input_validator.is_valid(args)
+            valid = check is None or check(args)
         except ValueError:  # jsonschema-rs refuses values JSON cannot hold (bytes, sets, datetimes)
             valid = False
         if not valid:
@@ -249,20 +274,28 @@ class ToolExecutor:
                 field=problems[0].split(":", 1)[0] if problems else "input",
             )
             return self._refuse(tool, ref, args, error, context, started)
-        # 5. announce the call
-        if self.events.sinks:
-            self.events.emit(
-                make_event("tool.invoked", tool.tool_id, tool.name, route.kind, context, input=args)
-            )
-        return route, args
+        # 5. announce the call; the fields both events share are read once
+        if not self.events.sinks:
+            return route, args, None
+        fields = call_fields(tool.tool_id, tool.name, route.kind, context)
+        values = fields.copy()
+        values["type"] = "tool.invoked"
+        values["input"] = args
+        values["metadata"] = {}
+        self.events.emit(new_event(values), route.flat_keys)
+        return route, args, fields
 
-    def _run_inline(self, route: _Route, args: dict[str, Any], context: ToolContext) -> _Outcome | None:
-        """One attempt in the calling thread for tools that opted in; None when the tool has no fast path."""
+    def _run_inline(self, route: _Route, args: dict[str, Any], context: ToolContext) -> Any:
+        """One attempt in the calling thread for tools that opted in.
+
+        Returns the raw output (no wrapper: this is the fast path), an `_Outcome` holding the error, or
+        `_NOT_RUN` when the tool has no inline path.
+        """
         call = route.inline
         if call is _UNSET:
             call = route.inline = self._offer(route.tool, "inline")
         if call is None:
-            return None
+            return _NOT_RUN
         timeout_ms = context.timeout_ms or route.tool.timeout_ms
         started = _perf()
         try:
@@ -274,7 +307,7 @@ class ToolExecutor:
         if (_perf() - started) * 1000 > timeout_ms:
             # inline work cannot be cut short; an overrun is still reported as the timeout it is
             return _Outcome(error=_timeout_error(route.tool, timeout_ms))
-        return _Outcome(output=output)
+        return output
 
     def _run_blocking(self, route: _Route, args: dict[str, Any], context: ToolContext) -> _Outcome | None:
         """One attempt on a worker thread that this (sync) caller waits for up to the deadline.
@@ -340,21 +373,55 @@ class ToolExecutor:
             await asyncio.sleep(retry.backoff_s(tool, attempt))
             attempt += 1
 
-    def _finish(
-        self, route: _Route, args: dict[str, Any], context: ToolContext, outcome: _Outcome, started: float
+    def _close(
+        self,
+        route: _Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        started: float,
+        fields: dict[str, Any] | None,
+        outcome: _Outcome,
     ) -> ToolResult:
-        tool, error, metadata, output = route.tool, outcome.error, outcome.metadata, None
+        return self._finish(
+            route,
+            args,
+            context,
+            started,
+            fields,
+            outcome.output,
+            outcome.error,
+            outcome.attempts,
+            outcome.metadata,
+        )
+
+    def _finish(
+        self,
+        route: _Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        started: float,
+        fields: dict[str, Any] | None,
+        output: Any,
+        error: ToolError | None = None,
+        attempts: int = 1,
+        metadata: dict[str, Any] | None = None,
+    ) -> ToolResult:
+        """Steps 7-9 for the outcome of step 6: its raw output, or the error of its last attempt."""
+        tool = route.tool
+        if metadata is None:
+            metadata = {}
         if error is None:
             # 7. normalise the output to a JSON value and check it against output_schema
-            output = to_json_value(outcome.output)
-            validator = route.output_validator
+            if type(output) not in _JSON_SCALARS:
+                output = to_json_value(output)
+            check = route.check_output
             try:
-                valid = validator is None or validator.is_valid(output)
+                valid = check is None or check(output)
             except ValueError:  # a value to_json_value could not turn into JSON
                 valid = False
             if not valid:
-                assert validator is not None
-                problems = _problems(validator, output, "output")
+                assert route.output_validator is not None
+                problems = _problems(route.output_validator, output, "output")
                 message = (
                     f"Tool {tool.tool_id!r} returned output not matching its output_schema: "
                     + "; ".join(problems)
@@ -364,56 +431,34 @@ class ToolExecutor:
                 else:
                     logger.warning("%s", message)
                     metadata = {**metadata, "output_warnings": problems}
+        else:
+            output = None
         duration_ms = (_perf() - started) * 1000
-        # 8. exactly one closing event; 9. the result
-        if error is None:
-            if self.events.sinks:
-                self.events.emit(
-                    make_event(
-                        "tool.completed",
-                        tool.tool_id,
-                        tool.name,
-                        route.kind,
-                        context,
-                        output=output,
-                        duration_ms=duration_ms,
-                        attempts=outcome.attempts,
-                        metadata=metadata,
-                    )
-                )
-            self._metrics.record(tool.tool_id, duration_ms, None)
-            return make_result(
-                tool.tool_id, tool.name, True, output, None, None, duration_ms, outcome.attempts, metadata
-            )
-        error_type = _result_error_type(error)
+        # 8. exactly one closing event (a failure also carries the input); 9. the result
+        error_type = None if error is None else _result_error_type(error)
         if self.events.sinks:
-            self.events.emit(
-                make_event(
-                    "tool.timeout" if error_type == "timeout" else "tool.failed",
-                    tool.tool_id,
-                    tool.name,
-                    route.kind,
-                    context,
-                    input=args,
-                    output=output,
-                    error=error.message,
-                    error_type=error_type,
-                    duration_ms=duration_ms,
-                    attempts=outcome.attempts,
-                    metadata=metadata,
-                )
-            )
+            if fields is None:  # a sink added while the call ran
+                fields = call_fields(tool.tool_id, tool.name, route.kind, context)
+            values = fields.copy()
+            values["output"] = output
+            values["duration_ms"] = duration_ms
+            values["attempts"] = attempts
+            values["metadata"] = metadata
+            if error is None:
+                values["type"] = "tool.completed"
+            else:
+                values["type"] = "tool.timeout" if error_type == "timeout" else "tool.failed"
+                values["input"] = args
+                values["error"] = error.message
+                values["error_type"] = error_type
+            self.events.emit(new_event(values), route.flat_keys)
         self._metrics.record(tool.tool_id, duration_ms, error_type)
+        if error is None:
+            return make_result(
+                tool.tool_id, tool.name, True, output, None, None, duration_ms, attempts, metadata
+            )
         return make_result(
-            tool.tool_id,
-            tool.name,
-            False,
-            None,
-            error.message,
-            error_type,
-            duration_ms,
-            outcome.attempts,
-            metadata,
+            tool.tool_id, tool.name, False, None, error.message, error_type, duration_ms, attempts, metadata
         )
 
     def _refuse(
@@ -455,7 +500,18 @@ class ToolExecutor:
             isinstance(prop, dict) and "default" in prop for prop in properties.values()
         )
         validator = None if output.accepts_anything else output
-        route = _Route(tool, compiled(tool, "input"), validator, fills_defaults, tool.tool_type.value)
+        checker = compiled(tool, "input")
+        flat_keys = frozenset(k for k in scalar_properties(tool.input_schema) if not is_secret_key(k))
+        route = _Route(
+            tool,
+            checker,
+            validator,
+            fills_defaults,
+            tool.tool_type.value,
+            checker.check,
+            output.check,
+            flat_keys,
+        )
         self._routes[tool.tool_id] = route
         return route
 

@@ -100,6 +100,8 @@ _ID_PREFIX = os.urandom(10).hex()
 _ID_COUNTER = itertools.count(1)
 _second_cache: tuple[int, str] = (0, "")
 _MISSING = object()
+_new = object.__new__
+_time = time.time
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ToolEvent))
 # The fast construction below fills the instance dict directly; it is only safe for a plain dataclass.
 _FAST = (
@@ -149,6 +151,37 @@ class CallEvent(ToolEvent):
         return value
 
 
+def call_fields(
+    tool_id: str | None, tool_name: str | None, tool_type: str | None, context: ToolContext
+) -> dict[str, Any]:
+    """The fields every event of one call shares: the tool and the context ids, read once per call."""
+    return {
+        "tool_id": tool_id,
+        "tool_name": tool_name,
+        "tool_type": tool_type,
+        "agent_id": context.agent_id,
+        "workflow_id": context.workflow_id,
+        "run_id": context.run_id,
+        "node_id": context.node_id,
+        "tool_call_id": context.tool_call_id,
+        "trace_id": context.trace_id,
+    }
+
+
+def new_event(values: dict[str, Any]) -> ToolEvent:
+    """The event whose field values are `values` (taken over, not copied; `type` and `metadata` required).
+
+    Not yet redacted: the bus does that. Fields missing from `values` read as None.
+    """
+    if not _FAST:
+        return ToolEvent(**values)
+    values["_number"] = next(_ID_COUNTER)
+    values["_created"] = _time()
+    event = _new(CallEvent)
+    event.__dict__ = values
+    return event
+
+
 def make_event(
     event_type: str,
     tool_id: str | None,
@@ -165,38 +198,21 @@ def make_event(
     metadata: dict[str, Any] | None = None,
 ) -> ToolEvent:
     """A call event carrying the context ids (not yet redacted: the bus does that)."""
-    values: dict[str, Any] = {
-        "type": event_type,
-        "tool_id": tool_id,
-        "tool_name": tool_name,
-        "tool_type": tool_type,
-        "agent_id": context.agent_id,
-        "workflow_id": context.workflow_id,
-        "run_id": context.run_id,
-        "node_id": context.node_id,
-        "tool_call_id": context.tool_call_id,
-        "trace_id": context.trace_id,
-        "metadata": metadata if metadata is not None else {},
-    }
+    values = call_fields(tool_id, tool_name, tool_type, context)
+    values["type"] = event_type
+    values["metadata"] = metadata if metadata is not None else {}
     # fields left at None are not stored: the dataclass's class attributes already say None
-    if input is not None:
-        values["input"] = input
-    if output is not None:
-        values["output"] = output
-    if error is not None:
-        values["error"] = error
-        values["error_type"] = error_type
-    if duration_ms is not None:
-        values["duration_ms"] = duration_ms
-    if attempts is not None:
-        values["attempts"] = attempts
-    if not _FAST:
-        return ToolEvent(**values)
-    event = object.__new__(CallEvent)
-    values["_number"] = next(_ID_COUNTER)
-    values["_created"] = time.time()
-    event.__dict__ = values
-    return event
+    for name, value in (
+        ("input", input),
+        ("output", output),
+        ("error", error),
+        ("error_type", error_type),
+        ("duration_ms", duration_ms),
+        ("attempts", attempts),
+    ):
+        if value is not None:
+            values[name] = value
+    return new_event(values)
 
 
 _secret_keys: dict[Any, bool] = {}
@@ -235,7 +251,12 @@ class CallEventBus(EventBus):
     """The executor's event bus: `EventBus.emit`'s contract (redact, deliver in order, isolate failing
     sinks) with the secret-key test cached, since it runs twice per call."""
 
-    def emit(self, event: ToolEvent) -> None:
+    def emit(self, event: ToolEvent, flat_keys: frozenset[str] = frozenset()) -> None:
+        """Redact, then deliver to every sink in order.
+
+        `flat_keys`: input keys the caller knows to be harmless and to hold scalars (the input passed a
+        schema typing them so); an input made of such keys only needs no redaction and no check.
+        """
         sinks = tuple(self.sinks)
         if not sinks:
             return
@@ -243,8 +264,10 @@ class CallEventBus(EventBus):
         # most inputs are flat objects of known-harmless keys: decided in C, without a copy
         if value is not None and not (
             type(value) is dict
-            and value.keys() <= _safe_keys
-            and set(map(type, value.values())) <= _SCALAR_TYPES
+            and (
+                flat_keys.issuperset(value)
+                or (value.keys() <= _safe_keys and set(map(type, value.values())) <= _SCALAR_TYPES)
+            )
         ):
             event.input = redacted(value)
         value = event.output
@@ -289,15 +312,22 @@ def make_result(
         "attempts": attempts,
         "metadata": metadata,
     }
-    return _construct(values) if _FAST_RESULT else ToolResult(**values)
+    if not _FAST_RESULT:
+        return ToolResult(**values)
+    result = _new(ToolResult)  # what _construct does, without the extra call
+    _set(result, "__dict__", values)
+    _set(result, "__pydantic_fields_set__", _ALL_FIELDS)
+    _set(result, "__pydantic_extra__", None)
+    _set(result, "__pydantic_private__", None)
+    return result
 
 
-_new = object.__new__
 _set = object.__setattr__
 _ALL_FIELDS = set(ToolResult.model_fields)
 
 
 def _construct(values: dict[str, Any]) -> ToolResult:
+    # the construction `make_result` inlines (a call less on every result); checked once below
     result = _new(ToolResult)
     _set(result, "__dict__", values)
     _set(result, "__pydantic_fields_set__", _ALL_FIELDS)  # every field is set; adding one is a no-op

@@ -98,6 +98,11 @@ class SchemaValidator:
         """True when `value` satisfies the schema."""
         return self._validator is None or self._validator.is_valid(value)
 
+    @property
+    def check(self) -> Callable[[Any], bool] | None:
+        """The compiled `is_valid` itself, for hot paths (None when the schema accepts anything)."""
+        return None if self._validator is None else self._validator.is_valid
+
     def errors(self, value: Any) -> list[str]:
         """Up to five readable messages (`input.values[2]: "x" is not of type "number"`); empty when valid."""
         if self._validator is None or self._validator.is_valid(value):
@@ -168,6 +173,26 @@ def allows_null(prop: Any, *, untyped_objects_nullable: bool = True) -> bool:
     if isinstance(kind, list):
         return "null" in kind
     return bool(kind == "null")
+
+
+_SCALAR_TYPE_NAMES = frozenset({"string", "number", "integer", "boolean", "null"})
+
+
+def scalar_properties(schema: Any) -> frozenset[str]:
+    """The top-level properties of `schema` whose `type` admits only scalars (text, numbers, booleans, null).
+
+    A value that passed the schema holds no object or array under these keys, whatever else it holds.
+    """
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return frozenset()
+    out = set()
+    for key, prop in props.items():
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        kinds = kind if isinstance(kind, list) else [kind]
+        if kinds and all(isinstance(k, str) and k in _SCALAR_TYPE_NAMES for k in kinds):
+            out.add(key)
+    return frozenset(out)
 
 
 def normalize_args(schema: dict[str, Any], data: Any) -> Any:

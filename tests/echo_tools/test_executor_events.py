@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from echo_tools import JsonlEventLog, ToolContext, ToolEvent
+from echo_tools import JsonlEventLog, ToolContext, ToolEvent, ToolResult
 from tests.echo_tools._executor_support import NUMBERS, local_tool, make_executor
 from tests.echo_tools.fixture_tools import basic
 
@@ -89,6 +89,59 @@ def test_failed_call_event_carries_the_error_and_input() -> None:
         failed.type == "tool.failed" and failed.error_type == "execution" and "'ann' refused" in failed.error
     )
     assert failed.input == {"user": "ann", "password": "***"} and failed.run_id == "run-1"
+
+
+def test_a_secret_key_typed_as_text_is_still_redacted_in_every_event() -> None:
+    # keys typed scalar skip the redaction check only when their name is harmless
+    schema = {
+        "type": "object",
+        "properties": {"user": {"type": "string"}, "password": {"type": "string"}},
+        "required": ["user", "password"],
+    }
+    for isolation in ("inline", "thread"):
+        tool = local_tool(f"login {isolation}", "login", input_schema=schema, config={"isolation": isolation})
+        executor, log = make_executor(tool)
+        executor.invoke_sync(f"login {isolation}", {"user": "ann", "password": "hunter2"})
+        invoked, failed = log.events
+        assert invoked.input == failed.input == {"user": "ann", "password": "***"}
+
+
+def test_extra_keys_beside_scalar_typed_ones_are_still_redacted() -> None:
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+    executor, log = make_executor(
+        local_tool("echo", "echo", input_schema=schema, config={"isolation": "inline"})
+    )
+    data = {"query": "q", "api_key": "k-1", "nested": {"token": "t"}}
+    assert executor.invoke_sync("echo", data).output == data
+    invoked, completed = log.events
+    assert invoked.input == completed.output == {"query": "q", "api_key": "***", "nested": {"token": "***"}}
+
+
+def test_inline_and_thread_calls_give_equal_results_and_events() -> None:
+    tools = [
+        local_tool(
+            f"add {iso}",
+            "add",
+            input_schema=NUMBERS,
+            output_schema={"type": "number"},
+            config={"isolation": iso},
+        )
+        for iso in ("inline", "thread")
+    ]
+    executor, log = make_executor(*tools)
+    inline = executor.invoke_sync("add inline", {"a": 1, "b": 2}, CONTEXT)
+    thread = executor.invoke_sync("add thread", {"a": 1, "b": 2}, CONTEXT)
+    assert type(inline) is type(thread) is ToolResult
+    assert inline.model_dump(exclude={"tool_id", "name", "duration_ms"}) == thread.model_dump(
+        exclude={"tool_id", "name", "duration_ms"}
+    )
+    assert inline == ToolResult.model_validate(inline.model_dump())
+    dicts = [e.to_dict() for e in log.events]
+    for d in dicts:
+        del d["event_id"], d["timestamp"], d["tool_id"], d["tool_name"]
+        d.pop("duration_ms", None)
+    assert dicts[0:2] == dicts[2:4] and [d["type"] for d in dicts[:2]] == ["tool.invoked", "tool.completed"]
+    assert dicts[1]["output"] == 3 and dicts[1]["run_id"] == "run-1" and dicts[1]["attempts"] == 1
 
 
 def test_metrics_count_calls_failures_and_timeouts_with_percentiles() -> None:

@@ -219,3 +219,21 @@ def test_format_path_writes_indexes_and_keys() -> None:
     assert format_path(["values", 2, "x"]) == "values[2].x"
     assert format_path([]) == "(root)"
     assert format_path([0, "a"]) == "[0].a"
+
+
+def test_scalar_properties_are_the_keys_typed_only_as_text_numbers_booleans_or_null() -> None:
+    from echo_tools.schema import scalar_properties
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number"},
+            "b": {"type": ["string", "null"]},
+            "c": {"type": ["string", "array"]},
+            "d": {"type": "object"},
+            "e": {"enum": [1, 2]},
+            "f": {},
+        },
+    }
+    assert scalar_properties(schema) == {"a", "b"}
+    assert scalar_properties({}) == frozenset() and scalar_properties({"properties": []}) == frozenset()
