@@ -129,41 +129,95 @@ class WorkerPool:
     Not `ThreadPoolExecutor` and not the loop's default executor: a timed-out call leaves its thread
     running (threads cannot be killed), and such an abandoned thread must neither keep the process from
     exiting (ThreadPoolExecutor joins its threads at exit) nor make `asyncio.run` wait at loop shutdown.
+    Queue and idle tokens are C-level `SimpleQueue`s: a hand-off costs two thread switches and little else.
     """
 
     def __init__(self, max_workers: int = _WORKERS, name: str = "echo-tools-worker") -> None:
         self.max_workers = max_workers
         self._name = name
-        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]
-        self._queue = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle: queue.SimpleQueue[None] = queue.SimpleQueue()  # one token per idle worker
         self._lock = threading.Lock()
         self._threads = 0
 
     def submit(self, job: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         """Run `job()` on a worker; the future holds its result or exception."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._queue.put((future, job))
-        if not self._idle.acquire(blocking=False):
+        self._dispatch(functools.partial(_run_for_future, future, job))
+        return future
+
+    def call(self, job: Callable[[], Any], timeout_s: float) -> Any:
+        """Run `job()` on a worker and wait for its result (or exception) in this thread.
+
+        Raises:
+            WaitTimedOut: `timeout_s` passed first; a job not yet started never starts, a running one is
+                left to finish on its own (threads cannot be killed). The job's own exceptions, a
+                `TimeoutError` included, are raised as they are.
+        """
+        handoff = _Handoff(job)
+        self._dispatch(handoff)
+        if not handoff.done.acquire(timeout=min(timeout_s, threading.TIMEOUT_MAX)):
+            handoff.cancelled = True
+            raise WaitTimedOut(f"the job did not finish within {timeout_s:g} s")
+        if handoff.error is not None:
+            error, handoff.error = handoff.error, None  # no cycle through the traceback
+            raise error
+        return handoff.result
+
+    def _dispatch(self, item: Callable[[], None]) -> None:
+        self._queue.put(item)
+        try:
+            self._idle.get_nowait()  # an idle worker will take it
+        except queue.Empty:
             with self._lock:
                 if self._threads < self.max_workers:
                     self._threads += 1
                     name = f"{self._name}-{self._threads}"
                     threading.Thread(target=self._work, name=name, daemon=True).start()
-        return future
 
     def _work(self) -> None:
         while True:
-            future, job = self._queue.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(job())
-                except (
-                    BaseException
-                ) as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
-                    future.set_exception(exc)
-            del future, job  # do not keep the last result alive while idle
-            self._idle.release()
+            item = self._queue.get()
+            item()
+            del item  # do not keep the last result alive while idle
+            self._idle.put(None)
+
+
+class WaitTimedOut(TimeoutError):
+    """`WorkerPool.call` stopped waiting (told apart from a `TimeoutError` the job itself raised)."""
+
+
+class _Handoff:
+    """One `WorkerPool.call`: the worker runs the job, stores its outcome and releases the waiting caller."""
+
+    __slots__ = ("cancelled", "done", "error", "job", "result")
+
+    def __init__(self, job: Callable[[], Any]) -> None:
+        self.job: Callable[[], Any] | None = job
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.done = threading.Lock()
+        self.done.acquire()
+
+    def __call__(self) -> None:
+        job, self.job = self.job, None
+        if self.cancelled or job is None:  # the caller gave up before the job started
+            return
+        try:
+            self.result = job()
+        except BaseException as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
+            self.error = exc
+        finally:
+            self.done.release()
+
+
+def _run_for_future(future: concurrent.futures.Future[Any], job: Callable[[], Any]) -> None:
+    if future.set_running_or_notify_cancel():
+        try:
+            future.set_result(job())
+        except BaseException as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
+            future.set_exception(exc)
 
 
 _pool: WorkerPool | None = None
@@ -316,13 +370,10 @@ class LocalBackend(ToolBackend):
             except Exception as exc:  # boundary: building the tool's own model from the input
                 raise _translate(tool, exc, fn) from exc
             job = functools.partial(contextvars.copy_context().run, fn, *positional, **keywords)
-            future = worker_pool().submit(job)
-            done, _ = concurrent.futures.wait((future,), timeout_s)
-            if not done:
-                future.cancel()  # if it has not started yet, it never will
-                raise TimeoutError(f"Tool {tool.tool_id!r} did not finish within {timeout_s:g} s")
             try:
-                result = future.result()
+                result = worker_pool().call(job, timeout_s)
+            except WaitTimedOut:  # a TimeoutError: the executor reports the call's timeout
+                raise
             except ToolError:
                 raise
             except Exception as exc:  # boundary: the tool's own code

@@ -314,3 +314,14 @@ def test_an_input_the_tool_rejects_with_value_error_is_not_retried() -> None:
     assert not result.success and result.error_type == "execution"
     assert result.attempts == 1 and log.events[-1].attempts == 1
     assert "ValueError: provider 'x' is not configured" in (result.error or "")
+
+
+@pytest.mark.parametrize("isolation", ["thread", "inline"])
+async def test_a_timeout_error_raised_by_the_tool_itself_is_an_execution_failure(isolation: str) -> None:
+    tool = local_tool("dial", "raise_timeout", config={"isolation": isolation})
+    executor, log = make_executor(tool)
+    awaited = await executor.invoke("dial", {"host": "db.example"})
+    blocking = await asyncio.to_thread(executor.invoke_sync, "dial", {"host": "db.example"})
+    for result in (awaited, blocking):
+        assert result.error_type == "execution" and "db.example timed out" in result.error
+    assert [e.type for e in log.events] == ["tool.invoked", "tool.failed"] * 2

@@ -193,3 +193,7 @@ REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", d
 
 def read_request_id() -> str:
     return REQUEST_ID.get()
+
+
+def raise_timeout(host: str) -> None:
+    raise TimeoutError(f"connecting to {host} timed out")  # the tool's own failure, not the call's deadline
