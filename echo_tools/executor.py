@@ -68,9 +68,11 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
 
 _NO_CONTEXT = ToolContext()
 _UNSET: Any = object()
+_MAX_REFS = 4096
 _NOT_RUN: Any = object()  # _run_inline: the tool has no inline path
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})  # outputs to_json_value returns unchanged
 _perf = time.perf_counter
+_running_loop = asyncio._get_running_loop
 _is_none = functools.partial(operator.is_, None)
 
 
@@ -137,6 +139,7 @@ class ToolExecutor:
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
         self._routes: dict[str, _Route] = {}
+        self._by_ref: dict[str, _Route] = {}  # text refs resolved before (see _admit)
         self._lock = threading.RLock()  # re-entrant: a backend being built may ask for another
         self._limits: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
@@ -158,7 +161,7 @@ class ToolExecutor:
         context = context or _NO_CONTEXT
         started = _perf()
         admitted = self._admit(ref, input_data, context, started)  # steps 1-5
-        if isinstance(admitted, ToolResult):
+        if not isinstance(admitted, tuple):  # a refusal (cheaper than isinstance on a pydantic class)
             return admitted
         route, args, fields = admitted
         output = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
@@ -190,7 +193,7 @@ class ToolExecutor:
         Raises:
             RuntimeError: called from a thread whose event loop is running (await `invoke` there).
         """
-        if asyncio._get_running_loop() is not None:
+        if _running_loop() is not None:
             raise RuntimeError(
                 "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
                 "use 'await executor.invoke(...)' instead"
@@ -198,7 +201,7 @@ class ToolExecutor:
         context = context or _NO_CONTEXT
         started = _perf()
         admitted = self._admit(ref, input_data, context, started)
-        if isinstance(admitted, ToolResult):
+        if not isinstance(admitted, tuple):  # a refusal (cheaper than isinstance on a pydantic class)
             return admitted
         route, args, fields = admitted
         output = self._run_inline(route, args, context)
@@ -221,11 +224,18 @@ class ToolExecutor:
         self, ref: Any, input_data: Any, context: ToolContext, started: float
     ) -> tuple[_Route, dict[str, Any], dict[str, Any] | None] | ToolResult:
         """Steps 1-5: the route, the normalised input and the call's event fields (None without sinks)."""
-        # 1. resolve; refuse disabled tools
-        tool = self.registry.resolve(ref)
-        if tool is None:
-            error: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
-            return self._refuse(None, ref, input_data, error, context, started)
+        # 1. resolve; refuse disabled tools. A text ref resolved before maps to its route directly, for as
+        # long as the registry still holds that very definition under its id: names are unique across
+        # every form a ref may take, so a ref cannot move to another tool while its own stays registered.
+        route = self._by_ref.get(ref) if type(ref) is str else None
+        if route is not None and self.registry._view[0].get(route.tool.tool_id) is route.tool:
+            tool = route.tool
+        else:
+            found = self.registry.resolve(ref)
+            if found is None:
+                error: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
+                return self._refuse(None, ref, input_data, error, context, started)
+            tool, route = found, None
         if tool.status is ToolStatus.DISABLED:
             error = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)
             return self._refuse(tool, ref, input_data, error, context, started)
@@ -251,21 +261,28 @@ class ToolExecutor:
                 field="input",
             )
             return self._refuse(tool, ref, input_data, error, context, started)
-        route = self._routes.get(tool.tool_id)
-        if route is None or route.tool is not tool:
-            route = self._new_route(tool)
-        if route.fills_defaults or any(map(_is_none, input_data.values())):
+        if route is None:
+            route = self._routes.get(tool.tool_id)
+            if route is None or route.tool is not tool:
+                route = self._new_route(tool)
+            if type(ref) is str:
+                if len(self._by_ref) >= _MAX_REFS:  # refs come from LLMs too: keep the map bounded
+                    self._by_ref.clear()
+                self._by_ref[ref] = route
+        if route.fills_defaults:
             args = normalize_args(tool.input_schema, input_data)
             if args is input_data:
                 args = dict(input_data)
         else:
-            args = dict(input_data)  # nothing to drop or fill; still our own copy
+            args = dict(input_data)  # nothing to fill; still our own copy
         # 4. validate; the message names the path and the bad value
         check = route.check_input
-        try:
-            valid = check is None or check(args)
-        except ValueError:  # jsonschema-rs refuses values JSON cannot hold (bytes, sets, datetimes)
-            valid = False
+        valid = check is None or _passes(check, args)
+        if not valid and check is not None and not route.fills_defaults and any(map(_is_none, args.values())):
+            # step 3's other half, needed only now: a None that normalising drops (optional key, schema
+            # without null) always fails the schema, so an input that passed has none to drop
+            args = normalize_args(tool.input_schema, args)
+            valid = _passes(check, args)
         if not valid:
             problems = _problems(route.input_validator, args, "input")
             error = ToolValidationError(
@@ -593,6 +610,7 @@ class ToolExecutor:
                 self._routes.clear()
             else:
                 self._routes.pop(tool_id, None)
+            self._by_ref.clear()
             backends = list(self._backends.values())
         for backend in backends:
             backend.forget(tool_id)
@@ -603,6 +621,7 @@ class ToolExecutor:
             backends = list(self._backends.values())
             self._backends.clear()
             self._routes.clear()
+            self._by_ref.clear()
         for backend in backends:
             try:
                 await backend.aclose()
@@ -640,6 +659,13 @@ def _cancelled(tool: ToolDef, attempt: int) -> _Outcome:
 def _result_error_type(error: ToolError) -> str:
     # A tool that cannot be loaded failed to execute; "validation" would tell the caller to fix its input.
     return "execution" if isinstance(error, ToolConfigError) else error.error_type
+
+
+def _passes(check: Callable[[Any], bool], value: Any) -> bool:
+    try:
+        return check(value)
+    except ValueError:  # jsonschema-rs refuses values JSON cannot hold (bytes, sets, datetimes)
+        return False
 
 
 def _problems(validator: SchemaValidator, value: Any, kind: str) -> list[str]:

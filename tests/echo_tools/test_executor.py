@@ -206,3 +206,37 @@ def test_input_values_that_are_not_json_are_a_validation_error_naming_the_type()
     executor, _ = make_executor(local_tool("echo", "echo", input_schema=schema))
     result = executor.invoke_sync("echo", {"word": b"raw"})
     assert result.error_type == "validation" and "bytes" in result.error
+
+
+def test_none_for_an_optional_field_without_defaults_is_dropped_unless_the_field_allows_null() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "note": {"type": ["string", "null"]},
+            "word": {"type": "string"},
+        },
+        "required": ["word"],
+    }
+    executor, log = make_executor(
+        local_tool("echo", "echo", input_schema=schema, config={"isolation": "inline"})
+    )
+    result = executor.invoke_sync("echo", {"word": "hi", "tags": None, "note": None})
+    assert result.output == {"word": "hi", "note": None} == log.events[0].input
+    refused = executor.invoke_sync("echo", {"word": None, "tags": None})
+    assert refused.error_type == "validation" and "input.word: null is not" in refused.error
+
+
+def test_a_name_called_before_follows_the_registry_when_the_tool_is_renamed_replaced_or_deleted() -> None:
+    executor, _ = make_executor({**ADD, "tool_id": "calc"})
+    registry = executor.registry
+    assert executor.invoke_sync("add", {"a": 1, "b": 2}).output == 3
+    registry.register(local_tool("add", "echo", tool_id="calc", input_schema=NUMBERS))
+    assert executor.invoke_sync("add", {"a": 1, "b": 2}).output == {"a": 1, "b": 2}  # the new definition
+    registry.register(local_tool("plus", "add", tool_id="calc", input_schema=NUMBERS))
+    gone = executor.invoke_sync("add", {"a": 1, "b": 2})
+    assert registry.resolve("add") is None
+    assert gone.error_type == "not_found" and "'add'" in gone.error
+    assert executor.invoke_sync("plus", {"a": 1, "b": 2}).output == 3
+    registry.delete("calc")
+    assert executor.invoke_sync("plus", {"a": 1, "b": 2}).error_type == "not_found"
