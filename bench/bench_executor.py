@@ -81,7 +81,7 @@ def tool_node_call(lc_tool):  # noqa: ANN001, ANN201
 
 def executor() -> tuple[ToolExecutor, MemoryEventLog]:
     registry = ToolRegistry(allowed_modules=["_common"])
-    for name, isolation in (("add inline", "thread"), ("add thread", "thread")):
+    for name, isolation in (("add inline", "inline"), ("add thread", "thread")):
         registry.register(
             {
                 "name": name,
@@ -91,8 +91,6 @@ def executor() -> tuple[ToolExecutor, MemoryEventLog]:
                 "execution_config": {"module": "_common", "function": "add", "isolation": isolation},
             }
         )
-    # registration accepts only thread/process until base.py learns "inline" (see the executor's report)
-    registry.get("tool_add_inline").execution_config["isolation"] = "inline"
     log = MemoryEventLog()
     return ToolExecutor(registry, [log]), log
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from echo_tools import retry
-from echo_tools.backends.base import BackendOutput
+from echo_tools.backends.base import BackendOutput, InlineCall
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     ToolConfigError,
@@ -106,7 +106,8 @@ class _Route:
     check_input: Callable[[Any], bool] | None  # the compiled is_valid calls (None: accepts anything)
     check_output: Callable[[Any], bool] | None
     flat_keys: frozenset[str]  # input keys typed scalar and not secret: nothing in them to redact
-    inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run
+    inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run (or an InlineCall)
+    inline_fn: InlineCall | None = None  # the inline offer when it is a plain keyword-argument function
     blocking: Callable[[dict[str, Any], float], Any] | None = _UNSET  # for sync callers; decided at first use
 
 
@@ -277,7 +278,10 @@ class ToolExecutor:
             args = dict(input_data)  # nothing to fill; still our own copy
         # 4. validate; the message names the path and the bad value
         check = route.check_input
-        valid = check is None or _passes(check, args)
+        try:
+            valid = check is None or check(args)
+        except ValueError:  # jsonschema-rs refuses values JSON cannot hold (bytes, sets, datetimes)
+            valid = False
         if not valid and check is not None and not route.fills_defaults and any(map(_is_none, args.values())):
             # step 3's other half, needed only now: a None that normalising drops (optional key, schema
             # without null) always fails the schema, so an input that passed has none to drop
@@ -310,17 +314,25 @@ class ToolExecutor:
         """
         call = route.inline
         if call is _UNSET:
-            call = route.inline = self._offer(route.tool, "inline")
+            call = self._offer(route.tool, "inline")
+            if isinstance(call, InlineCall):
+                route.inline_fn = call
+            route.inline = call
         if call is None:
             return _NOT_RUN
         timeout_ms = context.timeout_ms or route.tool.timeout_ms
+        direct = route.inline_fn
         started = _perf()
         try:
-            output = call(args)
+            output = direct.fn(**args) if direct is not None else call(args)
         except ToolError as exc:
             return _Outcome(error=exc)
-        except Exception as exc:  # boundary: a backend bug must still end as a failed result
-            return _Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
+        except Exception as exc:  # boundary: the tool's own code (its backend says what it means), or a bug
+            if direct is None:
+                return _Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
+            error = direct.translate(exc)
+            error.__cause__ = exc
+            return _Outcome(error=error)
         if (_perf() - started) * 1000 > timeout_ms:
             # inline work cannot be cut short; an overrun is still reported as the timeout it is
             return _Outcome(error=_timeout_error(route.tool, timeout_ms))

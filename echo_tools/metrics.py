@@ -20,6 +20,8 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from echo_tools.events import REDACTED, EventBus, ToolEvent, redact
 from echo_tools.models import ToolResult
 
@@ -316,13 +318,17 @@ def make_result(
         return ToolResult(**values)
     result = _new(ToolResult)  # what _construct does, without the extra call
     _set(result, "__dict__", values)
-    _set(result, "__pydantic_fields_set__", _ALL_FIELDS)
-    _set(result, "__pydantic_extra__", None)
-    _set(result, "__pydantic_private__", None)
+    _set_fields_set(result, _ALL_FIELDS)
+    _set_extra(result, None)
+    _set_private(result, None)
     return result
 
 
 _set = object.__setattr__
+# the slots' own setters: what object.__setattr__ ends up calling, without looking the name up
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _ALL_FIELDS = set(ToolResult.model_fields)
 
 
@@ -345,11 +351,13 @@ def _fast_result_is_safe() -> bool:
         return False
     try:
         fast = _construct(dict(sample))
-        return fast == ToolResult(**sample) and fast.model_dump() == sample
+        made = make_result(**sample)  # the inlined copy, with the slot setters
+        return fast == ToolResult(**sample) == made and fast.model_dump() == sample == made.model_dump()
     except Exception:  # boundary: any surprise from a newer pydantic means the slow, validated path
         return False
 
 
+_FAST_RESULT = True  # tried once by _fast_result_is_safe, then kept only when it is
 _FAST_RESULT = _fast_result_is_safe()
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.errors import ToolRegistrationError
+from echo_tools.errors import ToolError, ToolRegistrationError
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolContext, ToolDef
@@ -39,6 +39,18 @@ class BackendOutput:
 
     output: Any
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InlineCall:
+    """An `inline` offer for a plain function taking the input as keyword arguments.
+
+    The executor calls `fn(**args)` itself, a frame less on its fastest path, and hands anything but a
+    `ToolError` that the function raises to `translate`, as the backend's own wrapper would have.
+    """
+
+    fn: Callable[..., Any]
+    translate: Callable[[Exception], ToolError]
 
 
 class ToolBackend(ABC):

@@ -29,7 +29,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import ToolBackend, module_allowed
+from echo_tools.backends.base import InlineCall, ToolBackend, module_allowed
 from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError, ToolInputRejectedError
 
 if TYPE_CHECKING:
@@ -330,14 +330,19 @@ class LocalBackend(ToolBackend):
                 self._plans[tool.tool_id] = plan
         return plan
 
-    def inline(self, tool: ToolDef) -> Callable[[dict[str, Any]], Any] | None:
-        """A plain function running `tool` in the calling thread, when the tool opted in to `inline`."""
+    def inline(self, tool: ToolDef) -> InlineCall | Callable[[dict[str, Any]], Any] | None:
+        """How to run `tool` in the calling thread, when it opted in to `inline`.
+
+        A keyword-argument function is offered as itself (`InlineCall`); others as `call(args)`.
+        """
         if tool.execution_config.get("isolation") != "inline":
             return None
         plan = self.plan(tool)
         if plan.is_async:
             return None
         fn, style, model = plan.fn, plan.style, plan.model
+        if style == "kwargs":
+            return InlineCall(fn, functools.partial(_translate, tool, fn=fn))
 
         def call(args: dict[str, Any]) -> Any:
             try:

@@ -325,3 +325,14 @@ async def test_a_timeout_error_raised_by_the_tool_itself_is_an_execution_failure
     for result in (awaited, blocking):
         assert result.error_type == "execution" and "db.example timed out" in result.error
     assert [e.type for e in log.events] == ["tool.invoked", "tool.failed"] * 2
+
+
+def test_an_inline_tool_that_rejects_its_input_is_not_retried_and_a_bad_argument_is_named() -> None:
+    retry = {"max_retries": 3, "backoff_ms": 1}
+    tool = local_tool("boom", "boom", side_effect="pure", retry=retry, config={"isolation": "inline"})
+    executor, log = make_executor(tool, local_tool("add", "add", config={"isolation": "inline"}))
+    result = executor.invoke_sync("boom", {"message": "no such city"})
+    assert result.error_type == "execution" and result.attempts == 1
+    assert result.error == "Tool 'tool_boom' raised ValueError: no such city"
+    unbound = executor.invoke_sync("add", {"a": 1, "b": 2, "c": 3})
+    assert "was called with arguments it does not accept" in unbound.error and "'c'" in unbound.error
