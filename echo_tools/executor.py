@@ -37,6 +37,7 @@ from echo_tools.errors import (
 )
 from echo_tools.events import EventSink, is_secret_key
 from echo_tools.metrics import (
+    NO_CONTEXT,
     CallEventBus,
     MetricsRecorder,
     call_fields,
@@ -66,7 +67,7 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
     ToolType.LANGCHAIN: ("echo_tools.backends.langchain", "LangChainBackend"),
 }
 
-_NO_CONTEXT = ToolContext()
+_NO_CONTEXT = NO_CONTEXT
 _UNSET: Any = object()
 _MAX_REFS = 4096
 _NOT_RUN: Any = object()  # _run_inline: the tool has no inline path

@@ -18,19 +18,17 @@ import threading
 import time
 from collections import deque
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from echo_tools.events import REDACTED, EventBus, ToolEvent, redact
-from echo_tools.models import ToolResult
-
-if TYPE_CHECKING:
-    from echo_tools.models import ToolContext
+from echo_tools.models import ToolContext, ToolResult
 
 logger = logging.getLogger("echo_tools.events")
 
 RESERVOIR = 2048
+NO_CONTEXT = ToolContext()  # the context of calls made without one (never changed)
 
 
 class _ToolStats:
@@ -156,7 +154,13 @@ class CallEvent(ToolEvent):
 def call_fields(
     tool_id: str | None, tool_name: str | None, tool_type: str | None, context: ToolContext
 ) -> dict[str, Any]:
-    """The fields every event of one call shares: the tool and the context ids, read once per call."""
+    """The fields every event of one call shares: the tool and the context ids, read once per call.
+
+    For a call made without a context (`NO_CONTEXT`) the ids are left out rather than stored as None
+    (they read as None from the event class all the same): a smaller dict for each of its events.
+    """
+    if context is NO_CONTEXT:
+        return {"tool_id": tool_id, "tool_name": tool_name, "tool_type": tool_type}
     return {
         "tool_id": tool_id,
         "tool_name": tool_name,

@@ -218,3 +218,13 @@ def test_events_are_plain_tool_events_when_the_fast_construction_is_off(
     event = metrics.make_event("tool.invoked", "t", "T", "local", CONTEXT, input={"a": 1})
     assert type(event) is ToolEvent and event.run_id == "run-1" and event.input == {"a": 1}
     assert len(event.event_id) == 32 and event.timestamp.endswith("Z")
+
+
+def test_a_call_without_a_context_has_events_whose_ids_read_as_none() -> None:
+    executor, log = make_executor(ADD)
+    executor.invoke_sync("add", {"a": 1, "b": 2})
+    executor.invoke_sync("add", {"a": 1, "b": 2}, ToolContext(run_id="run-2"))
+    bare, _, with_ids, _ = log.events
+    assert (bare.agent_id, bare.run_id, bare.trace_id, bare.tool_call_id) == (None, None, None, None)
+    assert "run_id" not in bare.to_dict() and bare.to_dict()["tool_id"] == "tool_add"
+    assert with_ids.run_id == "run-2" and with_ids.to_dict()["run_id"] == "run-2"
