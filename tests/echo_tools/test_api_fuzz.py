@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error
 
 from echo_tools.api import create_app
 from echo_tools.executor import ToolExecutor
@@ -54,7 +53,17 @@ def _cleanup() -> Iterator[None]:
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_route_answers_a_server_error(case: Any) -> None:
     response = case.call()
-    case.validate_response(response, checks=[not_a_server_error])
+    # 502 (the tool failed) and 504 (it timed out) are the error contract's answers for a tool call that
+    # ran, and a fuzzer can make one happen (the exploding fixture tool, a tool it registered without an
+    # execution_config); any other 5xx is the server's own fault.
+    assert response.status_code < 500 or response.status_code in (502, 504), (
+        case.method,
+        case.formatted_path,
+        response.status_code,
+        response.text[:300],
+    )
+    if response.status_code in (502, 504):
+        assert response.json()["error_type"] in ("execution", "timeout"), response.text[:300]
     content_type = (response.headers.get("content-type") or [""])[0]
     if response.status_code >= 400 and content_type.startswith("application/json"):
         body = response.json()
