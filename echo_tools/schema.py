@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema_rs
 
 from echo_tools.errors import ToolRegistrationError
+from echo_tools.events import is_secret_key, redact
 
 Validator = Callable[[Any], "list[str]"]
 
@@ -69,12 +70,23 @@ def format_path(path: Any) -> str:
 
 
 def _describe(error: Any, prefix: str) -> str:
-    path = format_path(list(error.instance_path))
+    parts = list(error.instance_path)
+    path = format_path(parts)
     if path == "(root)":
         where = prefix
     else:
         where = f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
+    if _holds_secret(parts, error.instance):
+        # jsonschema's messages quote the bad value; under a secret-named key that is the secret itself
+        keyword = str(list(error.schema_path)[-1]) if list(error.schema_path) else "schema"
+        return f"{where}: the value fails the schema's {keyword!r} rule (value redacted: secret field)"
     return f"{where}: {error.message}"
+
+
+def _holds_secret(path: list[Any], instance: Any) -> bool:
+    if any(isinstance(part, str) and is_secret_key(part) for part in path):
+        return True
+    return isinstance(instance, (dict, list)) and redact(instance) != instance
 
 
 class SchemaValidator:

@@ -228,3 +228,21 @@ def test_a_call_without_a_context_has_events_whose_ids_read_as_none() -> None:
     assert (bare.agent_id, bare.run_id, bare.trace_id, bare.tool_call_id) == (None, None, None, None)
     assert "run_id" not in bare.to_dict() and bare.to_dict()["tool_id"] == "tool_add"
     assert with_ids.run_id == "run-2" and with_ids.to_dict()["run_id"] == "run-2"
+
+
+def test_a_secret_quoted_by_a_validation_error_never_reaches_the_events():
+    from tests.echo_tools._executor_support import local_tool, make_executor
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number"},
+            "b": {"type": "number"},
+            "api_key": {"type": "string", "minLength": 40},
+        },
+    }
+    executor, log = make_executor(local_tool("add", "add", input_schema=schema))
+    result = executor.invoke_sync("add", {"a": 1, "b": 2, "api_key": "sk-live-SECRET"})
+    assert result.error_type == "validation" and "input.api_key" in (result.error or "")
+    assert "sk-live-SECRET" not in (result.error or "")
+    assert all("sk-live-SECRET" not in event.to_json() for event in log.events)

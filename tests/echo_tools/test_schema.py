@@ -237,3 +237,22 @@ def test_scalar_properties_are_the_keys_typed_only_as_text_numbers_booleans_or_n
     }
     assert scalar_properties(schema) == {"a", "b"}
     assert scalar_properties({}) == frozenset() and scalar_properties({"properties": []}) == frozenset()
+
+
+def test_a_validation_error_under_a_secret_key_names_the_field_but_not_the_value():
+    from echo_tools.schema import SchemaValidator
+
+    validator = SchemaValidator(
+        {"type": "object", "properties": {"api_key": {"type": "string", "minLength": 40}}}
+    )
+    (message,) = validator.errors({"api_key": "sk-live-SECRET"})
+    assert message.startswith("input.api_key:") and "minLength" in message
+    assert "sk-live-SECRET" not in message
+
+
+def test_an_error_about_an_object_holding_a_secret_does_not_quote_it():
+    from echo_tools.schema import SchemaValidator
+
+    validator = SchemaValidator({"type": "array"})
+    (message,) = validator.errors({"password": "hunter2"})
+    assert "hunter2" not in message and "redacted" in message
