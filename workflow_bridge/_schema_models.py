@@ -248,6 +248,9 @@ def failure_text(name: str, result: ToolResult) -> str:
         error = error[len(prefix) :]
     kind = result.error_type or "execution"
     hint = _HINTS.get(kind, _HINTS["execution"])
+    error = error.rstrip()
+    if not error.endswith((".", "!", "?")):
+        error += "."  # the hint is a sentence of its own
     return f"Tool {name!r} failed ({kind}): {error} {hint}"
 
 

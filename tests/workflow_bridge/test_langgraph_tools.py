@@ -109,7 +109,7 @@ def test_unknown_tools_and_failing_tools_are_error_messages_not_crashes(registry
     assert failing.status == "error" and failing.content.startswith("Tool 'explode' failed (execution):")
     assert "exploded: boom" in failing.content and failing.artifact.error_type == "execution"
     assert invalid.content == (
-        'Tool \'add\' failed (validation): invalid input: input.a: "x" is not of type "number" '
+        'Tool \'add\' failed (validation): invalid input: input.a: "x" is not of type "number". '
         "Fix the arguments and try again."
     )
     assert [e.type for e in log.events if e.tool_id == "tool_explode"] == ["tool.invoked", "tool.failed"]
