@@ -4,38 +4,36 @@
 `tool.invoked`, run the backend under the timeout (with retries for pure/idempotent tools), normalise and
 validate the output, emit exactly one of `tool.completed` / `tool.failed` / `tool.timeout`, return the
 `ToolResult`. Tool failures are results; only misuse of the API raises. The executor never knows tool
-types: `backend_for(tool_type)` builds the backend module of each type on first use.
+types: `backend_for(tool_type)` builds the backend of each type (`backends.catalog`) on first use. What
+is decided once per tool lives in `routes`, how a run ends in `outcomes`, `max_concurrency` in `limits`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
-import importlib
 import logging
 import operator
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from echo_tools import retry
-from echo_tools.backends.base import BackendOutput, InlineCall
+from echo_tools.backends.base import BackendOutput
+from echo_tools.backends.catalog import backend_class
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
-    ToolConfigError,
     ToolDisabledError,
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
     ToolOutputValidationError,
     ToolPermissionError,
-    ToolTimeoutError,
     ToolValidationError,
 )
-from echo_tools.events import EventSink, is_secret_key
+from echo_tools.events import EventSink
+from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import (
     NO_CONTEXT,
     CallEventBus,
@@ -47,8 +45,10 @@ from echo_tools.metrics import (
     to_json_value,
 )
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
+from echo_tools.outcomes import NOT_RUN, Outcome, cancelled, result_error_type, timeout_error
+from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
 from echo_tools.runtime import run_sync
-from echo_tools.schema import SchemaValidator, compiled, normalize_args, scalar_properties
+from echo_tools.schema import normalize_args
 
 if TYPE_CHECKING:
     import httpx
@@ -58,58 +58,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("echo_tools.executor")
 
-# tool type -> (module, class) of its backend; imported on first use so no framework loads early
-BACKENDS: dict[ToolType, tuple[str, str]] = {
-    ToolType.LOCAL: ("echo_tools.backends.local", "LocalBackend"),
-    ToolType.API: ("echo_tools.backends.http", "HttpBackend"),
-    ToolType.MCP: ("echo_tools.backends.mcp", "MCPBackend"),
-    ToolType.CREWAI: ("echo_tools.backends.crewai", "CrewAIBackend"),
-    ToolType.LANGCHAIN: ("echo_tools.backends.langchain", "LangChainBackend"),
-}
-
+# bound once: module globals are the cheapest look-ups on the hot path
 _NO_CONTEXT = NO_CONTEXT
-_UNSET: Any = object()
-_MAX_REFS = 4096
-_NOT_RUN: Any = object()  # _run_inline: the tool has no inline path
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})  # outputs to_json_value returns unchanged
 _perf = time.perf_counter
 _running_loop = asyncio._get_running_loop
 _is_none = functools.partial(operator.is_, None)
-
-
-class _Outcome:
-    """What step 6 produced: the raw output and metadata, or the error of the last attempt."""
-
-    __slots__ = ("attempts", "error", "metadata", "output")
-
-    def __init__(
-        self,
-        output: Any = None,
-        metadata: dict[str, Any] | None = None,
-        error: ToolError | None = None,
-        attempts: int = 1,
-    ) -> None:
-        self.output = output
-        self.metadata = metadata if metadata is not None else {}
-        self.error = error
-        self.attempts = attempts
-
-
-@dataclasses.dataclass(eq=False)
-class _Route:
-    """What the executor keeps per tool version: its validators and its fast paths, if its backend has any."""
-
-    tool: ToolDef
-    input_validator: SchemaValidator
-    output_validator: SchemaValidator | None  # None when output_schema accepts anything
-    fills_defaults: bool  # the input schema has top-level defaults to fill
-    kind: str  # tool_type as text, for events
-    check_input: Callable[[Any], bool] | None  # the compiled is_valid calls (None: accepts anything)
-    check_output: Callable[[Any], bool] | None
-    flat_keys: frozenset[str]  # input keys typed scalar and not secret: nothing in them to redact
-    inline: Callable[[dict[str, Any]], Any] | None = _UNSET  # decided at the first run (or an InlineCall)
-    inline_fn: InlineCall | None = None  # the inline offer when it is a plain keyword-argument function
-    blocking: Callable[[dict[str, Any], float], Any] | None = _UNSET  # for sync callers; decided at first use
 
 
 class ToolExecutor:
@@ -140,13 +94,10 @@ class ToolExecutor:
         self.output_validation = output_validation
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
-        self._routes: dict[str, _Route] = {}
-        self._by_ref: dict[str, _Route] = {}  # text refs resolved before (see _admit)
+        self._routes = RouteTable()
+        self._by_ref = self._routes.by_ref  # step 1's first look-up, one attribute away
+        self._limits = ConcurrencyLimits()
         self._lock = threading.RLock()  # re-entrant: a backend being built may ask for another
-        self._limits: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
-        ]
-        self._limits = weakref.WeakKeyDictionary()
 
     # -- the pipeline --------------------------------------------------------------------------------
 
@@ -167,9 +118,9 @@ class ToolExecutor:
             return admitted
         route, args, fields = admitted
         output = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
-        if output is _NOT_RUN:
+        if output is NOT_RUN:
             outcome = None
-        elif type(output) is _Outcome:
+        elif type(output) is Outcome:
             outcome = output
         else:
             return self._finish(route, args, context, started, fields, output)  # steps 7-9
@@ -178,7 +129,7 @@ class ToolExecutor:
             try:
                 outcome = await self._run(route.tool, args, context, first)
             except asyncio.CancelledError:
-                self._close(route, args, context, started, fields, _cancelled(route.tool, first))
+                self._close(route, args, context, started, fields, cancelled(route.tool, first))
                 raise
         return self._close(route, args, context, started, fields, outcome)
 
@@ -207,9 +158,9 @@ class ToolExecutor:
             return admitted
         route, args, fields = admitted
         output = self._run_inline(route, args, context)
-        if output is _NOT_RUN:
+        if output is NOT_RUN:
             outcome = self._run_blocking(route, args, context)
-        elif type(output) is _Outcome:
+        elif type(output) is Outcome:
             outcome = output
         else:
             return self._finish(route, args, context, started, fields, output)
@@ -218,13 +169,13 @@ class ToolExecutor:
             try:
                 outcome = run_sync(self._run(route.tool, args, context, first))
             except BaseException:  # KeyboardInterrupt while waiting: the call is stopped, say so, re-raise
-                self._close(route, args, context, started, fields, _cancelled(route.tool, first))
+                self._close(route, args, context, started, fields, cancelled(route.tool, first))
                 raise
         return self._close(route, args, context, started, fields, outcome)
 
     def _admit(
         self, ref: Any, input_data: Any, context: ToolContext, started: float
-    ) -> tuple[_Route, dict[str, Any], dict[str, Any] | None] | ToolResult:
+    ) -> tuple[Route, dict[str, Any], dict[str, Any] | None] | ToolResult:
         """Steps 1-5: the route, the normalised input and the call's event fields (None without sinks)."""
         # 1. resolve; refuse disabled tools. A text ref resolved before maps to its route directly, for as
         # long as the registry still holds that very definition under its id: names are unique across
@@ -264,13 +215,7 @@ class ToolExecutor:
             )
             return self._refuse(tool, ref, input_data, error, context, started)
         if route is None:
-            route = self._routes.get(tool.tool_id)
-            if route is None or route.tool is not tool:
-                route = self._new_route(tool)
-            if type(ref) is str:
-                if len(self._by_ref) >= _MAX_REFS:  # refs come from LLMs too: keep the map bounded
-                    self._by_ref.clear()
-                self._by_ref[ref] = route
+            route = self._routes.route(tool, ref)
         if route.fills_defaults:
             args = normalize_args(tool.input_schema, input_data)
             if args is input_data:
@@ -287,9 +232,9 @@ class ToolExecutor:
             # step 3's other half, needed only now: a None that normalising drops (optional key, schema
             # without null) always fails the schema, so an input that passed has none to drop
             args = normalize_args(tool.input_schema, args)
-            valid = _passes(check, args)
+            valid = passes(check, args)
         if not valid:
-            problems = _problems(route.input_validator, args, "input")
+            problems = describe_problems(route.input_validator, args, "input")
             error = ToolValidationError(
                 f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
                 tool_id=tool.tool_id,
@@ -307,62 +252,59 @@ class ToolExecutor:
         self.events.emit(new_event(values), route.flat_keys)
         return route, args, fields
 
-    def _run_inline(self, route: _Route, args: dict[str, Any], context: ToolContext) -> Any:
+    def _run_inline(self, route: Route, args: dict[str, Any], context: ToolContext) -> Any:
         """One attempt in the calling thread for tools that opted in.
 
-        Returns the raw output (no wrapper: this is the fast path), an `_Outcome` holding the error, or
-        `_NOT_RUN` when the tool has no inline path.
+        Returns the raw output (no wrapper: this is the fast path), an `Outcome` holding the error, or
+        `NOT_RUN` when the tool has no inline path.
         """
         call = route.inline
-        if call is _UNSET:
-            call = self._offer(route.tool, "inline")
-            if isinstance(call, InlineCall):
-                route.inline_fn = call
-            route.inline = call
+        if call is UNDECIDED:
+            call = route.decide_inline(self.backend_for)
         if call is None:
-            return _NOT_RUN
+            return NOT_RUN
         timeout_ms = context.timeout_ms or route.tool.timeout_ms
         direct = route.inline_fn
         started = _perf()
         try:
             output = direct.fn(**args) if direct is not None else call(args)
         except ToolError as exc:
-            return _Outcome(error=exc)
+            return Outcome(error=exc)
         except Exception as exc:  # boundary: the tool's own code (its backend says what it means), or a bug
             if direct is None:
-                return _Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
+                return Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
             error = direct.translate(exc)
             error.__cause__ = exc
-            return _Outcome(error=error)
+            return Outcome(error=error)
         if (_perf() - started) * 1000 > timeout_ms:
             # inline work cannot be cut short; an overrun is still reported as the timeout it is
-            return _Outcome(error=_timeout_error(route.tool, timeout_ms))
+            return Outcome(error=timeout_error(route.tool, timeout_ms))
         return output
 
-    def _run_blocking(self, route: _Route, args: dict[str, Any], context: ToolContext) -> _Outcome | None:
+    def _run_blocking(self, route: Route, args: dict[str, Any], context: ToolContext) -> Outcome | None:
         """One attempt on a worker thread that this (sync) caller waits for up to the deadline.
 
         The sync callers' path for tools that run on worker threads anyway: two thread switches instead of
         four through the background loop. None when the backend offers no such path for the tool.
         """
         call = route.blocking
-        if call is _UNSET:
-            call = route.blocking = self._offer(route.tool, "blocking")
+        if call is UNDECIDED:
+            call = route.decide_blocking(self.backend_for)
         if call is None:
             return None
         timeout_ms = context.timeout_ms or route.tool.timeout_ms
         try:
             output = call(args, timeout_ms / 1000)
         except TimeoutError:  # the wait ran out; the abandoned thread finishes on its own
-            return _Outcome(error=_timeout_error(route.tool, timeout_ms))
+            return Outcome(error=timeout_error(route.tool, timeout_ms))
         except ToolError as exc:
-            return _Outcome(error=exc)
+            return Outcome(error=exc)
         except Exception as exc:  # boundary: a backend bug must still end as a failed result
-            return _Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
-        return _Outcome(output=output)
+            return Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
+        return Outcome(output=output)
 
     @staticmethod
-    def _again(route: _Route, outcome: _Outcome) -> bool:
+    def _again(route: Route, outcome: Outcome) -> bool:
         error = outcome.error
         return (
             error is not None
@@ -372,7 +314,7 @@ class ToolExecutor:
 
     async def _run(
         self, tool: ToolDef, args: dict[str, Any], context: ToolContext, first_attempt: int = 1
-    ) -> _Outcome:
+    ) -> Outcome:
         # 6. the backend under the timeout (each attempt), retried only for pure/idempotent tools
         timeout_ms = context.timeout_ms or tool.timeout_ms
         attempts = retry.max_attempts(tool)
@@ -382,7 +324,7 @@ class ToolExecutor:
         while True:
             try:
                 backend = self.backend_for(tool.tool_type)
-                limit = self._limit(tool)
+                limit = self._limits.get(tool)
                 async with asyncio.timeout(timeout_ms / 1000):
                     if limit is None:
                         raw = await backend.call(tool, args, context)
@@ -390,28 +332,29 @@ class ToolExecutor:
                         async with limit:  # waiting for a slot counts against the deadline too
                             raw = await backend.call(tool, args, context)
                 if isinstance(raw, BackendOutput):
-                    return _Outcome(output=raw.output, metadata=dict(raw.metadata), attempts=attempt)
-                return _Outcome(output=raw, attempts=attempt)
+                    return Outcome(output=raw.output, metadata=dict(raw.metadata), attempts=attempt)
+                return Outcome(output=raw, attempts=attempt)
             except TimeoutError:
-                error: ToolError = _timeout_error(tool, timeout_ms)
+                error: ToolError = timeout_error(tool, timeout_ms)
             except ToolError as exc:
                 error = exc
             except Exception as exc:  # boundary: a backend bug must still end as a failed result
                 error = ToolExecutionError(f"Tool {tool.tool_id!r} failed: {exc!r}", tool_id=tool.tool_id)
             if attempt >= attempts or not retry.is_retryable(error):
-                return _Outcome(error=error, attempts=attempt)
+                return Outcome(error=error, attempts=attempt)
             await asyncio.sleep(retry.backoff_s(tool, attempt))
             attempt += 1
 
     def _close(
         self,
-        route: _Route,
+        route: Route,
         args: dict[str, Any],
         context: ToolContext,
         started: float,
         fields: dict[str, Any] | None,
-        outcome: _Outcome,
+        outcome: Outcome,
     ) -> ToolResult:
+        """Steps 7-9 for the `Outcome` of step 6 (the inline fast path hands `_finish` its bare output)."""
         return self._finish(
             route,
             args,
@@ -426,7 +369,7 @@ class ToolExecutor:
 
     def _finish(
         self,
-        route: _Route,
+        route: Route,
         args: dict[str, Any],
         context: ToolContext,
         started: float,
@@ -451,7 +394,7 @@ class ToolExecutor:
                 valid = False
             if not valid:
                 assert route.output_validator is not None
-                problems = _problems(route.output_validator, output, "output")
+                problems = describe_problems(route.output_validator, output, "output")
                 message = (
                     f"Tool {tool.tool_id!r} returned output not matching its output_schema: "
                     + "; ".join(problems)
@@ -465,7 +408,7 @@ class ToolExecutor:
             output = None
         duration_ms = (_perf() - started) * 1000
         # 8. exactly one closing event (a failure also carries the input); 9. the result
-        error_type = None if error is None else _result_error_type(error)
+        error_type = None if error is None else result_error_type(error)
         if self.events.sinks:
             if fields is None:  # a sink added while the call ran
                 fields = call_fields(tool.tool_id, tool.name, route.kind, context)
@@ -523,55 +466,7 @@ class ToolExecutor:
             self._metrics.record(tool.tool_id, duration_ms, error.error_type)
         return make_result(tool_id, name, False, None, error.message, error.error_type, duration_ms, 0, {})
 
-    def _new_route(self, tool: ToolDef) -> _Route:
-        output = compiled(tool, "output")
-        properties = tool.input_schema.get("properties")
-        fills_defaults = isinstance(properties, dict) and any(
-            isinstance(prop, dict) and "default" in prop for prop in properties.values()
-        )
-        validator = None if output.accepts_anything else output
-        checker = compiled(tool, "input")
-        flat_keys = frozenset(k for k in scalar_properties(tool.input_schema) if not is_secret_key(k))
-        route = _Route(
-            tool,
-            checker,
-            validator,
-            fills_defaults,
-            tool.tool_type.value,
-            checker.check,
-            output.check,
-            flat_keys,
-        )
-        self._routes[tool.tool_id] = route
-        return route
-
-    def _offer(self, tool: ToolDef, path: str) -> Any:
-        """The backend's `inline` or `blocking` fast path for `tool`, or None."""
-        if tool.execution_config.get("max_concurrency"):
-            return None  # a limited tool goes through the loop-bound semaphore
-        try:
-            offer = getattr(self.backend_for(tool.tool_type), path, None)
-            return offer(tool) if offer is not None else None
-        except ToolError:
-            return None  # the general path reports the same problem as a failed call
-
-    # -- limits, backends, resources -----------------------------------------------------------------
-
-    def _limit(self, tool: ToolDef) -> asyncio.Semaphore | None:
-        """The tool's `max_concurrency` semaphore on the running loop (semaphores are bound to one loop)."""
-        size = tool.execution_config.get("max_concurrency")
-        if not size:
-            return None
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            per_loop = self._limits.get(loop)
-            if per_loop is None:
-                per_loop = self._limits[loop] = {}
-            key = (tool.tool_id, int(size))
-            semaphore = per_loop.get(key)
-            if semaphore is None:
-                semaphore = per_loop[key] = asyncio.Semaphore(int(size))
-        return semaphore
+    # -- backends and resources ----------------------------------------------------------------------
 
     def backend_for(self, tool_type: ToolType | str) -> ToolBackend:
         """The backend of `tool_type`, built as `BackendClass(self)` on first use.
@@ -586,15 +481,7 @@ class ToolExecutor:
         with self._lock:
             backend = self._backends.get(kind)
             if backend is None:
-                module_name, class_name = BACKENDS[kind]
-                try:
-                    cls = getattr(importlib.import_module(module_name), class_name)
-                except (ImportError, AttributeError) as exc:
-                    raise ToolConfigError(
-                        f"The backend for tool type {kind.value!r} ({module_name}.{class_name}) cannot be "
-                        f"loaded: {exc}"
-                    ) from exc
-                backend = self._backends[kind] = cls(self)
+                backend = self._backends[kind] = backend_class(kind)(self)
         return backend
 
     def http_client(self) -> httpx.AsyncClient:
@@ -619,11 +506,7 @@ class ToolExecutor:
     def forget(self, tool_id: str | None = None) -> None:
         """Drop cached instances and routes (of one tool, or all), e.g. after editing a tool's module."""
         with self._lock:
-            if tool_id is None:
-                self._routes.clear()
-            else:
-                self._routes.pop(tool_id, None)
-            self._by_ref.clear()
+            self._routes.forget(tool_id)
             backends = list(self._backends.values())
         for backend in backends:
             backend.forget(tool_id)
@@ -633,8 +516,7 @@ class ToolExecutor:
         with self._lock:
             backends = list(self._backends.values())
             self._backends.clear()
-            self._routes.clear()
-            self._by_ref.clear()
+            self._routes.forget()
         for backend in backends:
             try:
                 await backend.aclose()
@@ -652,39 +534,3 @@ class ToolExecutor:
                 "ToolExecutor.close() cannot run inside a running event loop; use 'await executor.aclose()'"
             )
         run_sync(self.aclose())
-
-
-def _timeout_error(tool: ToolDef, timeout_ms: float) -> ToolTimeoutError:
-    return ToolTimeoutError(
-        f"Tool {tool.tool_id!r} did not finish within its timeout of {timeout_ms:g} ms and was stopped",
-        tool_id=tool.tool_id,
-    )
-
-
-def _cancelled(tool: ToolDef, attempt: int) -> _Outcome:
-    # the caller gave up on the call: it still gets its closing event, so no tool.invoked dangles
-    error = ToolExecutionError(
-        f"Tool {tool.tool_id!r}: the call was cancelled by its caller", tool_id=tool.tool_id
-    )
-    return _Outcome(error=error, attempts=attempt)
-
-
-def _result_error_type(error: ToolError) -> str:
-    # A tool that cannot be loaded failed to execute; "validation" would tell the caller to fix its input.
-    return "execution" if isinstance(error, ToolConfigError) else error.error_type
-
-
-def _passes(check: Callable[[Any], bool], value: Any) -> bool:
-    try:
-        return check(value)
-    except ValueError:  # jsonschema-rs refuses values JSON cannot hold (bytes, sets, datetimes)
-        return False
-
-
-def _problems(validator: SchemaValidator, value: Any, kind: str) -> list[str]:
-    try:
-        return validator.errors(value) or [f"{kind}: does not match the schema"]
-    except ValueError as exc:
-        return [
-            f"{kind}: {exc}; only JSON values (objects, arrays, text, numbers, booleans, null) are accepted"
-        ]
