@@ -44,7 +44,7 @@ class FrameworkToolBackend(ToolBackend):
             return found[1], found[2]
         with self._lock:
             module = import_module_checked(tool, self.executor.registry.allowed_modules)
-            instance = build_instance(tool, module)
+            instance = build_instance(tool, module, self.executor.registry.allowed_modules)
             base = self.base_class()
             if not isinstance(instance, base):
                 raise ToolConfigError(

@@ -93,11 +93,16 @@ def import_module_checked(tool: ToolDef, allowed_modules: typing.Sequence[str]) 
         ) from exc
 
 
-def build_instance(tool: ToolDef, module: Any) -> Any:
-    """`module.<class>()` or `module.<factory>()` from the tool's config; constructor errors named."""
+def build_instance(tool: ToolDef, module: Any, allowed_modules: typing.Sequence[str] | None = None) -> Any:
+    """`module.<class>()` or `module.<factory>()` from the tool's config; constructor errors named.
+
+    With `allowed_modules`, the class or factory must also be defined inside them (see `check_origin`).
+    """
     config = tool.execution_config
     kind = "class" if "class" in config else "factory"
     maker = _attribute(tool, module, config.get(kind), kind)
+    if allowed_modules is not None:
+        check_origin(tool, maker, kind, allowed_modules)
     try:
         return maker()
     except Exception as exc:  # boundary: the tool class's constructor is foreign code
@@ -118,8 +123,10 @@ def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple
     module = import_module_checked(tool, allowed_modules)
     config = tool.execution_config
     if "function" in config:
-        return None, _attribute(tool, module, config["function"], "function")
-    instance = build_instance(tool, module)
+        fn = _attribute(tool, module, config["function"], "function")
+        check_origin(tool, fn, "function", allowed_modules)
+        return None, fn
+    instance = build_instance(tool, module, allowed_modules)
     return instance, _attribute(tool, instance, config.get("method"), "method")
 
 
@@ -242,6 +249,23 @@ async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> An
     """
     ctx = contextvars.copy_context()
     return await asyncio.wrap_future(worker_pool().submit(functools.partial(ctx.run, fn, *args, **kwargs)))
+
+
+def check_origin(tool: ToolDef, target: Any, kind: str, allowed_modules: typing.Sequence[str]) -> None:
+    """Refuse a class, factory or function that an allowed module merely imported from elsewhere.
+
+    The module allow-list is about code: `{module: "AgentTools.x", function: "run"}` must not reach a
+    `subprocess.run` or `shutil.rmtree` that `AgentTools.x` happens to import.
+    """
+    origin = getattr(target, "__module__", None)
+    if not isinstance(origin, str) or not module_allowed(origin, allowed_modules):
+        name = getattr(target, "__qualname__", None) or type(target).__name__
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r}: execution_config.{kind} names {origin}.{name}, which is defined outside "
+            f"the allowed modules {list(allowed_modules)!r}; only code defined inside them can be a tool",
+            tool_id=tool.tool_id,
+            field=f"execution_config.{kind}",
+        )
 
 
 def _attribute(tool: ToolDef, owner: Any, name: Any, kind: str) -> Any:

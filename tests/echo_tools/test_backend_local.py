@@ -336,3 +336,37 @@ def test_an_inline_tool_that_rejects_its_input_is_not_retried_and_a_bad_argument
     assert result.error == "Tool 'tool_boom' raised ValueError: no such city"
     unbound = executor.invoke_sync("add", {"a": 1, "b": 2, "c": 3})
     assert "was called with arguments it does not accept" in unbound.error and "'c'" in unbound.error
+
+
+REEXPORTS = "tests.echo_tools.fixture_tools.reexports"
+
+
+@pytest.mark.parametrize("isolation", ["thread", "inline", "process"])
+def test_a_function_an_allowed_module_only_imported_cannot_be_called(tmp_path, isolation: str) -> None:
+    victim = tmp_path / "keep"
+    victim.mkdir()
+    tool = local_tool("rm", "rmtree", module=REEXPORTS, config={"isolation": isolation})
+    executor, _ = make_executor(tool)
+    result = executor.invoke_sync("rm", {"path": str(victim)})
+    assert not result.success and result.error_type == "execution"
+    assert "shutil.rmtree" in (result.error or "") and "outside the allowed modules" in (result.error or "")
+    assert victim.exists()
+
+
+def test_a_class_an_allowed_module_only_imported_cannot_be_a_tool() -> None:
+    tool = {
+        "name": "cwd",
+        "tool_type": "local",
+        "execution_config": {"module": REEXPORTS, "class": "Path", "method": "cwd"},
+    }
+    executor, _ = make_executor(tool)
+    result = executor.invoke_sync("cwd", {})
+    assert not result.success and "pathlib.Path" in (result.error or "")
+
+
+def test_functions_defined_inside_the_allowed_modules_still_run_through_a_reexport() -> None:
+    executor, _ = make_executor(
+        local_tool("own", "own", module=REEXPORTS), local_tool("add2", "add", module=REEXPORTS)
+    )
+    assert executor.invoke_sync("own", {"text": "hi"}).output == "HI"
+    assert executor.invoke_sync("add2", {"a": 1, "b": 2}).output == 3
