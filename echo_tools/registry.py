@@ -156,7 +156,8 @@ class ToolRegistry:
                 for key in tool_keys:
                     keys[key] = tool.tool_id
             # swap whole dicts: a concurrent reader sees the old catalogue or the new one, never half of
-            # each (`_view` pairs them in one assignment for `_lookup`, which reads both)
+            # each (`_view` pairs them in one assignment for `_lookup`, which reads both; the executor's
+            # hot path also reads `_view[0]` directly: `get()` costs it 0.3 us of a 5 us budget)
             self._view = (by_id, keys)
             self._tools, self._keys, self._aliases = by_id, keys, aliases
             self._problems = problems
