@@ -36,6 +36,7 @@ from echo_tools.models import (
     ToolDef,
     ToolPermission,
     ToolResult,
+    ToolSource,
     ToolStatus,
     ToolType,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "ToolRegistrationError",
     "ToolRegistry",
     "ToolResult",
+    "ToolSource",
     "ToolStatus",
     "ToolStorage",
     "ToolStorageError",

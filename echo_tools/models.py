@@ -14,7 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 TOOL_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+# control, format (bidi overrides such as U+202E) and line/paragraph separators (U+2028, U+2029)
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+DEFAULT_MAX_OUTPUT_CHARS = 20_000
 
 
 class ToolType(StrEnum):
@@ -36,6 +38,16 @@ class ToolStatus(StrEnum):
     ACTIVE = "active"
     DEPRECATED = "deprecated"
     DISABLED = "disabled"
+
+
+class ToolSource(StrEnum):
+    """Where a definition came from; decides what it may do (DESIGN.md, "Trust")."""
+
+    BUILTIN = "builtin"
+    MCP = "mcp"
+    OPENAPI = "openapi"
+    PYTHON = "python"
+    REMOTE = "remote"
 
 
 class SideEffect(StrEnum):
@@ -113,6 +125,9 @@ class ToolDef(BaseModel):
     side_effect: SideEffect = SideEffect.EXTERNAL
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     permissions: list[ToolPermission] = Field(default_factory=list)
+    source: ToolSource = ToolSource.PYTHON
+    # what a language model is shown of one result, at most; the rest is cut with a marker saying how much
+    max_output_chars: int = Field(default=DEFAULT_MAX_OUTPUT_CHARS, gt=0, le=10_000_000)
 
     # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -134,9 +149,14 @@ class ToolDef(BaseModel):
             raise ValueError("name must not be empty")
         if len(value) > 200:
             raise ValueError(f"name must be at most 200 characters, got {len(value)}")
-        if _CONTROL_CHARS.search(value):
-            # a name is shown to people and language models; a newline in it could forge prompt text
-            raise ValueError(f"name {value!r} must not contain control characters")
+        bad = next((c for c in value if unicodedata.category(c) in _UNPRINTABLE_CATEGORIES), None)
+        if bad is not None:
+            # a name is shown to people and language models; a newline or a bidi override in it could forge
+            # prompt text or disguise what is shown
+            raise ValueError(
+                f"name {value!r} must not contain control, format or line-separator characters "
+                f"(found U+{ord(bad):04X})"
+            )
         return value
 
     @field_validator("tool_type", mode="before")
@@ -150,7 +170,7 @@ class ToolDef(BaseModel):
             return lowered
         return value
 
-    @field_validator("status", "side_effect", mode="before")
+    @field_validator("status", "side_effect", "source", mode="before")
     @classmethod
     def _enum_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
@@ -246,6 +266,8 @@ class ToolResult(BaseModel):
     output: Any = None
     error: str | None = None
     error_type: str | None = None
+    # the input field an error names (`"values[2]"`), as data; None when the error names no field
+    error_field: str | None = None
     duration_ms: float = 0.0
     attempts: int = 0
     metadata: dict[str, Any] = Field(default_factory=dict)

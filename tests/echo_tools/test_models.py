@@ -142,10 +142,30 @@ def test_safe_tool_ids_are_accepted(tool_id: str) -> None:
     assert check_tool_id(tool_id) == tool_id
 
 
-@pytest.mark.parametrize("name", ["Line\nbreak", "tab\there", "nul\x00"])
-def test_control_characters_in_a_name_are_refused(name: str) -> None:
-    with pytest.raises(ValidationError, match="must not contain control characters"):
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Line\nbreak",
+        "tab\there",
+        "nul\x00",
+        "next\u0085line",
+        "line\u2028sep",
+        "evil\u202etxt.exe",
+        "para\u2029graph",
+    ],
+)
+def test_control_format_and_separator_characters_in_a_name_are_refused(name: str) -> None:
+    with pytest.raises(
+        ValidationError, match="must not contain control, format or line-separator characters"
+    ):
         ToolDef(name=name)
+
+
+def test_a_definition_without_a_source_is_a_python_one_and_keeps_the_output_bound() -> None:
+    tool = ToolDef(name="x")
+    assert tool.source == "python"
+    assert tool.max_output_chars == 20_000
+    assert ToolDef(name="x", source="REMOTE").source == "remote"
 
 
 def test_a_blank_name_is_refused() -> None:
