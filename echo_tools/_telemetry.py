@@ -1,8 +1,9 @@
-"""Third-party telemetry off by default in every process that imports echo-tools.
+"""CrewAI's own telemetry off by default in every process that imports echo-tools.
 
-CrewAI, OpenTelemetry, LangSmith and Chroma send usage data or traces unless told not to; on machines
-without outbound network that is a stream of failed connections, and nobody asked for it. Only defaults
-are set: a variable the user set (to anything) is left alone, so telemetry can be turned back on.
+CrewAI sends usage data and traces to its own service unless told not to; on machines without outbound
+network that is a stream of failed connections, and nobody asked for it. Only CrewAI's own switches are
+set, and only as defaults (a variable the user set, to anything, is left alone): the host application's
+tracing (OpenTelemetry, LangSmith) is the host's to decide, and importing a tool library never changes it.
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ TELEMETRY_DEFAULTS = {
     "CREWAI_DISABLE_TELEMETRY": "true",
     "CREWAI_DISABLE_TRACKING": "true",
     "CREWAI_TRACING_ENABLED": "false",
-    "OTEL_SDK_DISABLED": "true",
-    "LANGCHAIN_TRACING_V2": "false",
-    "LANGSMITH_TRACING": "false",
-    "ANONYMIZED_TELEMETRY": "False",
 }
+
+# read by the host's own tracing; importing echo-tools must leave them as they were
+HOST_TRACING_VARIABLES = (
+    "OTEL_SDK_DISABLED",
+    "LANGCHAIN_TRACING_V2",
+    "LANGSMITH_TRACING",
+    "ANONYMIZED_TELEMETRY",
+)
 
 
 def disable_third_party_telemetry() -> None:
-    """Set each telemetry opt-out that the environment does not already decide."""
+    """Set each of CrewAI's telemetry opt-outs that the environment does not already decide."""
     for key, value in TELEMETRY_DEFAULTS.items():
         os.environ.setdefault(key, value)
