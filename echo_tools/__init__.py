@@ -14,6 +14,7 @@ from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     EgressDeniedError,
     MCPConnectionError,
+    NotStoredError,
     ToolConfigError,
     ToolDisabledError,
     ToolError,
@@ -43,6 +44,7 @@ from echo_tools.models import (
 from echo_tools.registry import ToolRegistry
 from echo_tools.settings import ApiSettings
 from echo_tools.storage import ToolStorage
+from echo_tools.stores import AgentStore, WorkflowStore
 
 if TYPE_CHECKING:
     from echo_tools.api import create_app, make_router
@@ -62,6 +64,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AgentStore",
     "ApiSettings",
     "EgressDeniedError",
     "EgressPolicy",
@@ -69,6 +72,7 @@ __all__ = [
     "LoggingEventSink",
     "MCPConnectionError",
     "MemoryEventLog",
+    "NotStoredError",
     "OpenTelemetrySink",
     "RetryPolicy",
     "SideEffect",
@@ -96,6 +100,7 @@ __all__ = [
     "ToolTimeoutError",
     "ToolType",
     "ToolValidationError",
+    "WorkflowStore",
     "create_app",
     "make_router",
     "tool",

@@ -5,6 +5,7 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
 
     ToolError
     ├── ToolNotFoundError            no tool matches the reference
+    │   └── NotStoredError           no stored workflow or agent has that id
     ├── ToolDisabledError            the tool exists but is disabled
     ├── ToolRegistrationError        a tool definition was refused (bad id, schema, module, name clash)
     │   └── ToolNameConflictError    another tool already has that name (case-insensitively)
@@ -48,6 +49,10 @@ class ToolNotFoundError(ToolError):
     """No tool matches the reference."""
 
     error_type = "not_found"
+
+
+class NotStoredError(ToolNotFoundError):
+    """No stored workflow or agent has that id (`WorkflowStore`, `AgentStore`)."""
 
 
 class ToolDisabledError(ToolError):
