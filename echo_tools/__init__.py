@@ -31,6 +31,7 @@ from echo_tools.errors import (
 )
 from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
 from echo_tools.models import (
+    Determinism,
     RetryPolicy,
     SideEffect,
     ToolContext,
@@ -66,6 +67,7 @@ _LAZY = {
 __all__ = [
     "AgentStore",
     "ApiSettings",
+    "Determinism",
     "EgressDeniedError",
     "EgressPolicy",
     "JsonlEventLog",

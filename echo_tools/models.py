@@ -50,6 +50,13 @@ class ToolSource(StrEnum):
     REMOTE = "remote"
 
 
+class Determinism(StrEnum):
+    """Whether the same input always gives the same output (RFC-2003 §6); decides result caching."""
+
+    DETERMINISTIC = "deterministic"
+    NONDETERMINISTIC = "nondeterministic"
+
+
 class SideEffect(StrEnum):
     """What a call does to the world; decides whether a failed call may be retried."""
 
@@ -128,6 +135,13 @@ class ToolDef(BaseModel):
     source: ToolSource = ToolSource.PYTHON
     # what a language model is shown of one result, at most; the rest is cut with a marker saying how much
     max_output_chars: int = Field(default=DEFAULT_MAX_OUTPUT_CHARS, gt=0, le=10_000_000)
+    # what the tool can do, for the planner's capability matching (`["search", "fetch_content"]`)
+    capabilities: list[str] = Field(default_factory=list)
+    # tool ids that must run before this one (the dependency graph, `registry.graph()`)
+    dependencies: list[str] = Field(default_factory=list)
+    determinism: Determinism = Determinism.NONDETERMINISTIC
+    # a deterministic, pure tool's results are reused for this many seconds; None: never cached
+    cache_ttl_s: float | None = Field(default=None, ge=0, le=86_400 * 30)
 
     # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -170,10 +184,15 @@ class ToolDef(BaseModel):
             return lowered
         return value
 
-    @field_validator("status", "side_effect", "source", mode="before")
+    @field_validator("status", "side_effect", "source", "determinism", mode="before")
     @classmethod
     def _enum_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("capabilities", "dependencies", mode="before")
+    @classmethod
+    def _names_list(cls, value: Any) -> Any:
+        return [] if value is None else value
 
     @field_validator("version", mode="before")
     @classmethod
