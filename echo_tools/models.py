@@ -27,6 +27,7 @@ class ToolType(StrEnum):
     API = "api"
     CREWAI = "crewai"
     LANGCHAIN = "langchain"
+    SKILL = "skill"
 
 
 _TOOL_TYPES = frozenset(t.value for t in ToolType)
@@ -250,6 +251,12 @@ class ToolContext(BaseModel):
     granted_permissions: list[ToolPermission] | None = None
     timeout_ms: int | None = Field(default=None, gt=0)
     trace_id: str | None = None
+    # nested calls (a skill's steps, a sub-workflow's tools): the calling call's id, how deep, and the chain
+    # of composite tools above this call, which is how a cycle is found at run time
+    call_id: str | None = None
+    parent_call_id: str | None = None
+    depth: int = Field(default=0, ge=0)
+    call_path: list[str] = Field(default_factory=list)
 
     def ids(self) -> dict[str, str | None]:
         """The context ids as a dict (what events carry)."""

@@ -31,6 +31,7 @@ from echo_tools.errors import (
 from echo_tools.events import EventBus, EventSink, ToolEvent
 from echo_tools.models import ToolDef, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_schema, compiled, normalize_args
+from echo_tools.skills import check_skill_tools
 from echo_tools.storage import Problem, ToolStorage, describe_validation_error, gc_paused
 
 logger = logging.getLogger("echo_tools.registry")
@@ -266,6 +267,9 @@ class ToolRegistry:
         check_schema(tool.input_schema, field="input_schema", tool_id=tool.tool_id)
         check_schema(tool.output_schema, field="output_schema", tool_id=tool.tool_id)
         check_execution_config(tool, self._allowed_modules, self.egress)
+        if tool.tool_type == ToolType.SKILL:
+            # a composite needs what its inner tools need: a caller without it is refused before any step runs
+            tool.permissions = check_skill_tools(tool, self)
 
     def _clash(self, tool: ToolDef) -> str | None:
         return _clash_in(tool, tool.lookup_keys(), self._tools, self._keys)

@@ -54,6 +54,10 @@ def check_execution_config(
         _check_api(tool, egress)
     elif kind == ToolType.MCP:
         _check_mcp(tool)
+    elif kind == ToolType.SKILL:
+        from echo_tools.skills import parse_skill
+
+        parse_skill(tool.tool_id, config)
 
 
 def _check_api(tool: ToolDef, egress: EgressPolicy | None) -> None:

@@ -24,6 +24,7 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
     ToolType.MCP: ("echo_tools.backends.mcp", "MCPBackend"),
     ToolType.CREWAI: ("echo_tools.backends.crewai", "CrewAIBackend"),
     ToolType.LANGCHAIN: ("echo_tools.backends.langchain", "LangChainBackend"),
+    ToolType.SKILL: ("echo_tools.backends.skill", "SkillBackend"),
 }
 
 

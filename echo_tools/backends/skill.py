@@ -1,0 +1,123 @@
+"""The `skill` backend: runs a skill's steps through the executor, each as a nested call.
+
+Steps whose dependencies are done run at once; a failed step tries its `fallback` tools in order; a step
+whose `when` reference is falsy is skipped. Each inner call gets the caller's granted permissions, the
+remaining deadline, `depth + 1` and the chain of composite tools above it, so inner calls are checked again,
+cannot outlive the skill, and a skill that reaches itself at run time is stopped with the chain named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.errors import ToolExecutionError, ToolTimeoutError
+from echo_tools.skills import MAX_CALL_DEPTH, SkillStep, parse_skill, resolve_reference, substitute
+
+if TYPE_CHECKING:
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.models import ToolContext, ToolDef
+
+
+class _StepFailed(Exception):
+    def __init__(self, step: SkillStep, message: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.message = message
+
+
+class SkillBackend(ToolBackend):
+    """Runs `skill` tools; inner calls go back through the executor (events, limits, permissions)."""
+
+    def __init__(self, executor: ToolExecutor) -> None:
+        self.executor = executor
+
+    async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
+        if tool.tool_id in context.call_path:
+            chain = " -> ".join([*context.call_path, tool.tool_id])
+            raise ToolExecutionError(f"Tool {tool.tool_id!r} calls itself: {chain}", tool_id=tool.tool_id)
+        if context.depth >= MAX_CALL_DEPTH:
+            raise ToolExecutionError(
+                f"Tool {tool.tool_id!r}: nested calls are {context.depth} deep, the limit is {MAX_CALL_DEPTH} "
+                f"({' -> '.join(context.call_path)})",
+                tool_id=tool.tool_id,
+            )
+        skill = parse_skill(tool.tool_id, tool.execution_config)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000
+        inner = context.model_copy(
+            update={
+                "parent_call_id": context.call_id,
+                "call_id": None,
+                "depth": context.depth + 1,
+                "call_path": [*context.call_path, tool.tool_id],
+            }
+        )
+        scope: dict[str, Any] = {"input": args, "steps": {}}
+        report: dict[str, dict[str, Any]] = {}
+        pending = {step.id: step for step in skill.steps}
+        running: dict[asyncio.Task[None], SkillStep] = {}
+        try:
+            while pending or running:
+                finished = {sid for sid, r in report.items() if r["status"] != "running"}
+                for step in [s for s in pending.values() if set(s.depends_on) <= finished]:
+                    del pending[step.id]
+                    report[step.id] = {"status": "running", "tool_id": None}
+                    task = asyncio.create_task(self._run_step(step, scope, report, inner, deadline))
+                    running[task] = step
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    running.pop(task)
+                    task.result()  # a failed step raises _StepFailed here
+        except _StepFailed as failure:
+            raise ToolExecutionError(
+                f"Tool {tool.tool_id!r}: step {failure.step.id!r} failed: {failure.message}",
+                tool_id=tool.tool_id,
+                field=f"steps.{failure.step.id}",
+            ) from None
+        finally:
+            for task in running:
+                task.cancel()
+        if skill.output is None:
+            output: Any = {sid: step["output"] for sid, step in scope["steps"].items()}
+        else:
+            output = substitute(skill.output, scope)
+        return BackendOutput(output=output, metadata={"steps": report})
+
+    async def _run_step(
+        self,
+        step: SkillStep,
+        scope: dict[str, Any],
+        report: dict[str, dict[str, Any]],
+        context: ToolContext,
+        deadline: float,
+    ) -> None:
+        entry = report[step.id]
+        try:
+            if step.when is not None and not resolve_reference(step.when, scope):
+                entry.update(status="skipped")
+                scope["steps"][step.id] = {"output": None}
+                return
+            step_input = substitute(step.input, scope)
+        except LookupError as exc:
+            entry.update(status="failed", error=str(exc))
+            raise _StepFailed(step, str(exc)) from None
+        errors: list[str] = []
+        for ref in [step.tool, *step.fallback]:
+            remaining_ms = int((deadline - asyncio.get_running_loop().time()) * 1000)
+            if remaining_ms <= 0:
+                entry.update(status="failed", error="the skill's deadline passed")
+                raise ToolTimeoutError(
+                    f"step {step.id!r}: the skill's deadline passed before {ref!r} could run"
+                )
+            result = await self.executor.invoke(
+                ref, step_input, context.model_copy(update={"timeout_ms": remaining_ms})
+            )
+            if result.success:
+                entry.update(status="completed", tool_id=result.tool_id, failed_before=errors)
+                scope["steps"][step.id] = {"output": result.output}
+                return
+            errors.append(f"{result.tool_id}: {result.error}")
+        entry.update(status="failed", error="; ".join(errors))
+        raise _StepFailed(step, "; ".join(errors))
