@@ -1,9 +1,11 @@
-"""The event history of runs: every tool event kept in SQLite (`<storage>/runs.sqlite`) and queryable.
+"""The history of runs, kept in SQLite (`<storage>/runs.sqlite`): tool events, runs, and checkpoints.
 
 `RunHistory` is an event sink (a callable taking a `ToolEvent`) and the reader behind
 `GET /tools/events/history` and `echo-tools events --run RUN_ID`. Events are kept oldest first, with
-retention (`prune(days=...)`) so the table does not grow without end. The schema is versioned: a
-`schema_version` table records the migrations applied.
+retention (`prune(days=...)`) so the table does not grow without end. It also records each workflow run
+(its source and status) and hands out LangGraph's `SqliteSaver` on the same file, so a run paused at a
+HITL node can be resumed from another process. The schema is versioned: a `schema_version` table records
+the migrations applied.
 """
 
 from __future__ import annotations
@@ -45,7 +47,21 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX events_agent ON events (agent_id, seq)",
         "CREATE INDEX events_time ON events (timestamp)",
     ),
+    (
+        # what a run needs to be resumed from another process: its source and where it stands
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            workflow_id TEXT,
+            status TEXT NOT NULL,
+            source TEXT NOT NULL,
+            error TEXT,
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL
+        )""",
+    ),
 )
+
+RUN_STATUSES = ("running", "interrupted", "completed", "failed")
 
 _EVENT_FIELDS = frozenset(ToolEvent.__dataclass_fields__)
 
@@ -221,6 +237,54 @@ class RunHistory:
         with self._transaction() as db:
             return db.execute("DELETE FROM events WHERE timestamp < ?", (cutoff,)).rowcount
 
+    # -- runs ----------------------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, source: dict[str, Any], workflow_id: str | None = None) -> None:
+        """Record a run as `running`, with the source it was compiled from (so it can be compiled again)."""
+        now = _now()
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, workflow_id, status, source, created, updated)"
+                " VALUES (?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
+                " status = 'running', source = excluded.source, error = NULL, updated = excluded.updated",
+                (run_id, workflow_id, json.dumps(source, ensure_ascii=False, default=str), now, now),
+            )
+
+    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Move a recorded run to `status` (`running`, `interrupted`, `completed`, `failed`)."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE runs SET status = ?, error = ?, updated = ? WHERE run_id = ?",
+                (status, error, _now(), run_id),
+            )
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """The recorded run `{run_id, workflow_id, status, source, error, created, updated}`, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT run_id, workflow_id, status, source, error, created, updated FROM runs WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        keys = ("run_id", "workflow_id", "status", "source", "error", "created", "updated")
+        record = dict(zip(keys, row, strict=True))
+        record["source"] = json.loads(record["source"])
+        return record
+
+    def checkpointer(self) -> Any:
+        """LangGraph's `SqliteSaver` on this file (its own connection), for graphs whose runs must outlive
+        the process."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(self.path, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=5000")
+        saver = SqliteSaver(conn)
+        saver.setup()
+        return saver
+
     def count(self) -> int:
         """How many events are kept."""
         with self._lock:
@@ -230,6 +294,10 @@ class RunHistory:
         """Close the database connection."""
         with self._lock:
             self._db.close()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _event_from_json(body: str) -> ToolEvent:

@@ -164,3 +164,34 @@ async def test_as_an_executor_sink_it_keeps_the_calls_of_a_run(tmp_path: Path) -
     assert [e.type for e in kept] == ["tool.invoked", "tool.completed"]
     assert kept[1].output == result.output
     assert history.runs()[0].run_id == "run-1"
+
+
+def test_a_run_is_recorded_with_its_source_and_its_status_moves(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path)
+    assert history.run("r1") is None
+    history.start_run("r1", {"workflow": {"workflow_id": "wf"}, "agents": {}}, workflow_id="wf")
+    assert history.run("r1")["status"] == "running"
+    history.set_status("r1", "interrupted")
+    record = RunHistory(tmp_path).run("r1")
+    assert record["status"] == "interrupted"
+    assert record["source"] == {"workflow": {"workflow_id": "wf"}, "agents": {}}
+    with pytest.raises(ValueError, match="status must be one of .* got 'paused'"):
+        history.set_status("r1", "paused")
+
+
+def test_the_checkpointer_keeps_langgraph_state_in_the_same_file(tmp_path: Path) -> None:
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        n: int
+
+    graph = StateGraph(State)
+    graph.add_node("inc", lambda s: {"n": s["n"] + 1})
+    graph.add_edge(START, "inc")
+    graph.add_edge("inc", END)
+    config = {"configurable": {"thread_id": "t1"}}
+    graph.compile(checkpointer=RunHistory(tmp_path).checkpointer()).invoke({"n": 1}, config)
+    again = graph.compile(checkpointer=RunHistory(tmp_path).checkpointer())
+    assert again.get_state(config).values == {"n": 2}
