@@ -9,6 +9,7 @@ when a server sends `notifications/tools/list_changed`. A tool that disappeared 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -261,8 +262,30 @@ def register_server(
     return apply_listing(registry, name, listing)
 
 
+def servers_of(data: Any, source: str) -> dict[str, Any]:
+    """The server entries of an MCP config document: Claude's `{"mcpServers": {...}}` or VS Code's
+    `mcp.json` `{"servers": {...}}` (its `inputs` prompts are not supported: use `${VAR}` references).
+
+    Raises:
+        ToolConfigError: neither object is there, or both are (the message names `source`).
+    """
+    found = [key for key in ("mcpServers", "servers") if isinstance(data, dict) and key in data]
+    if len(found) != 1 or not isinstance(data[found[0]], dict):
+        got = "both 'mcpServers' and 'servers'" if len(found) == 2 else "neither"
+        raise ToolConfigError(
+            f"MCP config {source!r} must hold one object of servers: 'mcpServers' (Claude Desktop, Cursor) or "
+            f"'servers' (VS Code's mcp.json); it has {got if len(found) != 1 else repr(found[0]) + ' but not as an object'}",
+            field="mcpServers",
+        )
+    servers: dict[str, Any] = data[found[0]]
+    return servers
+
+
 def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[ToolDef]]:
-    """Add every server of an `{"mcpServers": {...}}` file. Every entry is checked before any is added.
+    """Add every server of an MCP config file (`mcpServers` or VS Code's `servers` shape).
+
+    Every entry is checked before any is added; the servers are then listed concurrently, and each one
+    that answered is registered.
 
     Raises:
         ToolConfigError: the file or an entry is invalid (nothing is added).
@@ -272,26 +295,52 @@ def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ToolConfigError(f"MCP config file {str(path)!r} cannot be read: {exc}", field="path") from exc
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        raise ToolConfigError(f"MCP config file {str(path)!r} has no 'mcpServers' object", field="mcpServers")
     checked = {}
-    for raw_name, config in servers.items():
+    for raw_name, config in servers_of(data, str(path)).items():
         name = check_server_name(raw_name)
         checked[name] = check_server_config(name, config)
+    listings = _discover_all(registry, checked)
     added: dict[str, list[ToolDef]] = {}
     failures: list[str] = []
     for name, config in checked.items():
-        try:
-            added[name] = add_mcp_server(registry, name, config)
-        except MCPConnectionError as exc:
-            failures.append(exc.message)
+        listing = listings[name]
+        if isinstance(listing, ToolError):
+            failures.append(listing.message)
+            continue
+        added[name] = register_server(registry, name, config, listing)
     if failures:
         raise MCPConnectionError(
             f"{len(failures)} of {len(checked)} MCP servers in {str(path)!r} could not be added "
             f"(added: {sorted(added)}): " + "; ".join(failures)
         )
     return added
+
+
+def _discover_all(
+    registry: ToolRegistry, configs: dict[str, dict[str, Any]]
+) -> dict[str, list[types.Tool] | ToolError]:
+    """List every server's tools at once; a server that fails gets its error instead of a listing."""
+    from echo_tools.runtime import run_sync
+
+    async def each(name: str, config: dict[str, Any]) -> list[types.Tool] | ToolError:
+        from echo_tools.mcp_sessions import discover_tools
+
+        timeout = float(config.get("timeout") or 15.0) + DISCOVERY_TIMEOUT_S
+        try:
+            return await asyncio.wait_for(discover_tools(name, config, registry.egress), timeout)
+        except TimeoutError:
+            return MCPConnectionError(
+                f"MCP server {name!r}: listing its tools took longer than {timeout:g} s"
+            )
+        except ToolError as exc:
+            return exc
+
+    async def every() -> list[list[types.Tool] | ToolError]:
+        return await asyncio.gather(*(each(name, config) for name, config in configs.items()))
+
+    longest = max((float(c.get("timeout") or 15.0) for c in configs.values()), default=0.0)
+    results = run_sync(every(), timeout=longest + DISCOVERY_TIMEOUT_S + 5)
+    return dict(zip(configs, results, strict=True))
 
 
 def refresh_mcp_server(registry: ToolRegistry, name: str) -> list[ToolDef]:

@@ -1,0 +1,60 @@
+"""MCP config files: Claude's `mcpServers` and VS Code's `servers` shapes, servers listed at once."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from echo_tools import ToolConfigError
+from tests.echo_tools._mcp_support import SERVERS, make_registry, stdio_config
+
+RENDEZVOUS = SERVERS / "rendezvous_server.py"
+
+
+def _write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_vs_codes_servers_shape_is_read(tmp_path: Path) -> None:
+    registry = make_registry(tmp_path)
+    config = {"type": "stdio", **stdio_config()}
+    added = registry.load_mcp_config(_write(tmp_path, {"servers": {"calc": config}, "inputs": []}))
+    assert "calc" in added and added["calc"]
+    assert all(t.execution_config["server"] == "calc" for t in added["calc"])
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ({"other": {}}, "it has neither"),
+        ({"mcpServers": {}, "servers": {}}, "it has both 'mcpServers' and 'servers'"),
+        ({"servers": ["x"]}, "it has 'servers' but not as an object"),
+        ([], "it has neither"),
+    ],
+)
+def test_a_file_without_one_servers_object_is_refused_naming_both_shapes(
+    tmp_path: Path, data: object, says: str
+) -> None:
+    registry = make_registry(tmp_path)
+    with pytest.raises(ToolConfigError, match=f"'mcpServers' .* or 'servers' .*{says}"):
+        registry.load_mcp_config(_write(tmp_path, data))
+    assert registry.list_mcp_servers() == {}
+
+
+def test_the_servers_of_a_file_are_listed_at_once(tmp_path: Path) -> None:
+    # each server waits until all three have started: listed one after another, the first never answers
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    servers = {
+        name: {"command": sys.executable, "args": [str(RENDEZVOUS), str(meeting), "3", name], "timeout": 30}
+        for name in ("one", "two", "three")
+    }
+    registry = make_registry(tmp_path)
+    added = registry.load_mcp_config(_write(tmp_path, {"mcpServers": servers}))
+    assert sorted(added) == ["one", "three", "two"]
+    assert sorted(registry.list_mcp_servers()) == ["one", "three", "two"]
