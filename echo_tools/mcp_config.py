@@ -390,6 +390,19 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
             side_effect = SideEffect.PURE
         elif annotations is not None and annotations.idempotentHint:
             side_effect = SideEffect.IDEMPOTENT
+        task_support = tool.execution.taskSupport if tool.execution is not None else None
+        mcp_meta: dict[str, Any] = {
+            "server": server,
+            "tool": tool.name,
+            "title": tool.title,
+            "annotations": annotations.model_dump(exclude_none=True) if annotations else {},
+        }
+        if task_support == "required":
+            # the client does not run MCP tasks yet: every call would fail, so the tool is not offered
+            mcp_meta["disabled_reason"] = (
+                "the server requires MCP tasks (execution.taskSupport 'required'), which echo-tools "
+                "does not support yet"
+            )
         out.append(
             ToolDef(
                 tool_id=f"mcp_{server}_{suffix}"[:128],
@@ -400,14 +413,8 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
                 output_schema=tool.outputSchema or {},
                 execution_config={"server": server, "tool": tool.name},
                 tags=["source:mcp", f"mcp_server:{server}"],
-                metadata={
-                    "mcp": {
-                        "server": server,
-                        "tool": tool.name,
-                        "title": tool.title,
-                        "annotations": annotations.model_dump(exclude_none=True) if annotations else {},
-                    }
-                },
+                metadata={"mcp": mcp_meta},
+                status=ToolStatus.DISABLED if task_support == "required" else ToolStatus.ACTIVE,
                 side_effect=side_effect,
                 permissions=[ToolPermission.MCP_CONNECT],
             )
@@ -431,6 +438,8 @@ def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]
         if old is not None:
             vanished = bool(old.metadata.get("mcp", {}).get("missing"))
             status = ToolStatus.ACTIVE if vanished else old.status
+            if fresh.status == ToolStatus.DISABLED:
+                status = ToolStatus.DISABLED  # task-required: never offered, whatever it was before
             fresh = fresh.model_copy(
                 update={
                     "status": status,

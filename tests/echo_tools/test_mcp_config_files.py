@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from echo_tools import ToolConfigError
-from tests.echo_tools._mcp_support import SERVERS, make_registry, stdio_config
+from tests.echo_tools._mcp_support import SERVERS, make_executor, make_registry, stdio_config
 
 RENDEZVOUS = SERVERS / "rendezvous_server.py"
+TASKS = SERVERS / "tasks_server.py"
 
 
 def _write(tmp_path: Path, data: object) -> Path:
@@ -58,3 +59,21 @@ def test_the_servers_of_a_file_are_listed_at_once(tmp_path: Path) -> None:
     added = registry.load_mcp_config(_write(tmp_path, {"mcpServers": servers}))
     assert sorted(added) == ["one", "three", "two"]
     assert sorted(registry.list_mcp_servers()) == ["one", "three", "two"]
+
+
+async def test_a_tool_that_requires_mcp_tasks_is_registered_disabled_with_the_reason(tmp_path: Path) -> None:
+    registry = make_registry(tmp_path)
+    tools = {t.execution_config["tool"]: t for t in registry.add_mcp_server("tasks", stdio_config(TASKS))}
+    assert tools["quick"].status == "active"
+    job = tools["long_job"]
+    assert job.status == "disabled"
+    assert "requires MCP tasks" in job.metadata["mcp"]["disabled_reason"]
+    refreshed = {t.execution_config["tool"]: t for t in registry.refresh_mcp_server("tasks")}
+    assert refreshed["long_job"].status == "disabled"
+    executor = make_executor(registry)
+    try:
+        result = await executor.invoke(job.tool_id, {})
+        assert result.error_type == "disabled"
+        assert (await executor.invoke(tools["quick"].tool_id, {})).success
+    finally:
+        await executor.aclose()
