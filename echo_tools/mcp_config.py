@@ -249,7 +249,15 @@ def add_mcp_server(registry: ToolRegistry, name: str, config: Mapping[str, Any])
     """
     name = check_server_name(name)
     checked = check_server_config(name, config)
+    check_env_refs(name, checked)
     return register_server(registry, name, checked, _discover(registry, name, checked))
+
+
+def check_env_refs(name: str, config: Mapping[str, Any]) -> None:
+    """Raise `ToolConfigError` naming the variable when `env` or `headers` refer to one that is not set."""
+    for field in ("env", "headers"):
+        if config.get(field):
+            resolve_env_refs(config[field], server=name, field=field)
 
 
 def register_server(
@@ -299,6 +307,7 @@ def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[
     for raw_name, config in servers_of(data, str(path)).items():
         name = check_server_name(raw_name)
         checked[name] = check_server_config(name, config)
+        check_env_refs(name, checked[name])
     listings = _discover_all(registry, checked)
     added: dict[str, list[ToolDef]] = {}
     failures: list[str] = []

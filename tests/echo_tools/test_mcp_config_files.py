@@ -77,3 +77,24 @@ async def test_a_tool_that_requires_mcp_tasks_is_registered_disabled_with_the_re
         assert (await executor.invoke(tools["quick"].tool_id, {})).success
     finally:
         await executor.aclose()
+
+
+@pytest.mark.parametrize("field", ["env", "headers"])
+def test_an_unset_variable_is_a_config_error_naming_it_and_nothing_is_added(
+    tmp_path: Path, field: str
+) -> None:
+    registry = make_registry(tmp_path)
+    config = (
+        stdio_config(env={"TOKEN": "${ECHO_TEST_UNSET_VARIABLE}"})
+        if field == "env"
+        else {
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": {"Authorization": "Bearer ${ECHO_TEST_UNSET_VARIABLE}"},
+        }
+    )
+    with pytest.raises(ToolConfigError, match="'ECHO_TEST_UNSET_VARIABLE', which is not set") as info:
+        registry.add_mcp_server("svc", config)
+    assert info.value.field.startswith(f"mcpServers.svc.{field}")
+    with pytest.raises(ToolConfigError, match="ECHO_TEST_UNSET_VARIABLE"):
+        registry.load_mcp_config(_write(tmp_path, {"mcpServers": {"svc": config}}))
+    assert registry.list_mcp_servers() == {}
