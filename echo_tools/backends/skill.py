@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.errors import ToolExecutionError, ToolTimeoutError
-from echo_tools.skills import MAX_CALL_DEPTH, SkillStep, parse_skill, resolve_reference, substitute
+from echo_tools.skills import (
+    MAX_CALL_DEPTH,
+    SkillConfig,
+    SkillStep,
+    parse_skill,
+    resolve_reference,
+    substitute,
+)
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -32,6 +39,21 @@ class SkillBackend(ToolBackend):
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
+        self._parsed: dict[str, tuple[ToolDef, SkillConfig]] = {}  # tool id -> (the definition, parsed)
+
+    def _skill(self, tool: ToolDef) -> SkillConfig:
+        cached = self._parsed.get(tool.tool_id)
+        if cached is not None and cached[0] is tool:  # the registry hands out a new object on change
+            return cached[1]
+        skill = parse_skill(tool.tool_id, tool.execution_config)
+        self._parsed[tool.tool_id] = (tool, skill)
+        return skill
+
+    def forget(self, tool_id: str | None = None) -> None:
+        if tool_id is None:
+            self._parsed.clear()
+        else:
+            self._parsed.pop(tool_id, None)
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         if tool.tool_id in context.call_path:
@@ -43,7 +65,7 @@ class SkillBackend(ToolBackend):
                 f"({' -> '.join(context.call_path)})",
                 tool_id=tool.tool_id,
             )
-        skill = parse_skill(tool.tool_id, tool.execution_config)
+        skill = self._skill(tool)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000
         inner = context.model_copy(
