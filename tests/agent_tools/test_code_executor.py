@@ -150,25 +150,26 @@ async def test_signals_and_exit_codes_reach_the_caller_unchanged():
     assert exited.exit_code == 7
 
 
-async def test_files_outside_the_work_dir_are_refused_or_contained(repo_root):
+async def test_files_outside_the_work_dir_are_refused_or_contained(tmp_path):
+    # tmp_path stands for a host folder the run must not write into: owned by root, not writable by others
+    host_folder = tmp_path / "host"
+    host_folder.mkdir(mode=0o755)
     marker = f"echo_sbx_escape_{os.getpid()}.txt"
     code = (
         f"import os\nopen('/tmp/{marker}', 'w').write('x')\nprint('tmp ok')\n"
         f"open('inside.txt', 'w').write('fine')\nprint('workdir ok')\n"
-        f"open({str(repo_root / marker)!r}, 'w').write('x')\n"
+        f"open({str(host_folder / marker)!r}, 'w').write('x')\n"
     )
     run = await run_python(code)
     assert "workdir ok" in run.stdout
-    if run.isolation["tmp"].startswith("private"):
-        assert "tmp ok" in run.stdout
-        assert not Path(tempfile.gettempdir(), marker).exists()  # contained in the run's own tmpfs
-    if _run_uid(run.isolation) is not None:
-        # refused (the run's uid owns nothing in the repo), or, when the checkout itself lives under /tmp,
-        # contained: the run's private /tmp has no such folder
-        assert "PermissionError" in run.stderr or (
-            "FileNotFoundError" in run.stderr and str(repo_root).startswith(tempfile.gettempdir())
-        )
-        assert not (repo_root / marker).exists()
+    assert run.isolation["tmp"].startswith("private"), run.isolation
+    assert "tmp ok" in run.stdout
+    assert not Path(tempfile.gettempdir(), marker).exists()  # contained in the run's own tmpfs
+    # refused (the run's uid owns nothing there), or contained: the run's private /tmp has no such folder
+    assert "PermissionError" in run.stderr or (
+        "FileNotFoundError" in run.stderr and str(host_folder).startswith(tempfile.gettempdir())
+    )
+    assert not (host_folder / marker).exists()
 
 
 async def test_the_work_dir_is_fresh_and_removed_afterwards():
