@@ -273,3 +273,32 @@ async def test_concurrent_runs_are_separate_from_each_other():
     if all(r.isolation["tmp"].startswith("private") for r in runs):
         # each run's /tmp holds only its own working folder and its own mark
         assert all(r.stdout.rstrip().endswith("'mark']") and r.stdout.count("echo_sbx_") == 2 for r in runs)
+
+
+def test_the_tool_result_names_the_memory_limit_of_the_run_when_processes_together_exceed_it():
+    code = (  # four children hold 100 MB each at the same time; each alone is well under memory_mb
+        "import os\n"
+        "ready_r, ready_w = os.pipe()\n"
+        "hold_r, hold_w = os.pipe()\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        block = b'x' * (100 << 20)\n"
+        "        os.write(ready_w, b'.')\n"
+        "        os.read(hold_r, 1)\n"  # never answered: hold the block until the run ends
+        "held = 0\n"
+        "while held < 4:\n"
+        "    held += len(os.read(ready_r, 1))\n"
+        "print('survived')\n"
+    )
+    result = invoke("tool_code_executor", {"code": code, "memory_mb": 256})
+    assert result.success, result.error
+    out = result.output
+    assert "survived" not in out["stdout"]
+    assert "memory limit of the run (256 MB, memory_mb)" in out["limit_hit"]
+    assert out["isolation"]["memory"].startswith("run: 256 MB for all the run's processes together")
+
+
+async def test_the_smallest_memory_limit_still_runs_a_small_program():
+    run = await run_python("print(sum(range(10)))", limits=SandboxLimits(memory_mb=32))
+    assert run.stdout == "45\n", run.stderr
+    assert run.exit_code == 0 and run.limit_hit is None

@@ -9,6 +9,7 @@ that filled the host's disk.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import secrets
 import socket
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from AgentTools.code_executor.sandbox import SandboxLimits, check_env, run_python
+from AgentTools.code_executor.sandbox import SandboxLimits, check_env, interpreter, run_python
 from tests.agent_tools._support import REPO_ROOT
 
 
@@ -239,3 +240,90 @@ async def test_an_output_flood_is_reported_as_the_file_size_limit():
     code = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)"
     run = await run_python(code, limits=SandboxLimits(max_file_mb=2))
     assert run.limit_hit is not None and "file size limit of 2 MB" in run.limit_hit
+
+
+def test_a_server_that_cannot_make_a_cgroup_says_memory_is_limited_per_process_only(tmp_path):
+    # the server runs as an unprivileged uid (no cgroup can be made), with a Python every user can run
+    python, reachable = interpreter()
+    assert reachable
+    code = (
+        "import os\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        block = b'x' * (100 << 20)\n"
+        "        os._exit(0)\n"
+        "print(sum(os.waitstatus_to_exitcode(os.wait()[1]) == 0 for _ in range(4)), 'children done')\n"
+    )
+    script = (
+        "import asyncio, json\n"
+        "from AgentTools.code_executor.sandbox import SandboxLimits, run_python\n"
+        f"run = asyncio.run(run_python({code!r}, limits=SandboxLimits(memory_mb=150)))\n"
+        "print(json.dumps(run.to_dict()))\n"
+    )
+    uid = 1_950_000 + secrets.randbelow(10_000)  # above the sandbox's own range: no process has it
+    done = subprocess.run(
+        [python, "-I", "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n{script}"],
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    memory = result["isolation"]["memory"]
+    assert memory.startswith("per process only: each of up to 16 processes may use 150 MB"), memory
+    assert "cannot make a cgroup" in memory
+    assert result["stdout"] == "4 children done\n"  # 400 MB in all: the report did not overclaim
+    assert result["limit_hit"] is None
+
+
+_NO_UNSHARE = """
+import ctypes, platform, struct
+nr, arch = {"x86_64": (272, 0xC000003E), "aarch64": (97, 0xC00000B7)}[platform.machine()]
+ops = [(0x20, 0, 0, 4), (0x15, 0, 3, arch), (0x20, 0, 0, 0), (0x15, 0, 1, nr),
+       (0x06, 0, 0, 0x00050000 | 1), (0x06, 0, 0, 0x7FFF0000)]  # unshare() fails with EPERM
+code = b"".join(struct.pack("HBBI", *op) for op in ops)
+buf = ctypes.create_string_buffer(code)
+prog = struct.pack("HxxxxxxQ", len(ops), ctypes.addressof(buf))
+assert ctypes.CDLL(None).prctl(22, 2, ctypes.c_char_p(prog), 0, 0) == 0  # PR_SET_SECCOMP, FILTER
+"""
+
+
+def test_without_namespaces_the_report_says_nothing_is_isolated_and_that_is_true(tmp_path):
+    # a kernel that refuses unshare(): the server (root, in a subprocess) runs under a seccomp filter
+    key = 0x5EC10000 + secrets.randbelow(0xFFFF)
+    marker = f"echo_sbx_shared_{os.getpid()}_{secrets.token_hex(4)}"
+    code = (
+        "import ctypes\n"
+        f"print(ctypes.CDLL(None).shmget({key}, 4096, 0o1000 | 0o600) >= 0)\n"
+        f"open('/tmp/{marker}', 'w').write('x')\n"
+    )
+    script = (
+        f"{_NO_UNSHARE}\nimport asyncio, json\n"
+        "from AgentTools.code_executor.sandbox import run_python\n"
+        f"print(json.dumps(asyncio.run(run_python({code!r})).to_dict()))\n"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        isolation = result["isolation"]
+        assert result["stdout"] == "True\n", result["stderr"]
+        assert isolation["network"] == "not isolated: unshare failed (Operation not permitted)"
+        assert isolation["ipc"].startswith("shared with the host")
+        assert f"0x{key:08x}" in _host_shm_keys()  # and so it is: the segment outlived the run
+        assert isolation["tmp"] == "shared with the host"
+        assert isolation["unix_sockets"].startswith("not isolated")
+        assert isolation["writable"].startswith("not bounded as a whole")
+        assert Path("/tmp", marker).exists()  # the run wrote into the host's /tmp, as reported
+        assert isolation["processes"].startswith("shared PID namespace")
+    finally:
+        subprocess.run(["ipcrm", "-M", str(key)], capture_output=True)
+        Path("/tmp", marker).unlink(missing_ok=True)
