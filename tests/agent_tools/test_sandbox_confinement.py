@@ -75,41 +75,43 @@ async def test_the_caller_environment_is_applied_after_confinement_not_at_the_la
     assert greeting == "hello"
 
 
-def _import_in(folder: Path, module: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT)}
-    script = f"import sys\nsys.argv = ['x', '{{}}']\nimport {module}\nprint('imported')"
-    return subprocess.run(
-        [sys.executable, "-c", script], cwd=folder, env=env, capture_output=True, text=True, timeout=60
-    )
+_IMPORT_EVERY_MODULE = """
+import os, pkgutil, sys
+sys.argv = ["x", "{}"]  # what the bootstrap would read as its configuration
+before = os.getuid(), os.readlink("/proc/self/ns/net"), os.readlink("/proc/self/ns/mnt")
+import AgentTools
+names = [m.name for m in pkgutil.walk_packages(AgentTools.__path__, "AgentTools.")]
+for name in names:
+    __import__(name)
+    after = os.getuid(), os.readlink("/proc/self/ns/net"), os.readlink("/proc/self/ns/mnt")
+    assert after == before, (name, before, after)
+print(len(names), "imported", " ".join(names))
+"""
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        "AgentTools.code_tester.runner",
-        "AgentTools.code_tester.service",
-        "AgentTools.code_executor._bootstrap",
-        "AgentTools.code_executor.sandbox",
-        "AgentTools.code_executor.service",
-    ],
-)
-def test_importing_a_sandbox_module_runs_nothing_from_the_working_folder(tmp_path, module):
+def test_importing_any_agenttools_module_runs_nothing_from_the_working_folder(tmp_path):
+    # the folder holds what the tester's runner and the bootstrap would run: main.py, solution.py, cases
     marker = tmp_path / "code-ran.txt"
     payload = f"open({str(marker)!r}, 'a').write('ran')\n"
     (tmp_path / "solution.py").write_text(payload)
     (tmp_path / "main.py").write_text(payload)
     (tmp_path / "cases.json").write_text('{"test_cases": [], "test_code": null}')
-    done = _import_in(tmp_path, module)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EVERY_MODULE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "imported\n"
+    count, _, names = done.stdout.split(" ", 2)
+    assert int(count) > 30
+    assert "AgentTools.code_tester.runner" in names.split()
+    assert "AgentTools.code_executor._bootstrap" in names.split()
     assert not marker.exists()
-
-
-def test_importing_the_bootstrap_does_not_confine_the_importing_process(tmp_path):
-    # the bootstrap would unshare the caller's namespaces and setuid it if it ran at import
-    done = _import_in(tmp_path, "AgentTools.code_executor._bootstrap; import os; print(os.getuid())")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == f"{os.getuid()}\nimported\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.json", "main.py", "solution.py"]
 
 
 async def test_processes_that_together_exceed_memory_mb_kill_the_run():
