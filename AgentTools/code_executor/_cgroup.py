@@ -91,6 +91,8 @@ def _own_memory_folder() -> tuple[Path, int] | str:
         return f"cannot read the server's cgroups ({exc.strerror})"
     own: dict[str, str] = {}
     for line in membership:
+        if line.count(":") < 2:
+            continue
         _, controllers, path = line.split(":", 2)
         for controller in controllers.split(",") if controllers else ["<v2>"]:
             own[controller] = path

@@ -239,12 +239,17 @@ def _read_head(path: Path, cap: int) -> tuple[bytes, bool]:
 
 def _read_status(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The bootstrap's report of what it applied, and what its relay saw when the program ended."""
+    applied, ended = None, {}
     try:
-        lines = path.read_bytes().splitlines()[:2]
-        reports = [json.loads(line) for line in lines]
-    except (OSError, ValueError):
-        return None, {}
-    return (reports[0] if reports else None), (reports[1] if len(reports) > 1 else {})
+        for line in path.read_bytes().splitlines()[:2]:
+            report = json.loads(line)
+            if report.get("ended"):
+                ended = report
+            else:
+                applied = report
+    except (OSError, ValueError, AttributeError):
+        pass  # a missing or damaged report: nothing is claimed
+    return applied, ended
 
 
 def _prepare(workdir: Path, code: str, files: dict[str, str], uid: int | None) -> None:
@@ -291,10 +296,11 @@ async def run_python(
     uid = _allocate_uid() if os.geteuid() == 0 and reachable else None
     workdir = Path(tempfile.mkdtemp(prefix="echo_sbx_"))
     streams = Path(tempfile.mkdtemp(prefix="echo_sbx_io_"))  # 0700, owned by the server
-    cgroup = _cgroup.create(limits.memory_mb)
+    cgroup: _cgroup.RunCgroup | str = "no cgroup was made"
     started = time.perf_counter()
     proc: asyncio.subprocess.Process | None = None
     try:
+        cgroup = _cgroup.create(limits.memory_mb)
         _prepare(workdir, code, files or {}, uid)
         (streams / "stdin").write_text(stdin or "", encoding="utf-8")
         with (
@@ -395,7 +401,7 @@ def _collect(
         leftover_processes=leftover,
         memory=_memory_claim(limits, cgroup, isolation.pop("cgroup", None)),
     )
-    limit_hit = _limit_hit(streams, limits, isolation, ended, oom)
+    limit_hit = _limit_hit(streams, limits, ended, oom)
     text = err.decode("utf-8", errors="replace")
     if limit_hit:
         text += ("" if not text or text.endswith("\n") else "\n") + f"echo-sandbox: {limit_hit}\n"
@@ -420,16 +426,14 @@ def _memory_claim(limits: SandboxLimits, cgroup: _cgroup.RunCgroup | str, joined
             f"run: {mb} MB for all the run's processes together (memory cgroup v{cgroup.version}, no swap); "
             f"each process also at most {mb} MB of address space"
         )
-    why = cgroup if isinstance(cgroup, str) else f"joining the run's cgroup failed: {joined}"
+    why = cgroup if isinstance(cgroup, str) else f"the run did not join its cgroup: {joined or 'no report'}"
     return (
         f"per process only: each of up to {limits.max_processes} processes may use {mb} MB of address "
         f"space, {mb * limits.max_processes} MB in all ({why})"
     )
 
 
-def _limit_hit(
-    streams: Path, limits: SandboxLimits, isolation: dict[str, Any], ended: dict[str, Any], oom: bool
-) -> str | None:
+def _limit_hit(streams: Path, limits: SandboxLimits, ended: dict[str, Any], oom: bool) -> str | None:
     """A sentence naming the limit that stopped the run, or None."""
     if oom:
         return (

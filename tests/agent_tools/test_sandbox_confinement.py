@@ -329,3 +329,18 @@ def test_without_namespaces_the_report_says_nothing_is_isolated_and_that_is_true
     finally:
         subprocess.run(["ipcrm", "-M", str(key)], capture_output=True)
         Path("/tmp", marker).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"GREETING": "a\0b"}, "env['GREETING'] must be a string of at most 4096 characters without NUL"),
+        ({"GREETING": 3}, "env['GREETING'] must be a string of at most 4096 characters without NUL, got 3"),
+        ({"GREETING": "x" * 4097}, "env['GREETING'] must be a string of at most 4096 characters"),
+        ({f"V{i}": "x" for i in range(65)}, "env has 65 variables; at most 64 are allowed"),
+    ],
+)
+async def test_run_python_refuses_bad_env_values_naming_the_variable(env, message):
+    with pytest.raises(ValueError) as info:
+        await run_python("print(1)", env=env)
+    assert message in str(info.value)
