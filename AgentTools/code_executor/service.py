@@ -6,35 +6,13 @@ See `AgentTools/code_executor/sandbox.py` for exactly what is and is not isolate
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from AgentTools.code_executor.sandbox import SandboxLimits, run_python
+from AgentTools.code_executor.sandbox import SandboxLimits, check_env, run_python
 
 MAX_CODE_CHARS = 200_000
 MAX_STDIN_CHARS = 1_000_000
 MAX_TIMEOUT_S = 60.0
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-# variables that change how the interpreter or the loader start, before the code is confined
-_ENV_REFUSED = re.compile(r"^(LD_|PYTHON|GCONV_|MALLOC_)", re.IGNORECASE)
-
-
-def check_env(env: dict[str, Any] | None) -> dict[str, str]:
-    """Return `env` when every name and value is acceptable, else raise `ValueError` naming the entry."""
-    if not env:
-        return {}
-    if len(env) > 64:
-        raise ValueError(f"env has {len(env)} variables; at most 64 are allowed")
-    out = {}
-    for name, value in env.items():
-        if not _ENV_NAME.fullmatch(name) or _ENV_REFUSED.match(name) or name in ("PATH", "HOME"):
-            raise ValueError(
-                f"env name {name!r} is not allowed (plain names only; no PATH, HOME, LD_*, PYTHON*)"
-            )
-        if not isinstance(value, str) or len(value) > 4096:
-            raise ValueError(f"env[{name!r}] must be a string of at most 4096 characters, got {value!r:.40}")
-        out[name] = value
-    return out
 
 
 def limits_for(timeout_seconds: float, memory_mb: int) -> SandboxLimits:

@@ -1,6 +1,6 @@
 """The test runner that executes inside the sandbox, next to `solution.py` and `cases.json`.
 
-It is sent to the sandbox as `main.py` source text, never imported by the server. It imports the code
+It is sent to the sandbox as `main.py` source text, never imported by the server; importing it does nothing. It imports the code
 under test, runs each case (a function call compared with its expected value, or a `test_*` function),
 and prints one `\x1eCASE {json}` line per finished case so that a timeout still reports what ran.
 """
@@ -197,4 +197,5 @@ def main():
             _run(name, lambda test=test: (test(), {"passed": True})[1])
 
 
-main()
+if __name__ == "__main__":  # run as the sandbox's main.py; importing this module must do nothing
+    main()

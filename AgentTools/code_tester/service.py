@@ -109,5 +109,6 @@ class CodeTesterService:
             "stderr": run.stderr,
             "exit_code": run.exit_code,
             "timed_out": run.timed_out,
+            "limit_hit": run.limit_hit,
             "duration_ms": round(run.duration_ms, 2),
         }

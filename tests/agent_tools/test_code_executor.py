@@ -150,25 +150,26 @@ async def test_signals_and_exit_codes_reach_the_caller_unchanged():
     assert exited.exit_code == 7
 
 
-async def test_files_outside_the_work_dir_are_refused_or_contained(repo_root):
+async def test_files_outside_the_work_dir_are_refused_or_contained(tmp_path):
+    # tmp_path stands for a host folder the run must not write into: owned by root, not writable by others
+    host_folder = tmp_path / "host"
+    host_folder.mkdir(mode=0o755)
     marker = f"echo_sbx_escape_{os.getpid()}.txt"
     code = (
         f"import os\nopen('/tmp/{marker}', 'w').write('x')\nprint('tmp ok')\n"
         f"open('inside.txt', 'w').write('fine')\nprint('workdir ok')\n"
-        f"open({str(repo_root / marker)!r}, 'w').write('x')\n"
+        f"open({str(host_folder / marker)!r}, 'w').write('x')\n"
     )
     run = await run_python(code)
     assert "workdir ok" in run.stdout
-    if run.isolation["tmp"].startswith("private"):
-        assert "tmp ok" in run.stdout
-        assert not Path(tempfile.gettempdir(), marker).exists()  # contained in the run's own tmpfs
-    if _run_uid(run.isolation) is not None:
-        # refused (the run's uid owns nothing in the repo), or, when the checkout itself lives under /tmp,
-        # contained: the run's private /tmp has no such folder
-        assert "PermissionError" in run.stderr or (
-            "FileNotFoundError" in run.stderr and str(repo_root).startswith(tempfile.gettempdir())
-        )
-        assert not (repo_root / marker).exists()
+    assert run.isolation["tmp"].startswith("private"), run.isolation
+    assert "tmp ok" in run.stdout
+    assert not Path(tempfile.gettempdir(), marker).exists()  # contained in the run's own tmpfs
+    # refused (the run's uid owns nothing there), or contained: the run's private /tmp has no such folder
+    assert "PermissionError" in run.stderr or (
+        "FileNotFoundError" in run.stderr and str(host_folder).startswith(tempfile.gettempdir())
+    )
+    assert not (host_folder / marker).exists()
 
 
 async def test_the_work_dir_is_fresh_and_removed_afterwards():
@@ -272,3 +273,32 @@ async def test_concurrent_runs_are_separate_from_each_other():
     if all(r.isolation["tmp"].startswith("private") for r in runs):
         # each run's /tmp holds only its own working folder and its own mark
         assert all(r.stdout.rstrip().endswith("'mark']") and r.stdout.count("echo_sbx_") == 2 for r in runs)
+
+
+def test_the_tool_result_names_the_memory_limit_of_the_run_when_processes_together_exceed_it():
+    code = (  # four children hold 100 MB each at the same time; each alone is well under memory_mb
+        "import os\n"
+        "ready_r, ready_w = os.pipe()\n"
+        "hold_r, hold_w = os.pipe()\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        block = b'x' * (100 << 20)\n"
+        "        os.write(ready_w, b'.')\n"
+        "        os.read(hold_r, 1)\n"  # never answered: hold the block until the run ends
+        "held = 0\n"
+        "while held < 4:\n"
+        "    held += len(os.read(ready_r, 1))\n"
+        "print('survived')\n"
+    )
+    result = invoke("tool_code_executor", {"code": code, "memory_mb": 256})
+    assert result.success, result.error
+    out = result.output
+    assert "survived" not in out["stdout"]
+    assert "memory limit of the run (256 MB, memory_mb)" in out["limit_hit"]
+    assert out["isolation"]["memory"].startswith("run: 256 MB for all the run's processes together")
+
+
+async def test_the_smallest_memory_limit_still_runs_a_small_program():
+    run = await run_python("print(sum(range(10)))", limits=SandboxLimits(memory_mb=32))
+    assert run.stdout == "45\n", run.stderr
+    assert run.exit_code == 0 and run.limit_hit is None
