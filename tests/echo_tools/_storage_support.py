@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import Corpus
+
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 
@@ -25,8 +27,8 @@ CHILD_ENV = {
 }
 
 
-def corpus_copy(corpus: Path, dest: Path, *, part: str = "tools") -> Path:
-    """A writable copy of one corpus folder (the corpus itself is read-only)."""
+def corpus_copy(corpus: Corpus, dest: Path, *, part: str = "tools") -> Path:
+    """A writable copy of one corpus folder (the corpus itself may be read-only)."""
     shutil.copytree(corpus / part, dest)
     dest.chmod(0o755)
     for path in dest.iterdir():
