@@ -9,6 +9,7 @@ outside the repository: it is found through the `ECHOAI_CORPUS` variable or at
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,14 @@ for _key, _value in {
     os.environ.setdefault(_key, _value)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# No test writes into the checkout: hypothesis keeps its examples and caches (./.hypothesis by default), and
+# code that falls back to ./.echo_tools keeps its tools, in a folder of this run outside the checkout.
+_SCRATCH = tempfile.TemporaryDirectory(prefix="echo-tools-tests-")
+for _key, _name in {"HYPOTHESIS_STORAGE_DIRECTORY": "hypothesis", "ECHO_TOOLS_HOME": "echo_tools"}.items():
+    if not os.environ.get(_key):
+        os.environ[_key] = os.path.join(_SCRATCH.name, _name)
+
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "echoai"
 NO_CORPUS = (
     "the real EchoAI corpus is not here: set ECHOAI_CORPUS or place ../shared/reference/echoai-corpus "
