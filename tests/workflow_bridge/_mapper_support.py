@@ -10,7 +10,7 @@ from tests.conftest import Corpus
 
 
 def corpus_registry(corpus: Corpus) -> ToolRegistry:
-    """An in-memory registry with the corpus's five stored tool files registered (they name AgentTools modules)."""
+    """An in-memory registry with the corpus's five stored tool files (they name AgentTools modules)."""
     registry = ToolRegistry()
     for path in sorted((corpus / "tools").glob("tool_*.json")):
         if path.name != "tool_index.json":

@@ -255,7 +255,7 @@ def test_failed_calls_reach_the_llm_as_observations_and_crewai_records_them(regi
     ]
 
 
-# -- manifests in EchoAI's format (our fixtures, and the real corpus when present) ---------------------------------------------------------------------
+# -- manifests in EchoAI's format (our fixtures, and the real corpus when present) ---------------------------
 
 
 def sample_args(schema: dict[str, typing.Any]) -> dict[str, typing.Any]:
