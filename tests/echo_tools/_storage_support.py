@@ -13,9 +13,10 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests.conftest import Corpus
+if TYPE_CHECKING:
+    from tests.conftest import Corpus
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echo_tools.registry import ToolRegistry
-from tests.conftest import Corpus
+
+if TYPE_CHECKING:
+    from tests.conftest import Corpus
 
 
 def corpus_registry(corpus: Corpus) -> ToolRegistry:
