@@ -11,16 +11,20 @@ import pytest
 from AgentTools.code_generator.service import CodeGeneratorService
 from AgentTools.web_search.local_server import running_local_search
 from tests.agent_tools._support import invoke
+from tests.conftest import Corpus
 
 # crewai 1.15's own import trips an ImportWarning (crewai.rag refuses an attribute for its child module
 # 'embeddings'); the generated code imports crewai, so the warning is expected here and nowhere else.
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")
 
-WEB_SEARCH_WORKFLOW = "workflows/draft/wf_eacf4442245b4a559a17e0a6d50fcccf.draft.json"
+
+def _web_search_workflow(corpus: Corpus) -> dict:
+    """The stored Start -> web search Agent -> End workflow, every agent of it in agents/."""
+    return json.loads((corpus / f"workflows/draft/{corpus.web_search_workflow}.draft.json").read_text())
 
 
-def _web_search_input(corpus) -> dict:
-    workflow = json.loads((corpus / WEB_SEARCH_WORKFLOW).read_text())
+def _web_search_input(corpus: Corpus) -> dict:
+    workflow = _web_search_workflow(corpus)
     agents = [json.loads((corpus / "agents" / f"{a}.json").read_text()) for a in workflow["agents"]]
     return {**workflow, "agents": agents}
 
@@ -91,7 +95,7 @@ def test_generation_is_deterministic_and_options_shape_the_code(corpus):
 
 
 def test_stored_workflow_shape_with_agent_ids_and_definitions_is_accepted(corpus):
-    workflow = json.loads((corpus / WEB_SEARCH_WORKFLOW).read_text())
+    workflow = _web_search_workflow(corpus)
     definitions = {a: json.loads((corpus / "agents" / f"{a}.json").read_text()) for a in workflow["agents"]}
     out = CodeGeneratorService().generate_both_codes(workflow, agent_definitions=definitions)
     assert _module(out["langgraph_code"], "from_ids").WORKFLOW["agents"] == workflow["agents"]

@@ -7,12 +7,9 @@ import json
 import pytest
 
 from tests.agent_tools._support import AGENT_TOOLS, TOOL_FOLDERS, discovered_registry
+from tests.conftest import corpus_cases
 
-ECHOAI_TOOLS = [
-    n
-    for n in ["calculator", "code_generator", "code_reviewer", "file_reader", "web_search"]
-    if n in TOOL_FOLDERS
-]
+ECHOAI_TOOLS = corpus_cases(lambda c: [n for n in c.manifests if n in TOOL_FOLDERS])
 
 
 def test_discovery_registers_every_tool_without_problems():
@@ -53,7 +50,7 @@ def _compatible(ours: dict, theirs: dict, where: str) -> None:
         _compatible(ours["items"], theirs["items"], f"{where}[]")
 
 
-@pytest.mark.parametrize("name", ECHOAI_TOOLS)
+@pytest.mark.parametrize(("corpus", "name"), ECHOAI_TOOLS, indirect=["corpus"])
 def test_echoai_input_schema_is_still_accepted_by_ours(name, corpus):
     theirs = json.loads((corpus / "manifests" / f"{name}.json").read_text())
     ours = json.loads((AGENT_TOOLS / name / "tool_manifest.json").read_text())
@@ -65,7 +62,7 @@ def test_echoai_input_schema_is_still_accepted_by_ours(name, corpus):
     assert set(ours["input_schema"].get("required", [])) <= set(theirs["input_schema"].get("required", []))
 
 
-@pytest.mark.parametrize("name", ECHOAI_TOOLS)
+@pytest.mark.parametrize(("corpus", "name"), ECHOAI_TOOLS, indirect=["corpus"])
 def test_echoai_stored_agents_bind_to_our_tool_ids(name, corpus):
     registry = discovered_registry()
     stored = json.loads((corpus / "tools" / f"tool_{name}.json").read_text())

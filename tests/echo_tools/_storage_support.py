@@ -13,7 +13,10 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.conftest import Corpus
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
@@ -25,8 +28,8 @@ CHILD_ENV = {
 }
 
 
-def corpus_copy(corpus: Path, dest: Path, *, part: str = "tools") -> Path:
-    """A writable copy of one corpus folder (the corpus itself is read-only)."""
+def corpus_copy(corpus: Corpus, dest: Path, *, part: str = "tools") -> Path:
+    """A writable copy of one corpus folder (the corpus itself may be read-only)."""
     shutil.copytree(corpus / part, dest)
     dest.chmod(0o755)
     for path in dest.iterdir():

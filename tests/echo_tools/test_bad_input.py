@@ -10,6 +10,7 @@ import pytest
 from echo_tools.errors import ToolNameConflictError, ToolRegistrationError, ToolStorageError
 from echo_tools.registry import ToolRegistry
 from echo_tools.storage import INDEX_FILE, ToolStorage
+from tests.conftest import TOOL_IDS, Corpus
 
 from ._storage_support import (
     corpus_copy,
@@ -20,17 +21,11 @@ from ._storage_support import (
     write_manifest,
 )
 
-CORPUS_IDS = [
-    "tool_calculator",
-    "tool_code_generator",
-    "tool_code_reviewer",
-    "tool_file_reader",
-    "tool_web_search",
-]
+CORPUS_IDS = list(TOOL_IDS)  # the same five ids in our fixtures and in the real corpus
 
 
 @pytest.fixture
-def store(corpus: Path, tmp_path: Path) -> Path:
+def store(corpus: Corpus, tmp_path: Path) -> Path:
     return corpus_copy(corpus, tmp_path / "store" / "tools")
 
 

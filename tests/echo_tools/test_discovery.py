@@ -11,20 +11,15 @@ import pytest
 from echo_tools.events import MemoryEventLog
 from echo_tools.registry import ToolRegistry
 from echo_tools.storage import INDEX_FILE
+from tests.conftest import TOOL_IDS, Corpus
 
 from ._storage_support import corpus_copy, folder_state, tool_dict, write_manifest
 
-CORPUS_IDS = [
-    "tool_calculator",
-    "tool_code_generator",
-    "tool_code_reviewer",
-    "tool_file_reader",
-    "tool_web_search",
-]
+CORPUS_IDS = list(TOOL_IDS)  # the same five ids in our fixtures and in the real corpus
 
 
 @pytest.fixture
-def agent_tools(corpus: Path, tmp_path: Path) -> Path:
+def agent_tools(corpus: Corpus, tmp_path: Path) -> Path:
     """An AgentTools-like folder: one subfolder per corpus manifest."""
     base = tmp_path / "AgentTools"
     for manifest in sorted((corpus / "manifests").glob("*.json")):
@@ -53,7 +48,7 @@ def test_rediscovering_unchanged_manifests_writes_nothing(agent_tools: Path, tmp
 
 
 def test_discovery_over_echoais_own_stored_copies_writes_nothing(
-    corpus: Path, agent_tools: Path, tmp_path: Path
+    corpus: Corpus, agent_tools: Path, tmp_path: Path
 ) -> None:
     store = corpus_copy(corpus, tmp_path / "store")
     before = folder_state(store)

@@ -29,23 +29,15 @@ from echo_tools.models import (
     name_keys,
     slugify,
 )
-
-CORPUS_TOOL_FILES = [
-    "tool_calculator",
-    "tool_code_generator",
-    "tool_code_reviewer",
-    "tool_file_reader",
-    "tool_web_search",
-]
-CORPUS_MANIFESTS = ["calculator", "code_generator", "code_reviewer", "file_reader", "web_search"]
+from tests.conftest import Corpus, corpus_cases
 
 
 def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("stem", CORPUS_TOOL_FILES)
-def test_every_stored_echoai_tool_file_loads_unchanged(corpus: Path, stem: str) -> None:
+@pytest.mark.parametrize(("corpus", "stem"), corpus_cases(lambda c: c.tool_ids), indirect=["corpus"])
+def test_every_stored_echoai_tool_file_loads_unchanged(corpus: Corpus, stem: str) -> None:
     data = _load(corpus / "tools" / f"{stem}.json")
     tool = ToolDef.model_validate(data)
     dumped = tool.to_storage_dict()
@@ -55,18 +47,18 @@ def test_every_stored_echoai_tool_file_loads_unchanged(corpus: Path, stem: str) 
     assert tool.tool_id == stem
 
 
-@pytest.mark.parametrize("stem", CORPUS_MANIFESTS)
-def test_every_echoai_manifest_loads_and_equals_its_stored_copy(corpus: Path, stem: str) -> None:
+@pytest.mark.parametrize(("corpus", "stem"), corpus_cases(lambda c: c.manifests), indirect=["corpus"])
+def test_every_echoai_manifest_loads_and_equals_its_stored_copy(corpus: Corpus, stem: str) -> None:
     manifest = ToolDef.model_validate(_load(corpus / "manifests" / f"{stem}.json"))
     stored = ToolDef.model_validate(_load(corpus / "tools" / f"tool_{stem}.json"))
     assert manifest.to_storage_dict() == stored.to_storage_dict()
     assert manifest.tool_type is ToolType.LOCAL
 
 
-def test_the_corpus_folders_hold_exactly_the_files_these_tests_expect(corpus: Path) -> None:
+def test_the_corpus_folders_hold_exactly_the_files_these_tests_expect(corpus: Corpus) -> None:
     tools = sorted(p.stem for p in (corpus / "tools").glob("*.json"))
-    assert tools == sorted([*CORPUS_TOOL_FILES, "tool_index"])
-    assert sorted(p.stem for p in (corpus / "manifests").glob("*.json")) == CORPUS_MANIFESTS
+    assert tools == sorted([*corpus.tool_ids, "tool_index"])
+    assert sorted(p.stem for p in (corpus / "manifests").glob("*.json")) == list(corpus.manifests)
 
 
 def test_the_legacy_name_and_description_form_loads_with_defaults() -> None:

@@ -22,12 +22,13 @@ from echo_tools.events import MemoryEventLog
 from echo_tools.models import ToolDef, ToolStatus, ToolType
 from echo_tools.registry import ToolRegistry
 from echo_tools.storage import INDEX_FILE, ToolStorage
+from tests.conftest import Corpus
 
 from ._storage_support import corpus_copy, folder_state, tool_dict
 
 
 @pytest.fixture
-def registry(corpus: Path, tmp_path: Path) -> ToolRegistry:
+def registry(corpus: Corpus, tmp_path: Path) -> ToolRegistry:
     return ToolRegistry(storage_dir=corpus_copy(corpus, tmp_path / "tools"))
 
 

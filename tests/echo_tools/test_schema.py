@@ -14,10 +14,11 @@ import pytest
 from echo_tools.errors import ToolRegistrationError
 from echo_tools.models import ToolDef
 from echo_tools.schema import SchemaValidator, check_schema, compiled, format_path, normalize_args
+from tests.conftest import Corpus, corpus_cases
 
 
 @pytest.fixture
-def calculator(corpus: Path) -> ToolDef:
+def calculator(corpus: Corpus) -> ToolDef:
     return ToolDef.model_validate(json.loads((corpus / "tools" / "tool_calculator.json").read_text()))
 
 
@@ -50,10 +51,8 @@ def schema_server() -> Iterator[tuple[str, list[str]]]:
         thread.join(timeout=5)
 
 
-@pytest.mark.parametrize(
-    "stem", ["calculator", "code_generator", "code_reviewer", "file_reader", "web_search"]
-)
-def test_every_corpus_schema_passes_the_meta_check(corpus: Path, stem: str) -> None:
+@pytest.mark.parametrize(("corpus", "stem"), corpus_cases(lambda c: c.manifests), indirect=["corpus"])
+def test_every_corpus_schema_passes_the_meta_check(corpus: Corpus, stem: str) -> None:
     data = json.loads((corpus / "manifests" / f"{stem}.json").read_text())
     check_schema(data["input_schema"], field="input_schema", tool_id=data["tool_id"])
     check_schema(data["output_schema"], field="output_schema", tool_id=data["tool_id"])

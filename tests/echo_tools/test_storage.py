@@ -14,20 +14,15 @@ from echo_tools.errors import ToolNameConflictError, ToolStorageError
 from echo_tools.models import ToolDef
 from echo_tools.registry import ToolRegistry
 from echo_tools.storage import INDEX_FILE, ToolStorage, atomic_write_json
+from tests.conftest import TOOL_IDS, Corpus
 
 from ._storage_support import corpus_copy, folder_state, tool_dict
 
-CORPUS_IDS = [
-    "tool_calculator",
-    "tool_code_generator",
-    "tool_code_reviewer",
-    "tool_file_reader",
-    "tool_web_search",
-]
+CORPUS_IDS = list(TOOL_IDS)  # the same five ids in our fixtures and in the real corpus
 
 
 @pytest.fixture
-def echoai_folder(corpus: Path, tmp_path: Path) -> Path:
+def echoai_folder(corpus: Corpus, tmp_path: Path) -> Path:
     return corpus_copy(corpus, tmp_path / "tools")
 
 

@@ -1,16 +1,18 @@
-"""Shared inputs of the NodeMapper tests: a registry holding EchoAI's corpus tools, and canvas builders."""
+"""Shared inputs of the NodeMapper tests: a registry holding a corpus's stored tools, and canvas builders."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echo_tools.registry import ToolRegistry
 
+if TYPE_CHECKING:
+    from tests.conftest import Corpus
 
-def corpus_registry(corpus: Path) -> ToolRegistry:
-    """An in-memory registry with EchoAI's five stored tool files registered (they name AgentTools modules)."""
+
+def corpus_registry(corpus: Corpus) -> ToolRegistry:
+    """An in-memory registry with the corpus's five stored tool files (they name AgentTools modules)."""
     registry = ToolRegistry()
     for path in sorted((corpus / "tools").glob("tool_*.json")):
         if path.name != "tool_index.json":

@@ -21,12 +21,13 @@ with warnings.catch_warnings():
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef, ToolResult
     from echo_tools.registry import ToolRegistry
+    from tests.conftest import MANIFESTS
     from tests.workflow_bridge._fake_llms import FunctionCallingLLM, ReActTextLLM
     from tests.workflow_bridge.fixture_tools.catalog import make_registry
     from workflow_bridge.crewai_tools import ExecutorCrewTool, to_crewai_tool, to_crewai_tools
 
 CONTEXT = ToolContext(agent_id="agent-7", workflow_id="wf-1", run_id="run-1", node_id="node-3")
-CORPUS_TOOLS = ["calculator", "code_generator", "code_reviewer", "file_reader", "web_search"]
+CORPUS_TOOLS = list(MANIFESTS)  # the same five manifests in our fixtures and in the real corpus
 
 
 @pytest.fixture
@@ -254,7 +255,7 @@ def test_failed_calls_reach_the_llm_as_observations_and_crewai_records_them(regi
     ]
 
 
-# -- EchoAI's corpus manifests ---------------------------------------------------------------------
+# -- manifests in EchoAI's format (our fixtures, and the real corpus when present) ---------------------------
 
 
 def sample_args(schema: dict[str, typing.Any]) -> dict[str, typing.Any]:

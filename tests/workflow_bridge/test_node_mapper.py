@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from echo_tools.models import ToolDef
 from echo_tools.registry import ToolRegistry
-from tests.conftest import CORPUS
+from tests.conftest import FIXTURE_CORPUS, Corpus, corpus_cases
 from tests.workflow_bridge._mapper_support import (
     canvas,
     chain,
@@ -23,13 +23,11 @@ from tests.workflow_bridge._mapper_support import (
 )
 from workflow_bridge.node_mapper import NodeMapper, agent_id_for, normalize_agent
 
-_FUZZ_REGISTRY = corpus_registry(CORPUS) if CORPUS is not None else None
-
-CANVASES = ("mnADueDiligence.json", "proposalGeneration.json", "researchreport.json", "talentaquisition.json")
+_FUZZ_REGISTRY = corpus_registry(FIXTURE_CORPUS)
 
 
 @pytest.fixture
-def registry(corpus: Path) -> ToolRegistry:
+def registry(corpus: Corpus) -> ToolRegistry:
     return corpus_registry(corpus)
 
 
@@ -46,7 +44,11 @@ def _by_name(mapped) -> dict:
     return {a["name"]: a for a in mapped.agents.values()}
 
 
-def _echoai_workflow_named(corpus: Path, name: str) -> dict:
+def _canvas(corpus: Corpus, stem: str) -> dict:
+    return _load(corpus / "canvases" / f"{stem}.json")
+
+
+def _echoai_workflow_named(corpus: Corpus, name: str) -> dict:
     for path in (corpus / "workflows" / "draft").glob("*.json"):
         data = _load(path)
         if data["name"].split()[0] == name.split()[0]:
@@ -57,9 +59,9 @@ def _echoai_workflow_named(corpus: Path, name: str) -> dict:
 # -- the corpus ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("filename", CANVASES)
-def test_every_corpus_canvas_maps_like_echoai_did(corpus: Path, mapper: NodeMapper, filename: str) -> None:
-    data = _load(corpus / "canvases" / filename)
+@pytest.mark.parametrize(("corpus", "stem"), corpus_cases(lambda c: c.canvases), indirect=["corpus"])
+def test_every_corpus_canvas_maps_like_echoai_did(corpus: Corpus, mapper: NodeMapper, stem: str) -> None:
+    data = _canvas(corpus, stem)
     mapped = mapper.map_canvas(data)
     assert mapped.diagnostics == []
     assert len(mapped.agents) == len(data["nodes"])
@@ -72,8 +74,8 @@ def test_every_corpus_canvas_maps_like_echoai_did(corpus: Path, mapper: NodeMapp
     )
 
 
-def test_corpus_canvas_agents_keep_echoais_node_metadata(corpus: Path, mapper: NodeMapper) -> None:
-    mapped = _by_name(mapper.map_canvas(_load(corpus / "canvases" / "proposalGeneration.json")))
+def test_corpus_canvas_agents_keep_echoais_node_metadata(corpus: Corpus, mapper: NodeMapper) -> None:
+    mapped = _by_name(mapper.map_canvas(_canvas(corpus, corpus.node_types_canvas)))
     compared = set()
     for path in (corpus / "agents").glob("agt_*.json"):
         theirs = _load(path)
@@ -100,9 +102,9 @@ def test_corpus_canvas_agents_keep_echoais_node_metadata(corpus: Path, mapper: N
     assert compared == {"Agent", "Conditional", "API", "Code", "Self-Review", "HITL"}
 
 
-def test_conditional_branch_targets_are_agent_ids(corpus: Path, mapper: NodeMapper) -> None:
-    mapped = mapper.map_canvas(_load(corpus / "canvases" / "mnADueDiligence.json"))
-    gate = _by_name(mapped)["Risk Assessment Gate"]
+def test_conditional_branch_targets_are_agent_ids(corpus: Corpus, mapper: NodeMapper) -> None:
+    mapped = mapper.map_canvas(_canvas(corpus, corpus.gate_canvas))
+    gate = _by_name(mapped)[corpus.gate_name]
     branches = gate["metadata"]["branches"]
     assert [b["type"] for b in branches] == ["if", "elif", "else"]
     assert [b["targetNodeId"] for b in branches] == [
@@ -111,22 +113,22 @@ def test_conditional_branch_targets_are_agent_ids(corpus: Path, mapper: NodeMapp
     assert all(b["targetNodeId"] in mapped.agents for b in branches)
 
 
-def test_hitl_and_api_nodes_read_the_keys_the_canvas_writes(corpus: Path, mapper: NodeMapper) -> None:
-    agents = _by_name(mapper.map_canvas(_load(corpus / "canvases" / "mnADueDiligence.json")))
-    hitl = agents["Partner Escalation"]["metadata"]["hitl_config"]
-    assert hitl["title"] == "High Risk Deal - Partner Review Required"
-    assert hitl["allowedDecisions"] == ["proceed_with_conditions", "request_more_info", "recommend_no_go"]
-    api = agents["Deliver to Client Portal"]["metadata"]["api_config"]
+def test_hitl_and_api_nodes_read_the_keys_the_canvas_writes(corpus: Corpus, mapper: NodeMapper) -> None:
+    agents = _by_name(mapper.map_canvas(_canvas(corpus, corpus.gate_canvas)))
+    hitl = agents[corpus.hitl_name]["metadata"]["hitl_config"]
+    assert hitl["title"] == corpus.hitl_title
+    assert hitl["allowedDecisions"] == list(corpus.hitl_decisions)
+    api = agents[corpus.api_name]["metadata"]["api_config"]
     assert api["auth"] == {"type": "bearer"}
     assert api["headers"] == {"Content-Type": "application/json"}
 
 
 def test_mapped_agents_and_workflows_validate_against_echoais_schemas(
-    corpus: Path, mapper: NodeMapper
+    corpus: Corpus, mapper: NodeMapper
 ) -> None:
     agent_schema = _load(corpus / "schemas" / "agent_schema.json")
     workflow_schema = _load(corpus / "schemas" / "workflow_schema.json")
-    payloads = [_load(corpus / "canvases" / f) for f in CANVASES] + [save_payload()]
+    payloads = [_canvas(corpus, stem) for stem in corpus.canvases] + [save_payload()]
     for payload in payloads:
         mapped = mapper.map_canvas(payload)
         jsonschema.Draft7Validator(workflow_schema).validate(mapped.workflow)
@@ -134,7 +136,7 @@ def test_mapped_agents_and_workflows_validate_against_echoais_schemas(
             jsonschema.Draft7Validator(agent_schema).validate(agent)
 
 
-def test_every_corpus_agent_normalises_to_a_complete_agent(corpus: Path) -> None:
+def test_every_corpus_agent_normalises_to_a_complete_agent(corpus: Corpus) -> None:
     schema = _load(corpus / "schemas" / "agent_schema.json")
     for path in sorted((corpus / "agents").glob("agt_*.json")):
         original = _load(path)
@@ -145,7 +147,7 @@ def test_every_corpus_agent_normalises_to_a_complete_agent(corpus: Path) -> None
         assert isinstance(agent["llm"], dict) and isinstance(agent["metadata"], dict)
         assert agent["tools"] == original["tools"]
         assert _load(path) == original  # the input is not modified
-    legacy = normalize_agent(_load(corpus / "agents" / "agt_56a18d6df2b74af1a5f25e1509e39a26.json"))
+    legacy = normalize_agent(_load(corpus / "agents" / f"{corpus.legacy_agent}.json"))
     assert legacy["metadata"]["node_type"] == "Agent" and legacy["prompt"] == ""
     assert normalize_agent({"agent_id": "agt_x", "tools": None})["tools"] == []
 
@@ -550,9 +552,9 @@ def test_the_reverse_mapping_keeps_tool_id(mapper: NodeMapper) -> None:
 
 
 def test_echoais_stored_workflow_comes_back_to_the_canvas_with_tool_ids(
-    corpus: Path, mapper: NodeMapper
+    corpus: Corpus, mapper: NodeMapper
 ) -> None:
-    workflow = _load(corpus / "workflows" / "draft" / "wf_eacf4442245b4a559a17e0a6d50fcccf.draft.json")
+    workflow = _load(corpus / "workflows" / "draft" / f"{corpus.web_search_workflow}.draft.json")
     agents = {a: _load(corpus / "agents" / f"{a}.json") for a in workflow["agents"]}
     back = mapper.to_canvas(workflow, agents)
     agent_node = back["canvas_nodes"][1]
@@ -694,7 +696,7 @@ def test_any_tool_entries_bind_registry_ids_and_survive_the_round_trip(entries: 
 
 
 def test_agents_from_echoais_templates_bind_known_tools_and_name_the_rest(
-    corpus: Path, mapper: NodeMapper
+    corpus: Corpus, mapper: NodeMapper
 ) -> None:
     templates = _load(corpus / "agents" / "agent_templates.json")["templates"]
     nodes = []
@@ -710,11 +712,12 @@ def test_agents_from_echoais_templates_bind_known_tools_and_name_the_rest(
         }
         nodes.append(node(index, "Agent", template["name"], **config))
     mapped = mapper.map_canvas(canvas(nodes, []))
-    research = _by_name(mapped)["Research Analyst"]
+    research = _by_name(mapped)[corpus.template]
     assert research["tools"] == ["tool_web_search"]
-    assert research["metadata"]["canvas_extra"]["variables"][0]["name"] == "research_topic"
+    assert research["metadata"]["canvas_extra"]["variables"][0]["name"] == corpus.template_variable
     unknown = {(d.node_id, d.message.split("tool ")[1].split(" is not")[0]) for d in mapped.errors}
-    assert ("1", "'Web Fetch'") in unknown and ("1", "'Document Analysis'") in unknown
+    assert templates[0]["name"] == corpus.template  # node 1
+    assert all(("1", repr(name)) in unknown for name in corpus.template_unknown_tools)
     names = {t for template in templates for t in template["tools"]}
     assert len(mapped.errors) == sum(1 for t in templates for name in t["tools"] if name != "Web Search")
     assert "Web Search" in names

@@ -19,6 +19,7 @@ from echo_tools.egress import EgressPolicy
 from echo_tools.events import MemoryEventLog
 from echo_tools.executor import ToolExecutor
 from echo_tools.registry import ToolRegistry
+from tests.conftest import Corpus
 from tests.workflow_bridge._mapper_support import without_timestamps
 from workflow_bridge.node_mapper import MappedWorkflow, NodeMapper
 
@@ -62,7 +63,7 @@ def test_every_sample_maps_with_no_diagnostics(registry: ToolRegistry, repo_root
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_every_sample_validates_against_echoais_schemas(
-    registry: ToolRegistry, repo_root: Path, corpus: Path, name: str
+    registry: ToolRegistry, repo_root: Path, corpus: Corpus, name: str
 ) -> None:
     mapped = _map(registry, repo_root, name)
     workflow_schema = json.loads((corpus / "schemas" / "workflow_schema.json").read_text(encoding="utf-8"))
