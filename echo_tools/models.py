@@ -28,6 +28,8 @@ class ToolType(StrEnum):
     CREWAI = "crewai"
     LANGCHAIN = "langchain"
     SKILL = "skill"
+    WORKFLOW = "workflow"
+    AGENT = "agent"
 
 
 _TOOL_TYPES = frozenset(t.value for t in ToolType)

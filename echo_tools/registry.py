@@ -33,6 +33,7 @@ from echo_tools.models import ToolDef, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_schema, compiled, normalize_args
 from echo_tools.skills import check_skill_tools
 from echo_tools.storage import Problem, ToolStorage, describe_validation_error, gc_paused
+from echo_tools.stores import AgentStore, WorkflowStore
 
 logger = logging.getLogger("echo_tools.registry")
 
@@ -96,6 +97,8 @@ class ToolRegistry:
         event_sinks: callables that receive `tool.registered` events.
         egress: the policy `api` tool URLs are checked against at registration (default: deny private).
         storage: a ready `ToolStorage` (instead of `storage_dir`).
+        workflows: EchoAI's stored workflows, which `workflow` tools run (`WorkflowStore`).
+        agents: EchoAI's stored agents, which `agent` tools and workflows use (`AgentStore`).
     """
 
     def __init__(
@@ -107,8 +110,12 @@ class ToolRegistry:
         event_sinks: Iterable[EventSink] = (),
         egress: EgressPolicy | None = None,
         storage: ToolStorage | None = None,
+        workflows: WorkflowStore | None = None,
+        agents: AgentStore | None = None,
     ) -> None:
         self.storage = storage or (ToolStorage(storage_dir) if storage_dir is not None else None)
+        self.workflows = workflows
+        self.agents = agents
         self.discovery_dirs = [Path(d) for d in discovery_dirs]
         self._allowed_modules = _module_list(allowed_modules)
         self.egress = egress or EgressPolicy()

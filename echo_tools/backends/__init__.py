@@ -58,6 +58,8 @@ def check_execution_config(
         from echo_tools.skills import parse_skill
 
         parse_skill(tool.tool_id, config)
+    elif kind in (ToolType.WORKFLOW, ToolType.AGENT):
+        _check_stored_ref(tool)
 
 
 def _check_api(tool: ToolDef, egress: EgressPolicy | None) -> None:
@@ -91,6 +93,27 @@ def _check_api(tool: ToolDef, egress: EgressPolicy | None) -> None:
             egress.check_url(url)
         except EgressDeniedError as exc:
             raise _fail(tool, "execution_config.url", str(exc)) from exc
+
+
+def _check_stored_ref(tool: ToolDef) -> None:
+    """A `workflow` tool names `{workflow_id, version?}`; an `agent` tool `{agent_id}`: safe ids, never paths."""
+    from echo_tools.stores import VERSION_PATTERN, check_store_id
+
+    config = tool.execution_config
+    key = "workflow_id" if tool.tool_type == ToolType.WORKFLOW else "agent_id"
+    try:
+        check_store_id(config.get(key), key)
+    except ValueError as exc:
+        raise _fail(tool, f"execution_config.{key}", f"execution_config.{exc}") from None
+    version = config.get("version")
+    if (
+        key == "workflow_id"
+        and version is not None
+        and not (isinstance(version, str) and VERSION_PATTERN.fullmatch(version))
+    ):
+        raise _fail(
+            tool, "execution_config.version", f"execution_config.version {version!r} is not a version"
+        )
 
 
 def _check_mcp(tool: ToolDef) -> None:

@@ -1,7 +1,9 @@
 """Which backend class runs each tool type, imported only when an executor first needs it.
 
 Adding a tool type means a backend module and a line here; the executor never names tool types, and no
-framework (crewai, langchain, mcp) loads before a tool of its type runs.
+framework (crewai, langchain, mcp) loads before a tool of its type runs. Types whose backends live in
+another package (`workflow` and `agent`, run by `workflow_bridge`) are plugged in through the entry-point
+group `echo_tools.backends`, so echo_tools never imports that package.
 """
 
 from __future__ import annotations
@@ -34,11 +36,35 @@ def backend_class(kind: ToolType) -> Callable[[ToolExecutor], ToolBackend]:
     Raises:
         ToolConfigError: the backend module or class cannot be loaded.
     """
+    if kind not in BACKENDS:
+        return _plugged_in(kind)
     module_name, class_name = BACKENDS[kind]
     try:
         cls: Callable[[ToolExecutor], ToolBackend] = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise ToolConfigError(
             f"The backend for tool type {kind.value!r} ({module_name}.{class_name}) cannot be loaded: {exc}"
+        ) from exc
+    return cls
+
+
+ENTRY_POINT_GROUP = "echo_tools.backends"
+
+
+def _plugged_in(kind: ToolType) -> Callable[[ToolExecutor], ToolBackend]:
+    from importlib.metadata import entry_points
+
+    found = entry_points(group=ENTRY_POINT_GROUP, name=kind.value)
+    if not found:
+        raise ToolConfigError(
+            f"No backend runs tool type {kind.value!r}: none is built in and no package declares one in the "
+            f"entry-point group {ENTRY_POINT_GROUP!r} (reinstall echo-tools: `make install`)"
+        )
+    entry = next(iter(found))
+    try:
+        cls: Callable[[ToolExecutor], ToolBackend] = entry.load()
+    except (ImportError, AttributeError) as exc:
+        raise ToolConfigError(
+            f"The backend for tool type {kind.value!r} ({entry.value}) cannot be loaded: {exc}"
         ) from exc
     return cls
