@@ -8,11 +8,9 @@ CrewAI and LangGraph); in-process the imports are paid once per test session.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,19 +65,6 @@ class InProcessCli:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         out, err = self.capsys.readouterr()
         return CliResult(code, out, err)
-
-
-def in_process_cli(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Iterator[InProcessCli]:
-    """Body of the `run_cli` fixture: also undoes the log filter `run` adds to the runner's logger, so an
-    in-process run leaves the logging of later tests as it found it."""
-    logger = logging.getLogger("workflow_bridge.runner")
-    filters = list(logger.filters)
-    try:
-        yield InProcessCli(monkeypatch, capsys)
-    finally:
-        logger.filters[:] = filters
 
 
 def assert_one_line_error(result: CliResult | subprocess.CompletedProcess[str], code: int = 1) -> str:
