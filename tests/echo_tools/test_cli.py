@@ -1,4 +1,6 @@
-"""The `echo-tools` command through its entry point in a subprocess, over a fresh storage folder.
+"""The `echo-tools` command over a fresh storage folder: in-process through `echo_tools.cli.main(argv)`,
+plus one subprocess smoke test per command group (list/show/invoke, discover, mcp, serve) through the real
+entry point (`python -m echo_tools.cli`), which checks exit codes and the two output streams of a process.
 
 The storage starts empty, so the first command discovers the real AgentTools (the calculator is used
 for real calls). Errors must be one line on stderr with a non-zero exit code, never a traceback.
@@ -13,6 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from echo_tools.cli import CliError
+
+from ._cli_support import InProcessCli, assert_one_line_error, cli
 
 COMMANDS = (
     "list",
@@ -34,37 +40,16 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ECHO_TOOLS_HOME": str(home), "NO_COLOR": "1"}
-    env.pop("ECHO_TOOLS_API_KEY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "echo_tools.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
-    assert result.returncode == code, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    assert lines[0].startswith("echo-tools: ")
-    return lines[0]
-
-
-def test_help_lists_every_command(home: Path) -> None:
-    result = cli(home, "--help")
+def test_help_lists_every_command(run_cli: InProcessCli, home: Path) -> None:
+    result = run_cli(home, "--help")
     assert result.returncode == 0
     for command in COMMANDS:
         assert f"    {command} " in result.stdout
     assert "--storage" in result.stdout
 
 
-def test_list_discovers_the_agent_tools_into_an_empty_storage(home: Path) -> None:
-    result = cli(home, "list")
+def test_list_discovers_the_agent_tools_into_an_empty_storage(run_cli: InProcessCli, home: Path) -> None:
+    result = run_cli(home, "list")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].split() == ["TOOL_ID", "TYPE", "STATUS", "VERSION", "NAME"]
     assert any(
@@ -73,37 +58,38 @@ def test_list_discovers_the_agent_tools_into_an_empty_storage(home: Path) -> Non
     assert (home / "tool_calculator.json").is_file()
 
 
-def test_list_json_keeps_echoai_list_items(home: Path) -> None:
-    result = cli(home, "list", "--json")
+def test_list_json_keeps_echoai_list_items(run_cli: InProcessCli, home: Path) -> None:
+    result = run_cli(home, "list", "--json")
     items = json.loads(result.stdout)
     calculator = next(i for i in items if i["tool_id"] == "tool_calculator")
     assert set(calculator) == {"tool_id", "name", "description", "tool_type", "status", "version", "tags"}
 
 
-def test_show_prints_the_definition_by_id_or_name(home: Path) -> None:
-    by_name = json.loads(cli(home, "show", "Calculator").stdout)
+def test_show_prints_the_definition_by_id_or_name(run_cli: InProcessCli, home: Path) -> None:
+    by_name = json.loads(run_cli(home, "show", "Calculator").stdout)
     assert by_name["tool_id"] == "tool_calculator"
     assert by_name["execution_config"]["module"].startswith("AgentTools.calculator")
-    line = assert_one_line_error(cli(home, "show", "no_such_tool"))
+    line = assert_one_line_error(run_cli(home, "show", "no_such_tool"))
     assert "'no_such_tool'" in line
 
 
-def test_invoke_prints_the_tool_result_and_exits_zero(home: Path) -> None:
-    result = cli(home, "invoke", "calculator", "--input", '{"operation": "add", "values": [2, 3]}')
+def test_invoke_prints_the_tool_result_and_exits_zero(run_cli: InProcessCli, home: Path) -> None:
+    result = run_cli(home, "invoke", "calculator", "--input", '{"operation": "add", "values": [2, 3]}')
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["success"] is True
     assert payload["output"]["result"] == 5
 
 
-def test_invoke_reads_the_input_from_a_file(home: Path, tmp_path: Path) -> None:
+def test_invoke_reads_the_input_from_a_file(run_cli: InProcessCli, home: Path, tmp_path: Path) -> None:
     data = tmp_path / "input.json"
     data.write_text(json.dumps({"operation": "multiply", "values": [6, 7]}))
-    result = cli(home, "invoke", "tool_calculator", "--input", f"@{data}")
+    result = run_cli(home, "invoke", "tool_calculator", "--input", f"@{data}")
     assert json.loads(result.stdout)["output"]["result"] == 42
 
 
 def test_a_failed_invoke_prints_the_result_and_exits_one(home: Path) -> None:
+    # the list/show/invoke group's subprocess smoke test: exit code and both streams of the real process
     result = cli(home, "invoke", "calculator", "--input", '{"operation": "divide", "values": [1, 0]}')
     assert result.returncode == 1
     payload = json.loads(result.stdout)
@@ -112,8 +98,8 @@ def test_a_failed_invoke_prints_the_result_and_exits_one(home: Path) -> None:
     assert "tool_calculator failed (execution)" in line
 
 
-def test_invalid_input_names_the_field(home: Path) -> None:
-    result = cli(home, "invoke", "calculator", "--input", '{"operation": "add", "values": ["x"]}')
+def test_invalid_input_names_the_field(run_cli: InProcessCli, home: Path) -> None:
+    result = run_cli(home, "invoke", "calculator", "--input", '{"operation": "add", "values": ["x"]}')
     assert result.returncode == 1
     assert "input.values[0]" in json.loads(result.stdout)["error"]
 
@@ -126,27 +112,31 @@ def test_invalid_input_names_the_field(home: Path) -> None:
         ("@/nonexistent/input.json", "--input file '/nonexistent/input.json' cannot be read"),
     ],
 )
-def test_bad_input_is_a_one_line_error(home: Path, given: str, expected: str) -> None:
-    line = assert_one_line_error(cli(home, "invoke", "calculator", "--input", given))
+def test_bad_input_is_a_one_line_error(run_cli: InProcessCli, home: Path, given: str, expected: str) -> None:
+    line = assert_one_line_error(run_cli(home, "invoke", "calculator", "--input", given))
     assert expected in line
 
 
-def test_debug_shows_the_traceback(home: Path) -> None:
-    result = cli(home, "--debug", "invoke", "calculator", "--input", "{bad")
-    assert result.returncode != 0
-    assert "Traceback" in result.stderr
+def test_debug_shows_the_traceback(run_cli: InProcessCli, home: Path) -> None:
+    # `--debug` lets the exception out of `main`, so the interpreter prints its traceback and exits non-zero
+    with pytest.raises(CliError, match="--input is not valid JSON") as caught:
+        run_cli(home, "--debug", "invoke", "calculator", "--input", "{bad")
+    assert caught.value.code != 0
 
 
-def test_validate_exits_by_validity_and_names_the_field(home: Path) -> None:
-    ok = cli(home, "validate", "calculator", "--input", '{"operation": "add", "values": [1]}')
+def test_validate_exits_by_validity_and_names_the_field(run_cli: InProcessCli, home: Path) -> None:
+    ok = run_cli(home, "validate", "calculator", "--input", '{"operation": "add", "values": [1]}')
     assert ok.returncode == 0 and json.loads(ok.stdout)["valid"] is True
-    bad = cli(home, "validate", "calculator", "--input", '{"operation": "teleport"}')
+    bad = run_cli(home, "validate", "calculator", "--input", '{"operation": "teleport"}')
     assert bad.returncode == 1
     errors = json.loads(bad.stdout)["errors"]
     assert any(e.startswith("input.operation") and "teleport" in e for e in errors)
 
 
-def test_discover_reports_the_tools_and_bad_manifests(home: Path, tmp_path: Path) -> None:
+def test_discover_reports_the_tools_and_bad_manifests(
+    run_cli: InProcessCli, home: Path, tmp_path: Path
+) -> None:
+    # the discover group's subprocess smoke test
     folder = tmp_path / "more_tools"
     (folder / "broken").mkdir(parents=True)
     (folder / "broken" / "tool_manifest.json").write_text("{oops")
@@ -154,13 +144,13 @@ def test_discover_reports_the_tools_and_bad_manifests(home: Path, tmp_path: Path
     assert result.returncode == 0
     assert result.stdout.startswith("Discovered 0 tools")
     assert "broken" in result.stderr and "not valid JSON" in result.stderr
-    default = cli(home, "discover")
+    default = run_cli(home, "discover")
     assert "tool_calculator" in default.stdout
 
 
-def test_events_pretty_prints_the_log_of_an_invoke(home: Path, tmp_path: Path) -> None:
+def test_events_pretty_prints_the_log_of_an_invoke(run_cli: InProcessCli, home: Path, tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"
-    cli(
+    run_cli(
         home,
         "invoke",
         "calculator",
@@ -173,7 +163,7 @@ def test_events_pretty_prints_the_log_of_an_invoke(home: Path, tmp_path: Path) -
     )
     with log.open("a") as fh:
         fh.write("not json\n")
-    result = cli(home, "events", str(log))
+    result = run_cli(home, "events", str(log))
     assert result.returncode == 0
     lines = result.stdout.splitlines()
     assert "tool.invoked" in lines[0] and "tool_calculator" in lines[0] and "run=r7" in lines[0]
@@ -183,11 +173,13 @@ def test_events_pretty_prints_the_log_of_an_invoke(home: Path, tmp_path: Path) -
 
 
 def test_serve_refuses_a_public_host_without_an_api_key(home: Path) -> None:
+    # the serve group's subprocess smoke test: exit code and both streams of the real process
     line = assert_one_line_error(cli(home, "serve", "--host", "0.0.0.0"), code=2)
     assert "API key is required" in line and "'0.0.0.0'" in line
 
 
 def test_mcp_add_with_a_malformed_env_pair_is_a_usage_error(home: Path) -> None:
+    # the mcp group's subprocess smoke test: exit code and both streams of the real process
     line = assert_one_line_error(
         cli(home, "mcp", "add", "files", "--command", "x", "--env", "NOEQUALS"), code=2
     )
@@ -195,6 +187,7 @@ def test_mcp_add_with_a_malformed_env_pair_is_a_usage_error(home: Path) -> None:
 
 
 def test_list_and_help_import_no_agent_framework_or_web_framework(home: Path) -> None:
+    # a subprocess of its own: only a fresh interpreter shows which modules `list` imports
     code = (
         "import sys, io, contextlib\n"
         "from echo_tools import cli\n"
@@ -209,9 +202,12 @@ def test_list_and_help_import_no_agent_framework_or_web_framework(home: Path) ->
     assert result.stdout.strip() == "[]"
 
 
-def test_mcp_add_list_refresh_invoke_and_remove_a_real_stdio_server(home: Path) -> None:
+@pytest.mark.slow  # four MCP server processes (add, two invokes, refresh)
+def test_mcp_add_list_refresh_invoke_and_remove_a_real_stdio_server(
+    run_cli: InProcessCli, home: Path
+) -> None:
     server = Path(__file__).resolve().parent / "mcp_servers" / "calc_server.py"
-    added = cli(
+    added = run_cli(
         home,
         "mcp",
         "add",
@@ -225,18 +221,18 @@ def test_mcp_add_list_refresh_invoke_and_remove_a_real_stdio_server(home: Path) 
     )
     assert added.returncode == 0, added.stderr
     assert added.stdout.startswith("MCP server 'calc':") and "mcp_calc_add" in added.stdout
-    listed = cli(home, "mcp", "list")
+    listed = run_cli(home, "mcp", "list")
     assert listed.stdout.startswith("calc  ") and str(server) in listed.stdout
-    assert "mcp_calc_add" in cli(home, "list", "--type", "mcp").stdout
-    result = cli(home, "invoke", "calc_add", "--input", '{"a": 2, "b": 40}')
+    assert "mcp_calc_add" in run_cli(home, "list", "--type", "mcp").stdout
+    result = run_cli(home, "invoke", "calc_add", "--input", '{"a": 2, "b": 40}')
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["output"] == {"result": 42.0}
-    failed = cli(home, "invoke", "calc_fail", "--input", '{"message": "nope"}')
+    failed = run_cli(home, "invoke", "calc_fail", "--input", '{"message": "nope"}')
     assert failed.returncode == 1 and "nope" in json.loads(failed.stdout)["error"]
-    refreshed = cli(home, "mcp", "refresh", "calc")
+    refreshed = run_cli(home, "mcp", "refresh", "calc")
     assert refreshed.returncode == 0 and "mcp_calc_add  active" in refreshed.stdout
-    removed = cli(home, "mcp", "remove", "calc")
+    removed = run_cli(home, "mcp", "remove", "calc")
     assert removed.returncode == 0 and "mcp_calc_add" in removed.stdout
-    assert cli(home, "mcp", "list").stdout.startswith("No MCP servers configured")
-    gone = cli(home, "invoke", "calc_add", "--input", '{"a": 1, "b": 1}')
+    assert run_cli(home, "mcp", "list").stdout.startswith("No MCP servers configured")
+    gone = run_cli(home, "invoke", "calc_add", "--input", '{"a": 1, "b": 1}')
     assert gone.returncode == 1  # its tools stay in the catalogue, disabled

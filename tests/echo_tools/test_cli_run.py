@@ -1,24 +1,39 @@
-"""`echo-tools run`, `compile` and `demo` in a subprocess: the sample workflow offline, with the rehearsal
-announcement, node and tool lines as they happen, the final crew_result, and the JSONL event log."""
+"""`echo-tools run`, `compile` and `demo`: the sample workflow offline, with the rehearsal announcement, node
+and tool lines as they happen, the final crew_result, and the JSONL event log.
+
+The commands run in-process through `echo_tools.cli.main(argv)` (CrewAI and LangGraph are imported once per
+test session, not once per command); a missing workflow file is this group's subprocess smoke test through
+the real entry point.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
-from tests.echo_tools.test_cli import assert_one_line_error, cli
+import pytest
+
+from ._cli_support import InProcessCli, assert_one_line_error, cli
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample_workflows" / "code_pipeline.canvas.json"
 
 
-def test_run_shows_nodes_and_tool_calls_then_the_crew_result(tmp_path: Path) -> None:
+@pytest.mark.slow  # the whole sample workflow (and CrewAI's import, if no test before paid it)
+def test_run_shows_nodes_and_tool_calls_then_the_crew_result(
+    run_cli: InProcessCli, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     log = tmp_path / "events.jsonl"
-    result = cli(tmp_path / "home", "run", str(SAMPLE), "--events", str(log), "--run-id", "run-cli-1")
+    with caplog.at_level(logging.WARNING):
+        result = run_cli(tmp_path / "home", "run", str(SAMPLE), "--events", str(log), "--run-id", "run-cli-1")
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
     assert "REHEARSAL model" in out
     assert out.count("REHEARSAL model") == 1 and "REHEARSAL" not in result.stderr
+    # a process of its own would print such a warning to stderr (logging's last resort); here the log
+    # capture would take it, so it is checked there
+    assert "REHEARSAL" not in caplog.text
     lines = out.splitlines()
     started = next(i for i, line in enumerate(lines) if "node.started Code Executor" in line)
     completed = next(i for i, line in enumerate(lines) if "completed Code Executor" in line)
@@ -31,8 +46,8 @@ def test_run_shows_nodes_and_tool_calls_then_the_crew_result(tmp_path: Path) -> 
     assert {e["run_id"] for e in events} == {"run-cli-1"}
 
 
-def test_compile_prints_the_graph_as_json(tmp_path: Path) -> None:
-    result = cli(tmp_path / "home", "compile", str(SAMPLE), "--json")
+def test_compile_prints_the_graph_as_json(run_cli: InProcessCli, tmp_path: Path) -> None:
+    result = run_cli(tmp_path / "home", "compile", str(SAMPLE), "--json")
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout)
     assert len(summary["nodes"]) >= 5 and summary["edges"]
@@ -40,12 +55,16 @@ def test_compile_prints_the_graph_as_json(tmp_path: Path) -> None:
 
 
 def test_run_of_a_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
+    # the run/compile group's subprocess smoke test: exit code and both streams of the real process
     line = assert_one_line_error(cli(tmp_path / "home", "run", str(tmp_path / "nope.json")))
     assert "nope.json" in line and "cannot be read" in line
 
 
-def test_demo_discovers_agent_tools_into_a_fresh_storage_and_runs_the_sample(tmp_path: Path) -> None:
-    result = cli(tmp_path / "unused", "demo")
+@pytest.mark.slow  # discovers every AgentTool and runs the whole sample workflow
+def test_demo_discovers_agent_tools_into_a_fresh_storage_and_runs_the_sample(
+    run_cli: InProcessCli, tmp_path: Path
+) -> None:
+    result = run_cli(tmp_path / "unused", "demo")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Discovered" in result.stdout and "tool_calculator" in result.stdout
     assert "run.finished" in result.stdout

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,6 +35,24 @@ from tests.echo_tools._mcp_support import (
 def calc_listing() -> list[types.Tool]:
     """The calc server's tool list, fetched once (each test still gets its own registry and sessions)."""
     return run_sync(discover_tools("calc", check_server_config("calc", stdio_config()), EgressPolicy.local()))
+
+
+@pytest.fixture(scope="module")
+def calls(tmp_path_factory: pytest.TempPathFactory, calc_listing: list[types.Tool]) -> Iterator[ToolExecutor]:
+    """One executor (so one calc server process) shared by the tests that only call tools: they neither
+    change the registry nor stop the server, and the server state they use (gather keys, sleep markers)
+    is named per call by `unique`, so they pass in any order and alone. Tests that crash, kill or
+    reconfigure the server get the function-scoped `executor` below."""
+    registry = make_registry(tmp_path_factory.mktemp("calls"))
+    register_server(registry, "calc", stdio_config(), calc_listing)
+    executor = make_executor(registry)
+    yield executor
+    executor.close()
+
+
+def unique(prefix: str) -> str:
+    """A key for server-side state (`calc_gather`, `calc_sleep` markers) that no other call has used."""
+    return f"{prefix}-{uuid.uuid4().hex}"
 
 
 @pytest.fixture
@@ -103,111 +122,100 @@ def test_discovery_follows_every_page_of_the_tool_list() -> None:
 # -- calls -----------------------------------------------------------------------------------------
 
 
-async def test_structured_content_becomes_the_output(executor: ToolExecutor) -> None:
-    result = await executor.invoke("calc_add", {"a": 2, "b": 3.5})
+async def test_structured_content_becomes_the_output(calls: ToolExecutor) -> None:
+    result = await calls.invoke("calc_add", {"a": 2, "b": 3.5})
     assert result.success, result.error
     assert result.output == {"result": 5.5}
     assert result.metadata["mcp_server"] == "calc"
-    stats = await executor.invoke("mcp_calc_stats", {"values": [1, 2, 3]})
+    stats = await calls.invoke("mcp_calc_stats", {"values": [1, 2, 3]})
     assert stats.output == {"count": 3, "total": 6.0, "mean": 2.0}
 
 
-async def test_text_content_is_the_output_and_json_text_is_parsed(executor: ToolExecutor) -> None:
-    greet = await executor.invoke("calc_greet", {"name": "Ada"})
+async def test_text_content_is_the_output_and_json_text_is_parsed(calls: ToolExecutor) -> None:
+    greet = await calls.invoke("calc_greet", {"name": "Ada"})
     assert greet.output == "Hello, Ada!"
-    parsed = await executor.invoke("calc_as_json", {"key": "n", "value": 7})
+    parsed = await calls.invoke("calc_as_json", {"key": "n", "value": 7})
     assert parsed.output == {"n": 7}
-    several = await executor.invoke("calc_two_texts", {})
+    several = await calls.invoke("calc_two_texts", {})
     assert several.output == ["first", 2]
 
 
-async def test_non_text_content_blocks_are_kept_in_metadata(executor: ToolExecutor) -> None:
-    result = await executor.invoke("calc_picture", {})
+async def test_non_text_content_blocks_are_kept_in_metadata(calls: ToolExecutor) -> None:
+    result = await calls.invoke("calc_picture", {})
     assert result.success, result.error
     assert result.output == "a red dot"
     (image,) = result.metadata["content"]
     assert image["type"] == "image" and image["mimeType"] == "image/png"
 
 
-async def test_an_is_error_result_is_a_failure_with_the_server_message(executor: ToolExecutor) -> None:
-    result = await executor.invoke("calc_fail", {"message": "disk on fire"})
+async def test_an_is_error_result_is_a_failure_with_the_server_message(calls: ToolExecutor) -> None:
+    result = await calls.invoke("calc_fail", {"message": "disk on fire"})
     assert not result.success
     assert result.error_type == "execution"
     assert "disk on fire" in (result.error or "") and "'fail'" in (result.error or "")
 
 
-async def test_input_is_validated_before_the_server_is_asked(executor: ToolExecutor) -> None:
-    result = await executor.invoke("calc_add", {"a": "two", "b": 1})
+async def test_input_is_validated_before_the_server_is_asked(calls: ToolExecutor) -> None:
+    result = await calls.invoke("calc_add", {"a": "two", "b": 1})
     assert result.error_type == "validation"
     assert "input.a" in (result.error or "") and "two" in (result.error or "")
 
 
-async def test_twenty_concurrent_calls_share_one_session_and_one_process(executor: ToolExecutor) -> None:
+async def test_twenty_concurrent_calls_share_one_session_and_one_process(calls: ToolExecutor) -> None:
     # `gather` only returns once all 20 calls are inside the same server process at the same time
+    key = unique("c20")
     results = await asyncio.gather(
-        *(executor.invoke("calc_gather", {"key": "c20", "count": 20}) for _ in range(20))
+        *(calls.invoke("calc_gather", {"key": key, "count": 20}) for _ in range(20))
     )
     assert all(r.success for r in results), [r.error for r in results if not r.success]
     pids = {r.output["result"] for r in results}
     assert len(pids) == 1
-    pid = await executor.invoke("calc_pid", {})
+    pid = await calls.invoke("calc_pid", {})
     assert pid.output["result"] in pids
-    info = _backend(executor).pool.session_info("calc")
+    info = _backend(calls).pool.session_info("calc")
     assert info is not None and info["alive"]
 
 
-def test_invoke_sync_uses_the_same_pooled_session(registry: ToolRegistry) -> None:
-    executor = make_executor(registry)
-    try:
-        first = executor.invoke_sync("calc_pid", {})
-        second = executor.invoke_sync("calc_pid", {})
-        assert first.success and first.output == second.output
-    finally:
-        executor.close()
+def test_invoke_sync_uses_the_same_pooled_session(calls: ToolExecutor) -> None:
+    first = calls.invoke_sync("calc_pid", {})
+    second = calls.invoke_sync("calc_pid", {})
+    assert first.success and first.output == second.output
 
 
-def test_calls_from_several_event_loops_share_one_session(registry: ToolRegistry) -> None:
-    executor = make_executor(registry)
-
+def test_calls_from_several_event_loops_share_one_session(calls: ToolExecutor) -> None:
     def pid_in_a_loop_of_its_own(_: int) -> int:
-        return asyncio.run(executor.invoke("calc_pid", {})).output["result"]
+        return asyncio.run(calls.invoke("calc_pid", {})).output["result"]
 
-    try:
-        with ThreadPoolExecutor(3) as threads:
-            pids = list(threads.map(pid_in_a_loop_of_its_own, range(6)))
-        pids.append(executor.invoke_sync("calc_pid", {}).output["result"])
-        assert len(set(pids)) == 1
-    finally:
-        executor.close()
+    with ThreadPoolExecutor(3) as threads:
+        pids = list(threads.map(pid_in_a_loop_of_its_own, range(6)))
+    pids.append(calls.invoke_sync("calc_pid", {}).output["result"])
+    assert len(set(pids)) == 1
 
 
 # -- timeouts, crashes, lifetime ---------------------------------------------------------------------
 
 
-async def test_a_timed_out_call_is_cancelled_on_the_server(executor: ToolExecutor) -> None:
-    assert (await executor.invoke("calc_pid", {})).success  # the session is open: the deadline hits the call
-    result = await executor.invoke("calc_sleep", {"seconds": 60, "marker": "t1"}, ToolContext(timeout_ms=300))
+async def test_a_timed_out_call_is_cancelled_on_the_server(calls: ToolExecutor) -> None:
+    assert (await calls.invoke("calc_pid", {})).success  # the session is open: the deadline hits the call
+    marker = unique("t1")
+    result = await calls.invoke("calc_sleep", {"seconds": 60, "marker": marker}, ToolContext(timeout_ms=300))
     assert not result.success and result.error_type == "timeout"
     # the server records the cancellation of that sleep; asking it waits at most 10 s
-    cancelled = await executor.invoke("calc_wait_cancelled", {"marker": "t1", "timeout": 10})
+    cancelled = await calls.invoke("calc_wait_cancelled", {"marker": marker, "timeout": 10})
     assert cancelled.success and cancelled.output == {"result": True}
 
 
-def test_a_timed_out_sync_call_is_cancelled_on_the_server(registry: ToolRegistry) -> None:
+def test_a_timed_out_sync_call_is_cancelled_on_the_server(calls: ToolExecutor) -> None:
     # invoke_sync runs the call on the background loop itself: no hop, the same cancellation
-    executor = make_executor(registry)
-    try:
-        assert executor.invoke_sync("calc_pid", {}).success
-        result = executor.invoke_sync(
-            "calc_sleep", {"seconds": 60, "marker": "s1"}, ToolContext(timeout_ms=300)
-        )
-        assert result.error_type == "timeout"
-        cancelled = executor.invoke_sync("calc_wait_cancelled", {"marker": "s1", "timeout": 10})
-        assert cancelled.output == {"result": True}
-    finally:
-        executor.close()
+    marker = unique("s1")
+    assert calls.invoke_sync("calc_pid", {}).success
+    result = calls.invoke_sync("calc_sleep", {"seconds": 60, "marker": marker}, ToolContext(timeout_ms=300))
+    assert result.error_type == "timeout"
+    cancelled = calls.invoke_sync("calc_wait_cancelled", {"marker": marker, "timeout": 10})
+    assert cancelled.output == {"result": True}
 
 
+@pytest.mark.slow  # two server processes
 async def test_a_crashed_server_fails_the_call_and_the_next_call_gets_a_fresh_process(
     executor: ToolExecutor,
 ) -> None:
@@ -221,6 +229,7 @@ async def test_a_crashed_server_fails_the_call_and_the_next_call_gets_a_fresh_pr
     assert not process_alive(before)
 
 
+@pytest.mark.slow  # two server processes
 async def test_a_server_that_died_while_idle_is_replaced_transparently(executor: ToolExecutor) -> None:
     import os
     import signal
@@ -302,6 +311,7 @@ async def test_a_call_to_a_server_that_cannot_start_is_a_clear_failure(
     assert "cannot start" in (result.error or "") and "gone" in (result.error or "")
 
 
+@pytest.mark.slow  # two server processes and a failed start
 async def test_env_references_are_resolved_when_the_server_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -325,20 +335,17 @@ async def test_env_references_are_resolved_when_the_server_starts(
 
 # crewai's first import warns about its own package layout (ImportWarning); it is not ours to fix
 @pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")
-def test_mcp_tools_bind_to_langchain_and_crewai_like_any_other_tool(registry: ToolRegistry) -> None:
+@pytest.mark.slow  # imports CrewAI and LangChain (paid once per session, so only slow when run alone)
+def test_mcp_tools_bind_to_langchain_and_crewai_like_any_other_tool(calls: ToolExecutor) -> None:
     from workflow_bridge.crewai_tools import to_crewai_tool
     from workflow_bridge.langgraph_tools import to_langchain_tool
 
-    executor = make_executor(registry)
-    try:
-        add = registry.get("mcp_calc_add")
-        assert add is not None
-        langchain_tool = to_langchain_tool(add, executor)
-        assert langchain_tool.name == "calc_add"
-        assert langchain_tool.invoke({"a": 2, "b": 3}) == '{"result": 5.0}'
-        crew_tool = to_crewai_tool(add, executor)
-        assert crew_tool.run(a=4, b=4) == '{"result": 8.0}'
-        failing = to_langchain_tool(registry.get("mcp_calc_fail"), executor)  # type: ignore[arg-type]
-        assert "nope" in failing.invoke({"message": "nope"})
-    finally:
-        executor.close()
+    add = calls.registry.get("mcp_calc_add")
+    assert add is not None
+    langchain_tool = to_langchain_tool(add, calls)
+    assert langchain_tool.name == "calc_add"
+    assert langchain_tool.invoke({"a": 2, "b": 3}) == '{"result": 5.0}'
+    crew_tool = to_crewai_tool(add, calls)
+    assert crew_tool.run(a=4, b=4) == '{"result": 8.0}'
+    failing = to_langchain_tool(calls.registry.get("mcp_calc_fail"), calls)  # type: ignore[arg-type]
+    assert "nope" in failing.invoke({"message": "nope"})

@@ -1,0 +1,77 @@
+"""Helpers of the CLI tests: the `echo-tools` command in a subprocess (one smoke test per command group)
+and in-process through `echo_tools.cli.main(argv)` (everything else), both giving exit code, stdout and
+stderr, so the same assertions hold for either.
+
+A subprocess costs a fresh interpreter and its imports (several seconds of CPU for `run`, which imports
+CrewAI and LangGraph); in-process the imports are paid once per test session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one command printed and returned (the fields of `subprocess.CompletedProcess` we read)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m echo_tools.cli ARGS` in a subprocess, over the storage folder `home`."""
+    env = {**os.environ, "ECHO_TOOLS_HOME": str(home), "NO_COLOR": "1"}
+    env.pop("ECHO_TOOLS_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "echo_tools.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+class InProcessCli:
+    """`echo_tools.cli.main(argv)` in this process, with the environment a subprocess would get.
+
+    The environment is set through `monkeypatch` (undone after the test); argparse's `SystemExit`
+    (usage errors, `--help`) becomes the exit code, as it would for the process. Any other exception
+    propagates, which is what `--debug` asks for.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+
+    def __call__(self, home: Path, *args: str) -> CliResult:
+        from echo_tools.cli import main
+
+        self.monkeypatch.setenv("ECHO_TOOLS_HOME", str(home))
+        self.monkeypatch.setenv("NO_COLOR", "1")
+        self.monkeypatch.setenv("COLUMNS", "80")  # argparse wraps help to the terminal, if there is one
+        self.monkeypatch.delenv("ECHO_TOOLS_API_KEY", raising=False)
+        self.capsys.readouterr()  # drop anything printed before this command
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = self.capsys.readouterr()
+        return CliResult(code, out, err)
+
+
+def assert_one_line_error(result: CliResult | subprocess.CompletedProcess[str], code: int = 1) -> str:
+    """The command failed with exit `code` and printed exactly one `echo-tools: ...` line on stderr."""
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith("echo-tools: ")
+    return lines[0]

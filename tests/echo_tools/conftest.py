@@ -1,0 +1,26 @@
+"""Fixtures shared by the echo_tools tests."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from ._cli_support import InProcessCli
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[InProcessCli]:
+    """`run_cli(home, *args)`: the `echo-tools` command in-process over the storage `home`; returns a
+    `CliResult` (exit code, stdout, stderr).
+
+    `run` adds a filter to the workflow runner's logger (it drops the log copy of the rehearsal notice);
+    it is taken off again, so an in-process run leaves later tests' logging as it found it.
+    """
+    logger = logging.getLogger("workflow_bridge.runner")
+    filters = list(logger.filters)
+    try:
+        yield InProcessCli(monkeypatch, capsys)
+    finally:
+        logger.filters[:] = filters
