@@ -47,6 +47,7 @@ def test_a_file_without_one_servers_object_is_refused_naming_both_shapes(
     assert registry.list_mcp_servers() == {}
 
 
+@pytest.mark.slow
 def test_the_servers_of_a_file_are_listed_at_once(tmp_path: Path) -> None:
     # each server waits until all three have started: listed one after another, the first never answers
     meeting = tmp_path / "meeting"
@@ -61,6 +62,7 @@ def test_the_servers_of_a_file_are_listed_at_once(tmp_path: Path) -> None:
     assert sorted(registry.list_mcp_servers()) == ["one", "three", "two"]
 
 
+@pytest.mark.slow
 async def test_a_tool_that_requires_mcp_tasks_is_registered_disabled_with_the_reason(tmp_path: Path) -> None:
     registry = make_registry(tmp_path)
     tools = {t.execution_config["tool"]: t for t in registry.add_mcp_server("tasks", stdio_config(TASKS))}
