@@ -120,8 +120,19 @@ class ToolRegistry:
         self._problems: list[Problem] = []
         self._discovery_problems: list[Problem] = []
         self.mcp_servers: dict[str, dict[str, Any]] = {}
+        self._credentials: Any = None  # a CredentialStore, made when first used (echo_tools.credentials)
         if self.storage is not None:
             self.reload()
+
+    @property
+    def credentials(self) -> Any:
+        """The `CredentialStore` of this catalogue (`credentials.enc` in the storage folder)."""
+        if self._credentials is None:
+            from echo_tools.credentials import CredentialStore
+
+            folder = self.storage.directory if self.storage is not None else None
+            self._credentials = CredentialStore(folder, egress=self.egress)
+        return self._credentials
 
     @property
     def allowed_modules(self) -> tuple[str, ...]:
@@ -266,6 +277,10 @@ class ToolRegistry:
         check_schema(tool.input_schema, field="input_schema", tool_id=tool.tool_id)
         check_schema(tool.output_schema, field="output_schema", tool_id=tool.tool_id)
         check_execution_config(tool, self._allowed_modules, self.egress)
+        if "credential" in tool.execution_config:  # a name only; an unknown one is a warning (see there)
+            from echo_tools.credentials import check_tool_credential
+
+            check_tool_credential(tool, self.credentials)
 
     def _clash(self, tool: ToolDef) -> str | None:
         return _clash_in(tool, tool.lookup_keys(), self._tools, self._keys)
