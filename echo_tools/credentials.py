@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from filelock import FileLock, Timeout
 
@@ -58,6 +58,35 @@ NEW_KEY_HINT = (
     f"make one with `echo-tools credentials new-key` and set it as {SECRET_KEY_ENV} "
     "(keep it safe: the credentials cannot be read without it)"
 )
+
+
+class _QueryRedaction(logging.Filter):
+    """Masks query-string secrets in the `httpx` logger's request lines ("HTTP Request: GET <url>")."""
+
+    def __init__(self) -> None:
+        super().__init__("httpx")
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            text = record.getMessage()
+            masked = text
+            for secret in self.secrets:
+                masked = masked.replace(secret, "[redacted]")
+                masked = masked.replace(quote(secret, safe=""), "[redacted]")
+            if masked != text:
+                record.msg, record.args = masked, ()
+        return True
+
+
+_QUERY_REDACTION = _QueryRedaction()
+
+
+def _redact_in_client_logs(secret: str) -> None:
+    # an api key sent in the query is part of the URL httpx logs at INFO; installed once, on that logger only
+    if not _QUERY_REDACTION.secrets:
+        logging.getLogger("httpx").addFilter(_QUERY_REDACTION)
+    _QUERY_REDACTION.secrets.add(secret)
 
 
 class CredentialError(ToolConfigError):
@@ -441,6 +470,7 @@ class CredentialStore:
             return AppliedCredential(origin, {"Authorization": _basic(cred["username"], cred["password"])})
         if kind == "api_key":
             if cred["in"] == "query":
+                _redact_in_client_logs(cred["value"])
                 return AppliedCredential(origin, query={cred["name"]: cred["value"]})
             return AppliedCredential(origin, {cred["name"]: cred["value"]})
         token = await self._oauth2_token(name, cred, egress or self.egress, client, tool_id)

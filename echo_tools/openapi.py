@@ -521,7 +521,7 @@ def _is_json(media: Any) -> bool:
 # -- the document -------------------------------------------------------------------------------------
 
 
-def _version(document: dict[str, Any]) -> str:
+def spec_version(document: dict[str, Any]) -> str:
     if "openapi" in document:
         version = str(document["openapi"])
         if not re.match(r"^3\.[01](\.\d+)?", version):
@@ -689,7 +689,7 @@ def import_openapi_report(
 
         check_name(credential)
     document, fetched_from = load_document(spec, registry.egress)
-    version = _version(document)
+    version = spec_version(document)
     resolver = _Resolver(document)
     converter = _Converter(document, version, resolver)
     found = _operations(document)
