@@ -102,15 +102,19 @@ def _read_credential(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.source:
         try:
-            text = sys.stdin.read() if args.source == "-" else open(args.source, encoding="utf-8").read()
-            data = json.loads(text)
+            if args.source == "-":
+                text = sys.stdin.read()
+            else:
+                with open(args.source, encoding="utf-8") as fh:
+                    text = fh.read()
+            loaded = json.loads(text)
         except OSError as exc:
             raise CliError(f"--from {args.source!r} cannot be read: {exc.strerror or exc}") from exc
         except json.JSONDecodeError as exc:
             raise CliError(f"--from {args.source!r} is not JSON: {exc.msg} at line {exc.lineno}") from exc
-        if not isinstance(data, dict):
+        if not isinstance(loaded, dict):
             raise CliError(f"--from {args.source!r} must hold a JSON object")
-        return data
+        return loaded
     if not args.type:
         raise CliError("give --type with --field K=V (the secret is asked for), or --from FILE|- with JSON")
     data: dict[str, Any] = {"type": args.type}
