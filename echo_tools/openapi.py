@@ -717,7 +717,9 @@ def import_openapi_report(
             logger.warning("OpenAPI import of %r: skipped %s", provider, exc)
     _unique_names(registry, planned)
     for tool in planned:
-        registry.register(tool)
+        current = registry.get(tool.tool_id)
+        if current is None or current.to_storage_dict() != tool.to_storage_dict():
+            registry.register(tool)  # an unchanged operation is not checked and written again
         report.tools.append(registry.get(tool.tool_id) or tool)
     present = {f"{provider}_{item.op_id}"[:128] for item in found}
     imported = {t.tool_id for t in report.tools}
@@ -765,7 +767,7 @@ def _tool(
     info: dict[str, Any],
     version: str,
 ) -> ToolDef:
-    from echo_tools.schema import check_schema
+    import jsonschema_rs
 
     if item.method not in CALLABLE_METHODS:
         raise _Skip(
@@ -774,9 +776,11 @@ def _tool(
     input_schema, arguments = converter.input_schema(item)
     tool_id = f"{provider}_{item.op_id}"[:128]
     try:
-        check_schema(input_schema, field="input_schema", tool_id=tool_id)
-    except ToolRegistrationError as exc:
-        raise _Skip(f"operation at {item.where}: {exc.message}") from exc
+        # the fast meta-check: a bad schema skips this operation instead of failing the whole import
+        jsonschema_rs.meta.validate(input_schema)
+    except jsonschema_rs.ValidationError as exc:
+        at = "/".join(str(p) for p in exc.instance_path)
+        raise _Skip(f"operation at {item.where}: its input schema is invalid at {at}: {exc.message}") from exc
     op = item.op
     summary = " ".join(str(op.get("summary") or "").split())[:120]
     text = " ".join(str(op.get("description") or "").split())[:1500]
