@@ -244,6 +244,7 @@ class CredentialStore:
         self._loaded: tuple[tuple[int, int, int] | None, dict[str, Any]] = (None, {})
         self._plain: dict[str, tuple[str, dict[str, Any]]] = {}  # name -> (its token, decrypted)
         self._tokens: dict[str, _Token] = {}
+        self.warned: set[str] = set()  # unknown names already warned about at registration
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]
         self._locks = weakref.WeakKeyDictionary()
 
@@ -420,6 +421,7 @@ class CredentialStore:
         return True
 
     def _forget(self, name: str) -> None:
+        self.warned.discard(name)
         self._plain.pop(name, None)
         self._tokens.pop(name, None)
 
@@ -598,7 +600,8 @@ def check_tool_credential(tool: ToolDef, store: CredentialStore | None) -> None:
             tool_id=tool.tool_id,
             field="execution_config.credential",
         )
-    if store is not None and name not in store:
+    if store is not None and name not in store and name not in store.warned:
+        store.warned.add(name)  # once per name: an import registers many tools naming the same one
         logger.warning(
             "Tool %r names credential %r, which does not exist yet; its calls fail until "
             "`echo-tools credentials set %s ...` adds it",

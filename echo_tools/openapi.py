@@ -833,3 +833,69 @@ def _unique_names(registry: ToolRegistry, tools: list[ToolDef]) -> None:
                 break
         for key in name_keys(tool.name):
             taken[key] = tool.tool_id
+
+
+# -- the canvas's template tools ----------------------------------------------------------------------
+
+
+def find_provider_tool(registry: ToolRegistry, provider: Any, action: Any) -> ToolDef | None:
+    """The tool tagged `provider:<provider>` whose action matches: its operationId, operation id
+    (snake_case), tool id, name, or MCP tool name, compared in snake_case (`createOrder` = `create_order`).
+    An active tool wins over a deprecated or disabled one."""
+    if not isinstance(provider, str) or not isinstance(action, str) or not provider or not action:
+        return None
+    wanted = snake_case(action)
+    found: list[ToolDef] = []
+    for tool in registry.list_by_tags([f"provider:{provider.strip().lower()}"]):
+        names = (
+            tool.metadata.get("operation_id"),
+            tool.metadata.get("operation"),
+            tool.tool_id,
+            tool.name,
+            tool.execution_config.get("tool") if tool.tool_type == ToolType.MCP else None,
+        )
+        if any(isinstance(n, str) and snake_case(n) in (wanted, f"{provider}_{wanted}") for n in names):
+            found.append(tool)
+    found.sort(key=lambda t: t.status != ToolStatus.ACTIVE)
+    return found[0] if found else None
+
+
+def template_tool(registry: ToolRegistry | None, config: Mapping[str, Any], report: Any) -> ToolDef | None:
+    """The tool a canvas template entry `{provider, action, credentials}` binds, or None after reporting
+    why through `report(level, field, message)` (level "error" or "warning")."""
+    provider, action = config.get("provider"), config.get("action")
+    if not isinstance(provider, str) or not provider.strip():
+        report("error", "provider", f"a third-party tool needs config.provider, got {provider!r:.60}")
+        return None
+    if not isinstance(action, str) or not action.strip():
+        report("error", "action", f"a third-party tool of provider {provider!r} needs config.action")
+        return None
+    tool = find_provider_tool(registry, provider, action) if registry is not None else None
+    if tool is None:
+        report(
+            "error",
+            "action",
+            f"no tool tagged provider:{provider} has action {action!r}; import the provider's API first: "
+            f"`echo-tools import openapi SPEC --provider {provider}`",
+        )
+        return None
+    wanted = config.get("credentials")
+    if isinstance(wanted, str) and wanted.strip():
+        used = tool.execution_config.get("credential")
+        if used != wanted.strip():
+            report(
+                "error",
+                "credentials",
+                f"tool {tool.tool_id!r} is called with credential {used!r}, not {wanted!r}; import the "
+                f"provider with `--credential {wanted}` (a credential per canvas binding is not supported)",
+            )
+            return None
+        assert registry is not None
+        if wanted not in registry.credentials:
+            report(
+                "warning",
+                "credentials",
+                f"credential {wanted!r} does not exist yet; calls of {tool.tool_id!r} fail until "
+                f"`echo-tools credentials set {wanted} ...` adds it",
+            )
+    return tool
