@@ -714,7 +714,13 @@ def import_openapi_report(
                     f"operation {item.op_id!r} cannot be imported: {exc}", field=item.where
                 ) from exc
             report.skipped.append((item.where, str(exc)))
-            logger.warning("OpenAPI import of %r: skipped %s", provider, exc)
+    if report.skipped:
+        logger.warning(
+            "OpenAPI import of %r: %d operations skipped (import_openapi_report lists why), first: %s",
+            provider,
+            len(report.skipped),
+            report.skipped[0][1],
+        )
     _unique_names(registry, planned)
     for tool in planned:
         current = registry.get(tool.tool_id)
