@@ -245,10 +245,8 @@ class _Resolver:
         """A JSON Schema (2020-12) with every local `$ref` inlined and OpenAPI-only keywords translated;
         a recursive reference becomes `{}` (any value) where it recurs."""
         self.nodes += 1
-        if self.nodes > MAX_SCHEMA_NODES:
-            raise OpenApiError(
-                f"schemas reached from {where} expand to more than {MAX_SCHEMA_NODES} nodes", field=where
-            )
+        if self.nodes > MAX_SCHEMA_NODES:  # per operation (see _Converter.input_schema)
+            raise _Skip(f"the schemas of this operation expand past {MAX_SCHEMA_NODES} nodes at {where}")
         if len(stack) > MAX_REF_DEPTH:
             raise OpenApiError(f"schema at {where} nests more than {MAX_REF_DEPTH} references", field=where)
         if isinstance(node, list):
@@ -450,6 +448,7 @@ class _Converter:
 
     def input_schema(self, item: _Operation) -> tuple[dict[str, Any], dict[str, Any]]:
         """`(input_schema, arguments)` of an operation (see `echo_tools.openapi_request`)."""
+        self.resolver.nodes = 0
         params = self.parameters(item)
         properties: dict[str, Any] = {}
         required: list[str] = []

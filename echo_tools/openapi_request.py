@@ -92,6 +92,12 @@ def build_mapped_request(tool: ToolDef, args: dict[str, Any]) -> tuple[str, str,
         where, name = spec.get("in"), str(spec.get("name", arg))
         if where == "path":
             text = _simple(value, bool(spec.get("explode", False)))
+            if text in (".", ".."):  # a dot segment is normalised away: it would reach another endpoint
+                raise ToolValidationError(
+                    f"Tool {tool.tool_id!r}: input.{arg} may not be {text!r}, which would change the path",
+                    tool_id=tool.tool_id,
+                    field=f"input.{arg}",
+                )
             url = url.replace("{" + name + "}", quote(text, safe=""))
         elif value is None:
             continue

@@ -431,3 +431,45 @@ def test_a_spec_larger_than_the_bound_is_refused_before_parsing(
 def test_a_missing_file_is_named(registry: ToolRegistry, tmp_path: Path) -> None:
     error = bad(registry, tmp_path / "nope.json")
     assert "nope.json" in error.message and "cannot be read" in error.message
+
+
+@pytest.mark.parametrize("value", ["..", "."])
+async def test_a_path_argument_cannot_climb_out_of_its_path(
+    registry: ToolRegistry, shop: ShopService, value: str
+) -> None:
+    # `/capture/sub/{x}` with x=".." would be sent as `/capture/sub/..`, which the client normalises to
+    # `/capture`: an LLM could reach any other endpoint of the API, with the tool's credential
+    param = {"name": "x", "in": "path", "required": True, "schema": {"type": "string"}}
+    spec = spec_with({"/capture/sub/{x}": get_op(operationId="sub", parameters=[param])})
+    import_openapi(registry, spec, provider="p", base_url=shop.base)
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    try:
+        result = await executor.invoke("p_sub", {"x": value})
+    finally:
+        await executor.aclose()
+    assert not result.success and result.error_type == "validation"
+    assert "input.x" in result.error and repr(value) in result.error
+    assert shop.captured == []
+
+
+def test_an_operation_whose_schemas_expand_past_the_bound_is_skipped(registry: ToolRegistry) -> None:
+    # sixteen levels of two references each: 2**16 copies of the leaf once inlined
+    schemas = {
+        f"L{i}": {
+            "type": "object",
+            "properties": {
+                "a": {"$ref": f"#/components/schemas/L{i + 1}"},
+                "b": {"$ref": f"#/components/schemas/L{i + 1}"},
+            },
+        }
+        for i in range(16)
+    }
+    schemas["L16"] = {"type": "string"}
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/L0"}}}}
+    paths = {
+        "/boom": {"post": {"operationId": "boom", "requestBody": body, "responses": {}}},
+        "/ok": get_op(operationId="ok"),
+    }
+    report = import_openapi_report(registry, spec_with(paths, components={"schemas": schemas}), provider="p")
+    assert [t.tool_id for t in report.tools] == ["p_ok"]
+    assert report.skipped[0][0] == "/paths/~1boom/post" and "past 20000 nodes" in report.skipped[0][1]
