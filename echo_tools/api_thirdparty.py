@@ -89,6 +89,10 @@ def _import(state: ApiState, request: OpenApiImportRequest) -> Any:
             policy.check_url(base_url)
         except EgressDeniedError as exc:
             raise ApiError(403, "permission_denied", exc.message, field="base_url") from exc
+    if request.credential:
+        refusal = state.registry.credentials.refusal_for(request.credential, base_url)
+        if refusal:
+            raise ApiError(403, "permission_denied", refusal, field="credential")
     return import_openapi_report(
         state.registry,
         document,

@@ -41,6 +41,8 @@ STORE_FILE = "credentials.enc"  # not *.json: the tool folder's JSON files are t
 LOCK_FILE = ".credentials.lock"
 FORMAT = "echo-tools-credentials/1"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+HOST_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})?\.?$")
+HEADER_NAME_PATTERN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
 MAX_STORE_BYTES = 4 * 1024 * 1024
 MAX_TOKEN_RESPONSE_BYTES = 64 * 1024
 DEFAULT_TOKEN_LIFETIME_S = 300.0
@@ -123,7 +125,7 @@ def check_credential(name: str, credential: Any) -> dict[str, Any]:
             field="type",
         )
     required, optional = CREDENTIAL_TYPES[kind]
-    unknown = sorted(set(credential) - {"type", *required, *optional})
+    unknown = sorted(set(credential) - {"type", "hosts", *required, *optional})
     if unknown:
         raise CredentialError(
             f"credential {name!r} of type {kind!r} has unknown field {unknown[0]!r}; "
@@ -144,9 +146,27 @@ def check_credential(name: str, credential: Any) -> dict[str, Any]:
                 f"credential {name!r}: field {key!r} must not contain line breaks or NUL", field=key
             )
         clean[key] = value
+    if "hosts" in credential:
+        hosts = credential["hosts"]
+        if (
+            not isinstance(hosts, list)
+            or not hosts
+            or not all(isinstance(h, str) and HOST_PATTERN.fullmatch(h) for h in hosts)
+        ):
+            raise CredentialError(
+                f"credential {name!r}: hosts must be a list of host names (e.g. ['api.github.com']), "
+                f"got {hosts!r:.80}",
+                field="hosts",
+            )
+        clean["hosts"] = sorted({h.lower().rstrip(".") for h in hosts})
     if kind == "api_key" and clean["in"] not in ("header", "query"):
         raise CredentialError(
             f"credential {name!r}: field 'in' must be 'header' or 'query', got {clean['in']!r}", field="in"
+        )
+    if kind == "api_key" and not HEADER_NAME_PATTERN.fullmatch(clean["name"]):
+        raise CredentialError(
+            f"credential {name!r}: name {clean['name']!r} is not a valid header or parameter name",
+            field="name",
         )
     if kind == "oauth2_client_credentials":
         if urlsplit(clean["token_url"]).scheme not in ("http", "https"):
@@ -193,8 +213,9 @@ class AppliedCredential:
             return headers, query
         if not self.query:
             return {**headers, **self.headers}, query
-        if isinstance(query, list):
-            return {**headers, **self.headers}, [*query, *self.query.items()]
+        if isinstance(query, list):  # an argument of the credential's name never rides along with it
+            kept = [(k, v) for k, v in query if k not in self.query]
+            return {**headers, **self.headers}, [*kept, *self.query.items()]
         return {**headers, **self.headers}, {**query, **self.query}
 
 
@@ -390,6 +411,8 @@ class CredentialStore:
             status = "updated" if name in entries else "created"
             secret = fernet.encrypt(json.dumps(clean).encode("utf-8")).decode("ascii")
             entries[name] = {"type": clean["type"], "secret": secret}
+            if "hosts" in clean:  # readable without the key, so a registration can be checked against it
+                entries[name]["hosts"] = clean["hosts"]
             self._write_file(entries)
             self._forget(name)
         return {"name": name, "type": clean["type"], "status": status}
@@ -402,6 +425,31 @@ class CredentialStore:
         """The type of the named credential, or None when there is none."""
         entry = self._entries().get(name) if isinstance(name, str) else None
         return entry["type"] if entry else None
+
+    def hosts_of(self, name: str) -> list[str] | None:
+        """The hosts the named credential may be sent to, or None when it names none (any host)."""
+        entry = self._entries().get(name) if isinstance(name, str) else None
+        hosts = entry.get("hosts") if entry else None
+        return list(hosts) if isinstance(hosts, list) else None
+
+    def refusal_for(self, name: str, url: str) -> str | None:
+        """Why a tool registered over HTTP may not send credential `name` to `url`, or None.
+
+        Such a tool could name any stored credential and a server of its choosing, so the credential must
+        list its `hosts` and the URL's host must be one of them.
+        """
+        hosts = self.hosts_of(name)
+        host = (urlsplit(url.replace("{", "").replace("}", "")).hostname or "").lower()
+        if name not in self:
+            return None  # nothing to send; the call fails naming it
+        if hosts is None:
+            return (
+                f"credential {name!r} lists no hosts, so only local callers may attach it to tools; add "
+                f'"hosts": [{host!r}] to it to allow tools sending it to {host!r}'
+            )
+        if host not in hosts:
+            return f"credential {name!r} may be sent to hosts {hosts!r} only, not {host!r}"
+        return None
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._entries()
@@ -466,6 +514,14 @@ class CredentialStore:
         cred = self._credential(name, tool_id)
         kind = cred["type"]
         origin = _origin(url)
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+        if "hosts" in cred and host not in cred["hosts"]:
+            raise CredentialError(
+                f"{f'Tool {tool_id!r}: ' if tool_id else ''}credential {name!r} may be sent to hosts "
+                f"{cred['hosts']!r} only, not {host!r}",
+                tool_id=tool_id,
+                field="execution_config.credential",
+            )
         if kind == "bearer":
             return AppliedCredential(origin, {"Authorization": f"Bearer {cred['token']}"})
         if kind == "basic":
@@ -600,6 +656,14 @@ def check_tool_credential(tool: ToolDef, store: CredentialStore | None) -> None:
             tool_id=tool.tool_id,
             field="execution_config.credential",
         )
+    from echo_tools.models import ToolSource
+
+    if store is not None and tool.source == ToolSource.REMOTE:
+        refusal = store.refusal_for(name, str(tool.execution_config.get("url", "")))
+        if refusal:
+            raise ToolRegistrationError(
+                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field="execution_config.credential"
+            )
     if store is not None and name not in store and name not in store.warned:
         store.warned.add(name)  # once per name: an import registers many tools naming the same one
         logger.warning(

@@ -164,3 +164,23 @@ def test_import_route_errors_follow_the_contract(api: tuple[httpx.Client, ToolRe
     assert ok.status_code == 200, ok.text
     assert [t["tool_id"] for t in ok.json()["tools"]] == ["shop_get_item"]
     assert registry.require("shop_get_item").source.value == "openapi"
+
+
+def test_a_remote_caller_cannot_send_a_stored_credential_to_a_host_of_its_choosing(
+    api: tuple[httpx.Client, ToolRegistry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the attack: import a spec whose server is the attacker's, naming the operator's credential
+    client, registry = api
+    monkeypatch.setenv(SECRET_KEY_ENV, new_key())
+    registry.credentials.set("github", {"type": "bearer", "token": BEARER})
+    evil = {"spec": shop_spec("https://evil.example.com"), "provider": "evil", "credential": "github"}
+    refused = client.post("/tools/import/openapi", json=evil)
+    assert refused.status_code == 403 and refused.json()["field"] == "credential"
+    assert "'evil.example.com'" in refused.json()["message"] and "hosts" in refused.json()["message"]
+    assert registry.list_by_tags(["provider:evil"]) == []
+    registry.credentials.set("github", {"type": "bearer", "token": BEARER, "hosts": ["api.github.com"]})
+    assert client.post("/tools/import/openapi", json=evil).status_code == 403
+    fine = {**evil, "spec": shop_spec("https://api.github.com"), "provider": "gh"}
+    assert client.post("/tools/import/openapi", json=fine).status_code == 200
+    listed = client.get("/tools/credentials").json()
+    assert listed == [{"name": "github", "type": "bearer"}]
