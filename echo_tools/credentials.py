@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import hashlib
 import json
 import logging
@@ -426,7 +427,7 @@ class CredentialStore:
         entry = self._entries().get(name) if isinstance(name, str) else None
         return entry["type"] if entry else None
 
-    def hosts_of(self, name: str) -> list[str] | None:
+    def hosts_of(self, name: str) -> builtins.list[str] | None:
         """The hosts the named credential may be sent to, or None when it names none (any host)."""
         entry = self._entries().get(name) if isinstance(name, str) else None
         hosts = entry.get("hosts") if entry else None
