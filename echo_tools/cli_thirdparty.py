@@ -122,7 +122,7 @@ def _read_credential(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep:
             raise CliError(f"--field {item!r} must be K=V")
-        data[key] = value.split() if key == "scopes" else value
+        data[key] = value.replace(",", " ").split() if key in ("scopes", "hosts") else value
     secret = SECRET_PROMPTS[args.type]
     if secret in data:
         raise CliError(

@@ -85,6 +85,25 @@ def test_import_set_a_credential_show_and_invoke_from_the_command_line(
     assert again.returncode == 1 and "'shop'" in again.stderr
 
 
+def test_fields_and_hosts_from_the_command_line(tmp_path: Path) -> None:
+    key = new_key()
+    args = [
+        "--type",
+        "api_key",
+        "--field",
+        "in=header",
+        "--field",
+        "name=X-API-Key",
+        "--field",
+        "hosts=a.com,b.com",
+    ]
+    result = cli(tmp_path, "credentials", "set", "maps", *args, key=key, stdin="v-1\n")
+    assert result.returncode == 0, result.stderr
+    from echo_tools.credentials import CredentialStore
+
+    assert CredentialStore(tmp_path).hosts_of("maps") == ["a.com", "b.com"]
+
+
 def test_a_secret_on_the_command_line_is_refused(tmp_path: Path) -> None:
     result = cli(
         tmp_path, "credentials", "set", "x", "--type", "bearer", "--field", "token=abc", key=new_key()
