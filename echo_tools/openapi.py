@@ -41,6 +41,7 @@ logger = logging.getLogger("echo_tools.openapi")
 MAX_SPEC_BYTES = 10 * 1024 * 1024
 MAX_REF_DEPTH = 32
 MAX_SCHEMA_NODES = 20_000
+MAX_SCHEMA_DEPTH = 64
 MAX_REDIRECTS = 5
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 CALLABLE_METHODS = frozenset({"get", "put", "post", "delete", "head", "patch"})
@@ -169,6 +170,8 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
     if text.lstrip().startswith(("{", "[")):
         try:
             data = json.loads(text)
+        except RecursionError as exc:
+            raise OpenApiError(f"OpenAPI document {where!r} nests too deeply to read", field="spec") from exc
         except json.JSONDecodeError as exc:
             raise OpenApiError(
                 f"OpenAPI document {where!r} does not parse as JSON: {exc.msg} at line {exc.lineno} "
@@ -209,6 +212,7 @@ class _Resolver:
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
         self.nodes = 0
+        self.depth = 0
 
     def lookup(self, ref: Any, where: str) -> tuple[Any, str]:
         if not isinstance(ref, str):
@@ -242,6 +246,16 @@ class _Resolver:
         raise OpenApiError(f"$ref chain at {where} is longer than {MAX_REF_DEPTH}", field=where)
 
     def schema(self, node: Any, where: str, *, version: str, stack: tuple[str, ...] = ()) -> Any:
+        """`_schema` with a nesting bound: deeper schemas would exhaust the interpreter's stack."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_SCHEMA_DEPTH:
+                raise _Skip(f"the schema at {where} nests deeper than {MAX_SCHEMA_DEPTH} levels")
+            return self._schema(node, where, version=version, stack=stack)
+        finally:
+            self.depth -= 1
+
+    def _schema(self, node: Any, where: str, *, version: str, stack: tuple[str, ...] = ()) -> Any:
         """A JSON Schema (2020-12) with every local `$ref` inlined and OpenAPI-only keywords translated;
         a recursive reference becomes `{}` (any value) where it recurs."""
         self.nodes += 1

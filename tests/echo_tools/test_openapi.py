@@ -473,3 +473,20 @@ def test_an_operation_whose_schemas_expand_past_the_bound_is_skipped(registry: T
     report = import_openapi_report(registry, spec_with(paths, components={"schemas": schemas}), provider="p")
     assert [t.tool_id for t in report.tools] == ["p_ok"]
     assert report.skipped[0][0] == "/paths/~1boom/post" and "past 20000 nodes" in report.skipped[0][1]
+
+
+def test_a_schema_nested_past_the_bound_skips_its_operation(registry: ToolRegistry) -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(200):
+        deep = {"type": "array", "items": deep}
+    body = {"content": {"application/json": {"schema": deep}}}
+    paths = {"/deep": {"post": {"operationId": "deep", "requestBody": body, "responses": {}}}}
+    report = import_openapi_report(registry, spec_with(paths), provider="p")
+    assert report.tools == [] and "nests deeper than 64 levels" in report.skipped[0][1]
+
+
+def test_a_document_nested_past_the_parsers_limit_is_refused(registry: ToolRegistry, tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"openapi": "3.0.0", "x": ' + "[" * 200_000 + "]" * 200_000 + "}", encoding="utf-8")
+    error = bad(registry, path)
+    assert error.field == "spec" and "nests too deeply" in error.message
