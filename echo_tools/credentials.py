@@ -9,13 +9,11 @@ leaves this module except as the header or query parameter of the request it aut
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
 import hashlib
 import json
 import logging
 import os
-import re
 import threading
 import time
 import weakref
@@ -27,7 +25,30 @@ from urllib.parse import quote, urlsplit
 
 from filelock import FileLock, Timeout
 
-from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolStorageError
+from echo_tools.credential_fields import (
+    NAME_PATTERN,
+    NEW_KEY_HINT,
+    SECRET_KEY_ENV,
+    CredentialError,
+    check_credential,
+    check_name,
+    new_key,
+)
+from echo_tools.credentials_oauth import basic_auth, fetch_token
+from echo_tools.errors import ToolStorageError
+
+__all__ = [
+    "SECRET_KEY_ENV",
+    "STORE_FILE",
+    "AppliedCredential",
+    "CredentialError",
+    "CredentialStore",
+    "check_credential",
+    "check_name",
+    "check_tool_credential",
+    "credential_for",
+    "new_key",
+]
 
 if TYPE_CHECKING:
     import httpx
@@ -37,30 +58,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("echo_tools.credentials")
 
-SECRET_KEY_ENV = "ECHO_TOOLS_SECRET_KEY"
 STORE_FILE = "credentials.enc"  # not *.json: the tool folder's JSON files are tools (EchoAI globs them)
 LOCK_FILE = ".credentials.lock"
 FORMAT = "echo-tools-credentials/1"
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-HOST_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})?\.?$")
-HEADER_NAME_PATTERN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
 MAX_STORE_BYTES = 4 * 1024 * 1024
-MAX_TOKEN_RESPONSE_BYTES = 64 * 1024
-DEFAULT_TOKEN_LIFETIME_S = 300.0
 TOKEN_MARGIN_S = 30.0  # refresh this long before expiry (at most a tenth of the token's lifetime)
-
-# type -> (required fields, optional fields); secret fields are never shown anywhere
-CREDENTIAL_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "bearer": (("token",), ()),
-    "api_key": (("in", "name", "value"), ()),
-    "basic": (("username", "password"), ()),
-    "oauth2_client_credentials": (("token_url", "client_id", "client_secret"), ("scopes", "client_auth")),
-}
-SECRET_FIELDS = frozenset({"token", "value", "password", "client_secret"})
-NEW_KEY_HINT = (
-    f"make one with `echo-tools credentials new-key` and set it as {SECRET_KEY_ENV} "
-    "(keep it safe: the credentials cannot be read without it)"
-)
 
 
 class _QueryRedaction(logging.Filter):
@@ -92,107 +94,6 @@ def _redact_in_client_logs(secret: str) -> None:
     _QUERY_REDACTION.secrets.add(secret)
 
 
-class CredentialError(ToolConfigError):
-    """A credential, or the credential store, cannot be used (unknown name, bad fields, missing or wrong key)."""
-
-
-def new_key() -> str:
-    """A fresh Fernet key (URL-safe base64 text) for `ECHO_TOOLS_SECRET_KEY`."""
-    from cryptography.fernet import Fernet
-
-    return Fernet.generate_key().decode("ascii")
-
-
-def check_name(name: Any) -> str:
-    """Return `name` when it can name a credential, else raise `CredentialError` naming it."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise CredentialError(
-            f"credential name {name!r} is invalid: it must match {NAME_PATTERN.pattern}", field="name"
-        )
-    return name
-
-
-def check_credential(name: str, credential: Any) -> dict[str, Any]:
-    """The credential as a clean dict, or `CredentialError` naming the field (never a secret value)."""
-    if not isinstance(credential, Mapping):
-        raise CredentialError(
-            f"credential {name!r} must be an object with a 'type', got {type(credential).__name__}",
-            field="credential",
-        )
-    kind = credential.get("type")
-    if kind not in CREDENTIAL_TYPES:
-        raise CredentialError(
-            f"credential {name!r}: type {kind!r} is unknown; expected one of {sorted(CREDENTIAL_TYPES)}",
-            field="type",
-        )
-    required, optional = CREDENTIAL_TYPES[kind]
-    unknown = sorted(set(credential) - {"type", "hosts", *required, *optional})
-    if unknown:
-        raise CredentialError(
-            f"credential {name!r} of type {kind!r} has unknown field {unknown[0]!r}; "
-            f"it takes {', '.join(required + optional)}",
-            field=unknown[0],
-        )
-    clean: dict[str, Any] = {"type": kind}
-    for key in required:
-        value = credential.get(key)
-        if not isinstance(value, str) or not value:
-            shown = "a secret" if key in SECRET_FIELDS else repr(value)
-            raise CredentialError(
-                f"credential {name!r} of type {kind!r} needs field {key!r} as a non-empty string, got {shown}",
-                field=key,
-            )
-        if any(c in value for c in "\r\n\x00"):
-            raise CredentialError(
-                f"credential {name!r}: field {key!r} must not contain line breaks or NUL", field=key
-            )
-        clean[key] = value
-    if "hosts" in credential:
-        hosts = credential["hosts"]
-        if (
-            not isinstance(hosts, list)
-            or not hosts
-            or not all(isinstance(h, str) and HOST_PATTERN.fullmatch(h) for h in hosts)
-        ):
-            raise CredentialError(
-                f"credential {name!r}: hosts must be a list of host names (e.g. ['api.github.com']), "
-                f"got {hosts!r:.80}",
-                field="hosts",
-            )
-        clean["hosts"] = sorted({h.lower().rstrip(".") for h in hosts})
-    if kind == "api_key" and clean["in"] not in ("header", "query"):
-        raise CredentialError(
-            f"credential {name!r}: field 'in' must be 'header' or 'query', got {clean['in']!r}", field="in"
-        )
-    if kind == "api_key" and not HEADER_NAME_PATTERN.fullmatch(clean["name"]):
-        raise CredentialError(
-            f"credential {name!r}: name {clean['name']!r} is not a valid header or parameter name",
-            field="name",
-        )
-    if kind == "oauth2_client_credentials":
-        if urlsplit(clean["token_url"]).scheme not in ("http", "https"):
-            raise CredentialError(
-                f"credential {name!r}: token_url must be an http(s) URL, got {clean['token_url']!r}",
-                field="token_url",
-            )
-        scopes = credential.get("scopes", [])
-        if isinstance(scopes, str):
-            scopes = scopes.split()
-        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
-            raise CredentialError(
-                f"credential {name!r}: scopes must be a list of strings, got {scopes!r}", field="scopes"
-            )
-        clean["scopes"] = scopes
-        auth = credential.get("client_auth", "basic")
-        if auth not in ("basic", "body"):
-            raise CredentialError(
-                f"credential {name!r}: client_auth must be 'basic' or 'body', got {auth!r}",
-                field="client_auth",
-            )
-        clean["client_auth"] = auth
-    return clean
-
-
 @dataclass(frozen=True)
 class AppliedCredential:
     """What a credential adds to a request: headers and query parameters, for one origin only.
@@ -218,10 +119,6 @@ class AppliedCredential:
             kept = [(k, v) for k, v in query if k not in self.query]
             return {**headers, **self.headers}, [*kept, *self.query.items()]
         return {**headers, **self.headers}, {**query, **self.query}
-
-
-def _basic(username: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
 
 
 def _origin(url: str) -> str:
@@ -526,7 +423,9 @@ class CredentialStore:
         if kind == "bearer":
             return AppliedCredential(origin, {"Authorization": f"Bearer {cred['token']}"})
         if kind == "basic":
-            return AppliedCredential(origin, {"Authorization": _basic(cred["username"], cred["password"])})
+            return AppliedCredential(
+                origin, {"Authorization": basic_auth(cred["username"], cred["password"])}
+            )
         if kind == "api_key":
             if cred["in"] == "query":
                 _redact_in_client_logs(cred["value"])
@@ -565,80 +464,10 @@ class CredentialStore:
             found = self._cached_token(name, fingerprint)
             if found is not None:
                 return found
-            value, lifetime = await self._fetch_token(name, cred, egress, client, tool_id)
+            value, lifetime = await fetch_token(name, cred, egress, client, tool_id)
             margin = min(TOKEN_MARGIN_S, lifetime / 10)
             self._tokens[name] = _Token(fingerprint, value, self.clock() + lifetime - margin)
             return value
-
-    async def _fetch_token(
-        self,
-        name: str,
-        cred: dict[str, Any],
-        egress: EgressPolicy | None,
-        client: httpx.AsyncClient | None,
-        tool_id: str | None,
-    ) -> tuple[str, float]:
-        import httpx
-
-        from echo_tools.egress import EgressPolicy
-
-        url = cred["token_url"]
-        policy = egress or EgressPolicy()
-        await asyncio.to_thread(policy.check_resolved, url)
-
-        def fail(reason: str) -> ToolExecutionError:
-            return ToolExecutionError(
-                f"{f'Tool {tool_id!r}: ' if tool_id else ''}credential {name!r}: the OAuth2 token request "
-                f"to {url!r} {reason}",
-                tool_id=tool_id,
-                field="execution_config.credential",
-            )
-
-        form = {"grant_type": "client_credentials"}
-        if cred.get("scopes"):
-            form["scope"] = " ".join(cred["scopes"])
-        headers = {"Accept": "application/json"}
-        if cred.get("client_auth", "basic") == "body":
-            form.update(client_id=cred["client_id"], client_secret=cred["client_secret"])
-        else:
-            headers["Authorization"] = _basic(cred["client_id"], cred["client_secret"])
-        owned = client is None
-        http = client or httpx.AsyncClient(trust_env=False, follow_redirects=False)
-        try:
-            request = http.build_request("POST", url, data=form, headers=headers, timeout=30.0)
-            response = await http.send(request, stream=True)
-            try:
-                body = b""
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > MAX_TOKEN_RESPONSE_BYTES:
-                        raise fail(f"answered more than {MAX_TOKEN_RESPONSE_BYTES} bytes")
-            finally:
-                await response.aclose()
-        except httpx.HTTPError as exc:
-            raise fail(f"failed: {type(exc).__name__}") from exc
-        finally:
-            if owned:
-                await http.aclose()
-        try:
-            data = json.loads(body)
-        except ValueError:
-            data = None
-        if response.status_code != 200 or not isinstance(data, dict):
-            # only the standard error code is shown: a token endpoint may echo what it was sent
-            code = data.get("error") if isinstance(data, dict) else None
-            shown = f" ({str(code)[:60]!r})" if isinstance(code, str) else ""
-            raise fail(f"answered HTTP {response.status_code}{shown}")
-        value = data.get("access_token")
-        if not isinstance(value, str) or not value:
-            raise fail("answered without an access_token")
-        lifetime = data.get("expires_in", DEFAULT_TOKEN_LIFETIME_S)
-        try:
-            lifetime = max(float(lifetime), 0.0)
-        except (TypeError, ValueError):
-            lifetime = DEFAULT_TOKEN_LIFETIME_S
-        logger.info("credential %r: OAuth2 token fetched, valid for %.0f s", name, lifetime)
-        return value, lifetime
 
 
 def check_tool_credential(tool: ToolDef, store: CredentialStore | None) -> None:
