@@ -294,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_workflow_parsers(sub, cmd_workflow)
     add_serve_parser(sub, cmd_serve)
+    from echo_tools.cli_thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
+
+    add_thirdparty_parsers(sub, run_thirdparty)
     return parser
 
 

@@ -128,8 +128,19 @@ class ToolRegistry:
         self._problems: list[Problem] = []
         self._discovery_problems: list[Problem] = []
         self.mcp_servers: dict[str, dict[str, Any]] = {}
+        self._credentials: Any = None  # a CredentialStore, made when first used (echo_tools.credentials)
         if self.storage is not None:
             self.reload()
+
+    @property
+    def credentials(self) -> Any:
+        """The `CredentialStore` of this catalogue (`credentials.enc` in the storage folder)."""
+        if self._credentials is None:
+            from echo_tools.credentials import CredentialStore
+
+            folder = self.storage.directory if self.storage is not None else None
+            self._credentials = CredentialStore(folder, egress=self.egress)
+        return self._credentials
 
     @property
     def allowed_modules(self) -> tuple[str, ...]:
@@ -277,6 +288,10 @@ class ToolRegistry:
         if tool.tool_type == ToolType.SKILL:
             # a composite needs what its inner tools need: a caller without it is refused before any step runs
             tool.permissions = check_skill_tools(tool, self)
+        if "credential" in tool.execution_config:  # a name only; an unknown one is a warning (see there)
+            from echo_tools.credentials import check_tool_credential
+
+            check_tool_credential(tool, self.credentials)
 
     def _clash(self, tool: ToolDef) -> str | None:
         return _clash_in(tool, tool.lookup_keys(), self._tools, self._keys)

@@ -192,6 +192,14 @@ def _resolve_entry(
         )
     if tool is None and kind == "mcp_server":
         tool = _match_mcp_tool(registry, config.get("serverId"), config.get("operationName"))
+    if tool is None and kind == TEMPLATE_TOOL_TYPE:  # {provider, action, credentials}: an imported tool
+        from echo_tools.openapi import template_tool
+
+        tool = template_tool(
+            registry, config, lambda lv, f, m: diags.append(Diagnostic(lv, node_id, f"{where}.config.{f}", m))
+        )
+        if tool is None:
+            return None
     label = tool_ref or name or entry.get("id")
     if tool is None and kind in BUILTIN_TOOL_TYPES:
         _check_builtin(kind, config, node_id, where, diags)

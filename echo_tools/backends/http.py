@@ -28,6 +28,7 @@ from urllib.parse import quote, urljoin, urlsplit
 import httpx
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.credentials import credential_for
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
 
 if TYPE_CHECKING:
@@ -137,20 +138,28 @@ class HttpBackend(ToolBackend):
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> BackendOutput:
         config = tool.execution_config
-        method, url, query, body = build_request(tool, args)
-        headers = resolve_headers(tool, config.get("headers") or {})
+        if "arguments" in config:  # imported tools say where each argument goes (echo_tools.openapi_request)
+            from echo_tools.openapi_request import build_mapped_request
+
+            method, url, query, body, extra = build_mapped_request(tool, args)
+        else:
+            (method, url, query, body), extra = build_request(tool, args), {}
+        headers = {**resolve_headers(tool, config.get("headers") or {}), **extra}
         timeout = float(config.get("timeout") or DEFAULT_TIMEOUT_S)
         client = self.client()
+        # a named credential (echo_tools.credentials), sent to the tool's own origin only, never on redirects
+        auth = await credential_for(self.executor, tool, url, client) if "credential" in config else None
         for _ in range(MAX_REDIRECTS + 1):
             await self._check_egress(url)
             send_json = body if method not in QUERY_METHODS else None
+            hop_headers, hop_query = auth.add_to(url, headers, query) if auth else (headers, query)
             try:
                 request = client.build_request(
                     method,
                     self._url(url),
-                    params=query or None,
+                    params=hop_query or None,
                     json=send_json,
-                    headers=headers,
+                    headers=hop_headers,
                     timeout=timeout,
                 )
                 response = await client.send(request, stream=True)

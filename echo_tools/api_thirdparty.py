@@ -1,0 +1,103 @@
+"""The third-party routes of the HTTP API: `POST /tools/import/openapi` and `/tools/credentials`.
+
+Credentials go in and never come out: every answer names credentials and their types only. A spec is
+accepted as a JSON object or an http(s) URL (fetched under the executor's egress policy), never as a path
+on the server. Errors follow the API's contract (`echo_tools.api_errors`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from fastapi import APIRouter, Body
+from fastapi import Path as PathParam
+from pydantic import BaseModel, Field
+
+from echo_tools.api_errors import ApiError
+from echo_tools.api_shapes import list_item
+from echo_tools.errors import EgressDeniedError
+
+if TYPE_CHECKING:
+    from echo_tools.api import ApiState
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class OpenApiImportRequest(BaseModel):
+    """`POST /tools/import/openapi`: the document (object or URL) and how to import it."""
+
+    spec: dict[str, Any] | str = Field(description="the OpenAPI/Swagger document, or its http(s) URL")
+    provider: str = Field(max_length=48)
+    base_url: str | None = Field(None, max_length=2000)
+    credential: str | None = Field(None, max_length=64)
+    operations: list[str] | None = Field(None, max_length=1000)
+
+
+class CredentialRequest(BaseModel):
+    """`POST /tools/credentials`: a named credential (`{"type": "bearer", "token": ...}` and so on)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    credential: dict[str, Any]
+
+
+def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
+    """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them)."""
+
+    @router.post("/import/openapi", dependencies=secured, summary="Import an OpenAPI document as api tools")
+    async def import_openapi_route(request: OpenApiImportRequest = Body(...)) -> dict[str, Any]:
+        report = await anyio.to_thread.run_sync(_import, state, request)
+        return {
+            "provider": request.provider,
+            "tools": [list_item(t) for t in report.tools],
+            "skipped": [{"pointer": where, "reason": why} for where, why in report.skipped],
+            "disabled": report.disabled,
+        }
+
+    @router.get("/credentials", dependencies=secured, summary="Credential names and types (never secrets)")
+    async def list_credentials() -> list[dict[str, str]]:
+        return list(state.registry.credentials.list())
+
+    @router.post("/credentials", dependencies=secured, summary="Store a credential (encrypted at rest)")
+    async def set_credential(request: CredentialRequest = Body(...)) -> dict[str, str]:
+        store = state.registry.credentials
+        return dict(await anyio.to_thread.run_sync(store.set, request.name, request.credential))
+
+    @router.delete("/credentials/{name}", dependencies=secured, summary="Forget a credential")
+    async def remove_credential(name: str = PathParam(..., pattern=NAME_PATTERN)) -> dict[str, str]:
+        removed = await anyio.to_thread.run_sync(state.registry.credentials.remove, name)
+        if not removed:
+            raise ApiError(404, "not_found", f"No credential is named {name!r}", field="name")
+        return {"name": name, "status": "removed"}
+
+
+def _import(state: ApiState, request: OpenApiImportRequest) -> Any:
+    from echo_tools.openapi import base_url_of, import_openapi_report, load_document, spec_version
+
+    spec = request.spec
+    if isinstance(spec, str) and not spec.lower().startswith(("http://", "https://")):
+        raise ApiError(
+            422,
+            "validation",
+            "spec must be a JSON object or an http(s) URL, never a server path",
+            field="spec",
+        )
+    document, fetched_from = load_document(spec, state.executor.egress)
+    base_url = request.base_url or base_url_of(document, spec_version(document), fetched_from)
+    for policy in (state.registry.egress, state.executor.egress):
+        try:
+            policy.check_url(base_url)
+        except EgressDeniedError as exc:
+            raise ApiError(403, "permission_denied", exc.message, field="base_url") from exc
+    if request.credential:
+        refusal = state.registry.credentials.refusal_for(request.credential, base_url)
+        if refusal:
+            raise ApiError(403, "permission_denied", refusal, field="credential")
+    return import_openapi_report(
+        state.registry,
+        document,
+        provider=request.provider,
+        base_url=base_url,
+        credential=request.credential,
+        operations=request.operations,
+    )

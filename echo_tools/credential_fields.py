@@ -1,0 +1,132 @@
+"""What a credential is: its types and fields, checked before anything is stored, and the store's key.
+
+Kept apart from the store so the CLI and the routes can check input without opening it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from echo_tools.errors import ToolConfigError
+
+SECRET_KEY_ENV = "ECHO_TOOLS_SECRET_KEY"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+HOST_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})?\.?$")
+HEADER_NAME_PATTERN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+
+# type -> (required fields, optional fields); secret fields are never shown anywhere
+CREDENTIAL_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "bearer": (("token",), ()),
+    "api_key": (("in", "name", "value"), ()),
+    "basic": (("username", "password"), ()),
+    "oauth2_client_credentials": (("token_url", "client_id", "client_secret"), ("scopes", "client_auth")),
+}
+SECRET_FIELDS = frozenset({"token", "value", "password", "client_secret"})
+NEW_KEY_HINT = (
+    f"make one with `echo-tools credentials new-key` and set it as {SECRET_KEY_ENV} "
+    "(keep it safe: the credentials cannot be read without it)"
+)
+
+
+class CredentialError(ToolConfigError):
+    """A credential, or the credential store, cannot be used (unknown name, bad fields, missing or wrong key)."""
+
+
+def new_key() -> str:
+    """A fresh Fernet key (URL-safe base64 text) for `ECHO_TOOLS_SECRET_KEY`."""
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode("ascii")
+
+
+def check_name(name: Any) -> str:
+    """Return `name` when it can name a credential, else raise `CredentialError` naming it."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise CredentialError(
+            f"credential name {name!r} is invalid: it must match {NAME_PATTERN.pattern}", field="name"
+        )
+    return name
+
+
+def check_credential(name: str, credential: Any) -> dict[str, Any]:
+    """The credential as a clean dict, or `CredentialError` naming the field (never a secret value)."""
+    if not isinstance(credential, Mapping):
+        raise CredentialError(
+            f"credential {name!r} must be an object with a 'type', got {type(credential).__name__}",
+            field="credential",
+        )
+    kind = credential.get("type")
+    if kind not in CREDENTIAL_TYPES:
+        raise CredentialError(
+            f"credential {name!r}: type {kind!r} is unknown; expected one of {sorted(CREDENTIAL_TYPES)}",
+            field="type",
+        )
+    required, optional = CREDENTIAL_TYPES[kind]
+    unknown = sorted(set(credential) - {"type", "hosts", *required, *optional})
+    if unknown:
+        raise CredentialError(
+            f"credential {name!r} of type {kind!r} has unknown field {unknown[0]!r}; "
+            f"it takes {', '.join(required + optional)}",
+            field=unknown[0],
+        )
+    clean: dict[str, Any] = {"type": kind}
+    for key in required:
+        value = credential.get(key)
+        if not isinstance(value, str) or not value:
+            shown = "a secret" if key in SECRET_FIELDS else repr(value)
+            raise CredentialError(
+                f"credential {name!r} of type {kind!r} needs field {key!r} as a non-empty string, got {shown}",
+                field=key,
+            )
+        if any(c in value for c in "\r\n\x00"):
+            raise CredentialError(
+                f"credential {name!r}: field {key!r} must not contain line breaks or NUL", field=key
+            )
+        clean[key] = value
+    if "hosts" in credential:
+        hosts = credential["hosts"]
+        if (
+            not isinstance(hosts, list)
+            or not hosts
+            or not all(isinstance(h, str) and HOST_PATTERN.fullmatch(h) for h in hosts)
+        ):
+            raise CredentialError(
+                f"credential {name!r}: hosts must be a list of host names (e.g. ['api.github.com']), "
+                f"got {hosts!r:.80}",
+                field="hosts",
+            )
+        clean["hosts"] = sorted({h.lower().rstrip(".") for h in hosts})
+    if kind == "api_key" and clean["in"] not in ("header", "query"):
+        raise CredentialError(
+            f"credential {name!r}: field 'in' must be 'header' or 'query', got {clean['in']!r}", field="in"
+        )
+    if kind == "api_key" and not HEADER_NAME_PATTERN.fullmatch(clean["name"]):
+        raise CredentialError(
+            f"credential {name!r}: name {clean['name']!r} is not a valid header or parameter name",
+            field="name",
+        )
+    if kind == "oauth2_client_credentials":
+        if urlsplit(clean["token_url"]).scheme not in ("http", "https"):
+            raise CredentialError(
+                f"credential {name!r}: token_url must be an http(s) URL, got {clean['token_url']!r}",
+                field="token_url",
+            )
+        scopes = credential.get("scopes", [])
+        if isinstance(scopes, str):
+            scopes = scopes.split()
+        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+            raise CredentialError(
+                f"credential {name!r}: scopes must be a list of strings, got {scopes!r}", field="scopes"
+            )
+        clean["scopes"] = scopes
+        auth = credential.get("client_auth", "basic")
+        if auth not in ("basic", "body"):
+            raise CredentialError(
+                f"credential {name!r}: client_auth must be 'basic' or 'body', got {auth!r}",
+                field="client_auth",
+            )
+        clean["client_auth"] = auth
+    return clean

@@ -1,0 +1,516 @@
+"""CredentialStore: named secrets for third-party APIs, encrypted at rest, applied to requests at call time.
+
+One file, `<storage>/credentials.enc`, holds every credential as a Fernet token (the `cryptography`
+library's authenticated encryption) under the key in `ECHO_TOOLS_SECRET_KEY`; names and types stay readable
+so `list()` needs no key. Writes are atomic (temp file, fsync, rename) under a file lock. A secret never
+leaves this module except as the header or query parameter of the request it authenticates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
+
+from filelock import FileLock, Timeout
+
+from echo_tools.credential_fields import (
+    NAME_PATTERN,
+    NEW_KEY_HINT,
+    SECRET_KEY_ENV,
+    CredentialError,
+    check_credential,
+    check_name,
+    new_key,
+)
+from echo_tools.credentials_oauth import basic_auth, fetch_token
+from echo_tools.errors import ToolStorageError
+
+__all__ = [
+    "SECRET_KEY_ENV",
+    "STORE_FILE",
+    "AppliedCredential",
+    "CredentialError",
+    "CredentialStore",
+    "check_credential",
+    "check_name",
+    "check_tool_credential",
+    "credential_for",
+    "new_key",
+]
+
+if TYPE_CHECKING:
+    import httpx
+
+    from echo_tools.egress import EgressPolicy
+    from echo_tools.models import ToolDef
+
+logger = logging.getLogger("echo_tools.credentials")
+
+STORE_FILE = "credentials.enc"  # not *.json: the tool folder's JSON files are tools (EchoAI globs them)
+LOCK_FILE = ".credentials.lock"
+FORMAT = "echo-tools-credentials/1"
+MAX_STORE_BYTES = 4 * 1024 * 1024
+TOKEN_MARGIN_S = 30.0  # refresh this long before expiry (at most a tenth of the token's lifetime)
+
+
+class _QueryRedaction(logging.Filter):
+    """Masks query-string secrets in the `httpx` logger's request lines ("HTTP Request: GET <url>")."""
+
+    def __init__(self) -> None:
+        super().__init__("httpx")
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            text = record.getMessage()
+            masked = text
+            for secret in self.secrets:
+                masked = masked.replace(secret, "[redacted]")
+                masked = masked.replace(quote(secret, safe=""), "[redacted]")
+            if masked != text:
+                record.msg, record.args = masked, ()
+        return True
+
+
+_QUERY_REDACTION = _QueryRedaction()
+
+
+def _redact_in_client_logs(secret: str) -> None:
+    # an api key sent in the query is part of the URL httpx logs at INFO; installed once, on that logger only
+    if not _QUERY_REDACTION.secrets:
+        logging.getLogger("httpx").addFilter(_QUERY_REDACTION)
+    _QUERY_REDACTION.secrets.add(secret)
+
+
+@dataclass(frozen=True)
+class AppliedCredential:
+    """What a credential adds to a request: headers and query parameters, for one origin only.
+
+    The origin is that of the tool's own URL: a redirect to another host gets neither (httpx drops
+    `Authorization` on such redirects for the same reason).
+    """
+
+    origin: str
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    query: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def add_to(self, url: str, headers: dict[str, str], query: Any) -> tuple[dict[str, str], Any]:
+        """`(headers, query)` with the credential added when `url` has the credential's origin.
+
+        `query` is a dict or a list of `(name, value)` pairs, and is returned in the same shape.
+        """
+        if _origin(url) != self.origin:
+            return headers, query
+        if not self.query:
+            return {**headers, **self.headers}, query
+        if isinstance(query, list):  # an argument of the credential's name never rides along with it
+            kept = [(k, v) for k, v in query if k not in self.query]
+            return {**headers, **self.headers}, [*kept, *self.query.items()]
+        return {**headers, **self.headers}, {**query, **self.query}
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{port}"
+
+
+@dataclass
+class _Token:
+    fingerprint: str
+    value: str = field(repr=False)
+    expires: float
+
+
+class CredentialStore:
+    """Named credentials: `set`, `list` (names and types), `remove`, and `apply` at call time.
+
+    Args:
+        storage_dir: the tool storage folder; the store is `credentials.enc` in it. None keeps the
+            credentials in this process's memory only (nothing is written, no key is needed).
+        key: the Fernet key; default `ECHO_TOOLS_SECRET_KEY`, read when first needed.
+        egress: the policy OAuth2 token URLs are checked against when no other is given to `apply`.
+        clock: monotonic seconds (tests replace it to expire tokens without waiting).
+    """
+
+    def __init__(
+        self,
+        storage_dir: str | Path | None = None,
+        *,
+        key: str | bytes | None = None,
+        egress: EgressPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = Path(storage_dir).expanduser().resolve() / STORE_FILE if storage_dir is not None else None
+        self._key = key
+        self.egress = egress
+        self.clock = clock
+        self._memory: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._file_lock = FileLock(str(self.path.parent / LOCK_FILE), timeout=30) if self.path else None
+        self._loaded: tuple[tuple[int, int, int] | None, dict[str, Any]] = (None, {})
+        self._plain: dict[str, tuple[str, dict[str, Any]]] = {}  # name -> (its token, decrypted)
+        self._tokens: dict[str, _Token] = {}
+        self.warned: set[str] = set()  # unknown names already warned about at registration
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]
+        self._locks = weakref.WeakKeyDictionary()
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else "memory"
+        return f"CredentialStore({where!r}, names={sorted(self._entries())!r})"
+
+    # -- the key ---------------------------------------------------------------------------------------
+
+    def _fernet(self) -> Any:
+        from cryptography.fernet import Fernet
+
+        key = self._key if self._key is not None else os.environ.get(SECRET_KEY_ENV)
+        if not key:
+            raise CredentialError(
+                f"{SECRET_KEY_ENV} is not set, so credentials cannot be stored or read encrypted; "
+                + NEW_KEY_HINT,
+                field=SECRET_KEY_ENV,
+            )
+        try:
+            return Fernet(key)
+        except (ValueError, TypeError) as exc:
+            raise CredentialError(
+                f"{SECRET_KEY_ENV} is not a valid Fernet key (32 url-safe base64-encoded bytes); "
+                + NEW_KEY_HINT,
+                field=SECRET_KEY_ENV,
+            ) from exc
+
+    def _decrypt(self, fernet: Any, name: str, token: str) -> dict[str, Any]:
+        from cryptography.fernet import InvalidToken
+
+        try:
+            data = json.loads(fernet.decrypt(token.encode("ascii")))
+        except InvalidToken as exc:
+            raise CredentialError(
+                f"{SECRET_KEY_ENV} does not decrypt credential {name!r} in {str(self.path)!r}: the store was "
+                f"written with another key. Set the key it was written with; nothing was changed",
+                field=SECRET_KEY_ENV,
+            ) from exc
+        except (ValueError, UnicodeError) as exc:
+            raise CredentialError(
+                f"credential {name!r} in {str(self.path)!r} is damaged and cannot be read", field=name
+            ) from exc
+        if not isinstance(data, dict):
+            raise CredentialError(f"credential {name!r} in {str(self.path)!r} is damaged", field=name)
+        return data
+
+    # -- the file --------------------------------------------------------------------------------------
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        assert self.path is not None
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _entries(self) -> dict[str, Any]:
+        """name -> stored entry (`{"type", "secret"}` on disk, the credential itself in memory)."""
+        if self.path is None:
+            return self._memory
+        signature = self._signature()
+        cached_signature, entries = self._loaded
+        if signature is not None and signature == cached_signature:
+            return entries
+        entries = self._read_file() if signature is not None else {}
+        self._loaded = (signature, entries)
+        return entries
+
+    def _read_file(self) -> dict[str, Any]:
+        assert self.path is not None
+        try:
+            raw = self.path.read_bytes()[: MAX_STORE_BYTES + 1]
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise ToolStorageError(f"credential store {str(self.path)!r} cannot be read: {exc}") from exc
+        try:
+            if len(raw) > MAX_STORE_BYTES:
+                raise ValueError(f"larger than {MAX_STORE_BYTES} bytes")
+            data = json.loads(raw)
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError(f"not a {FORMAT} file")
+            entries = data.get("credentials")
+            if not isinstance(entries, dict) or not all(
+                isinstance(e, dict) and isinstance(e.get("secret"), str) and isinstance(e.get("type"), str)
+                for e in entries.values()
+            ):
+                raise ValueError("its credentials are not {name: {type, secret}} entries")
+        except ValueError as exc:
+            raise CredentialError(
+                f"credential store {str(self.path)!r} is damaged ({exc}); it is left as it is: "
+                "move it aside to start a new one",
+                field="credentials",
+            ) from exc
+        return entries
+
+    def _write_file(self, entries: dict[str, Any]) -> None:
+        from echo_tools.storage import atomic_write_json
+
+        assert self.path is not None
+        atomic_write_json(self.path, {"format": FORMAT, "credentials": entries})
+        try:
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass  # a filesystem without modes; the content is encrypted anyway
+        self._loaded = (self._signature(), entries)
+
+    def _locked(self) -> Any:
+        assert self._file_lock is not None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
+            return self._file_lock.acquire(poll_interval=0.002)
+        except Timeout as exc:
+            raise ToolStorageError(
+                f"credential store {str(self.path)!r} is locked by another writer"
+            ) from exc
+
+    # -- public API ------------------------------------------------------------------------------------
+
+    def set(self, name: str, credential: Mapping[str, Any]) -> dict[str, str]:
+        """Store (or replace) a named credential; returns `{"name", "type", "status": "created"|"updated"}`.
+
+        Raises:
+            CredentialError: a field is missing or wrong (named, never its value), the key is unset
+                (the message says how to make one) or is not the key the store was written with (nothing
+                is overwritten).
+        """
+        check_name(name)
+        clean = check_credential(name, credential)
+        if self.path is None:
+            with self._lock:
+                status = "updated" if name in self._memory else "created"
+                self._memory[name] = clean
+                self._forget(name)
+            return {"name": name, "type": clean["type"], "status": status}
+        fernet = self._fernet()
+        with self._lock, self._locked():
+            entries = dict(self._read_file())
+            for other, entry in entries.items():
+                # every stored credential must open with this key, or writing would strand them
+                self._decrypt(fernet, other, entry["secret"])
+            status = "updated" if name in entries else "created"
+            secret = fernet.encrypt(json.dumps(clean).encode("utf-8")).decode("ascii")
+            entries[name] = {"type": clean["type"], "secret": secret}
+            if "hosts" in clean:  # readable without the key, so a registration can be checked against it
+                entries[name]["hosts"] = clean["hosts"]
+            self._write_file(entries)
+            self._forget(name)
+        return {"name": name, "type": clean["type"], "status": status}
+
+    def list(self) -> list[dict[str, str]]:
+        """Every credential's name and type, sorted by name (no key needed, no secret shown)."""
+        return [{"name": n, "type": e["type"]} for n, e in sorted(self._entries().items())]
+
+    def type_of(self, name: str) -> str | None:
+        """The type of the named credential, or None when there is none."""
+        entry = self._entries().get(name) if isinstance(name, str) else None
+        return entry["type"] if entry else None
+
+    def hosts_of(self, name: str) -> builtins.list[str] | None:
+        """The hosts the named credential may be sent to, or None when it names none (any host)."""
+        entry = self._entries().get(name) if isinstance(name, str) else None
+        hosts = entry.get("hosts") if entry else None
+        return list(hosts) if isinstance(hosts, list) else None
+
+    def refusal_for(self, name: str, url: str) -> str | None:
+        """Why a tool registered over HTTP may not send credential `name` to `url`, or None.
+
+        Such a tool could name any stored credential and a server of its choosing, so the credential must
+        list its `hosts` and the URL's host must be one of them.
+        """
+        hosts = self.hosts_of(name)
+        host = (urlsplit(url.replace("{", "").replace("}", "")).hostname or "").lower()
+        if name not in self:
+            return None  # nothing to send; the call fails naming it
+        if hosts is None:
+            return (
+                f"credential {name!r} lists no hosts, so only local callers may attach it to tools; add "
+                f'"hosts": [{host!r}] to it to allow tools sending it to {host!r}'
+            )
+        if host not in hosts:
+            return f"credential {name!r} may be sent to hosts {hosts!r} only, not {host!r}"
+        return None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._entries()
+
+    def remove(self, name: str) -> bool:
+        """Forget a credential (no key needed); False when there was none of that name."""
+        if self.path is None:
+            with self._lock:
+                self._forget(name)
+                return self._memory.pop(name, None) is not None
+        with self._lock, self._locked():
+            entries = dict(self._read_file())
+            if entries.pop(name, None) is None:
+                return False
+            self._write_file(entries)
+            self._forget(name)
+        return True
+
+    def _forget(self, name: str) -> None:
+        self.warned.discard(name)
+        self._plain.pop(name, None)
+        self._tokens.pop(name, None)
+
+    def _credential(self, name: str, tool_id: str | None = None) -> dict[str, Any]:
+        entries = self._entries()
+        entry = entries.get(name)
+        if entry is None:
+            whose = f"Tool {tool_id!r}: " if tool_id else ""
+            raise CredentialError(
+                f"{whose}credential {name!r} does not exist; add it with "
+                f"`echo-tools credentials set {name} ...` (known: {sorted(entries) or 'none'})",
+                tool_id=tool_id,
+                field="execution_config.credential",
+            )
+        if self.path is None:
+            return dict(entry)
+        cached = self._plain.get(name)
+        if cached is not None and cached[0] == entry["secret"]:
+            return cached[1]
+        plain = self._decrypt(self._fernet(), name, entry["secret"])
+        self._plain[name] = (entry["secret"], plain)
+        return plain
+
+    async def apply(
+        self,
+        name: str,
+        url: str,
+        *,
+        tool_id: str | None = None,
+        egress: EgressPolicy | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> AppliedCredential:
+        """The headers and query parameters that authenticate a request to `url` with credential `name`.
+
+        An OAuth2 client-credentials token is fetched from its `token_url` (under the egress policy),
+        cached until shortly before it expires, and fetched again after.
+
+        Raises:
+            CredentialError: no such credential, or the store cannot be read with the key.
+            ToolExecutionError: the OAuth2 token endpoint failed (named; no secret in the message).
+        """
+        cred = self._credential(name, tool_id)
+        kind = cred["type"]
+        origin = _origin(url)
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+        if "hosts" in cred and host not in cred["hosts"]:
+            raise CredentialError(
+                f"{f'Tool {tool_id!r}: ' if tool_id else ''}credential {name!r} may be sent to hosts "
+                f"{cred['hosts']!r} only, not {host!r}",
+                tool_id=tool_id,
+                field="execution_config.credential",
+            )
+        if kind == "bearer":
+            return AppliedCredential(origin, {"Authorization": f"Bearer {cred['token']}"})
+        if kind == "basic":
+            return AppliedCredential(
+                origin, {"Authorization": basic_auth(cred["username"], cred["password"])}
+            )
+        if kind == "api_key":
+            if cred["in"] == "query":
+                _redact_in_client_logs(cred["value"])
+                return AppliedCredential(origin, query={cred["name"]: cred["value"]})
+            return AppliedCredential(origin, {cred["name"]: cred["value"]})
+        token = await self._oauth2_token(name, cred, egress or self.egress, client, tool_id)
+        return AppliedCredential(origin, {"Authorization": f"Bearer {token}"})
+
+    # -- OAuth2 client credentials ---------------------------------------------------------------------
+
+    def _cached_token(self, name: str, fingerprint: str) -> str | None:
+        token = self._tokens.get(name)
+        if token is not None and token.fingerprint == fingerprint and token.expires > self.clock():
+            return token.value
+        return None
+
+    def _loop_lock(self, name: str) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            locks = self._locks.setdefault(loop, {})
+            return locks.setdefault(name, asyncio.Lock())
+
+    async def _oauth2_token(
+        self,
+        name: str,
+        cred: dict[str, Any],
+        egress: EgressPolicy | None,
+        client: httpx.AsyncClient | None,
+        tool_id: str | None,
+    ) -> str:
+        fingerprint = hashlib.sha256(json.dumps(cred, sort_keys=True).encode()).hexdigest()
+        found = self._cached_token(name, fingerprint)
+        if found is not None:
+            return found
+        async with self._loop_lock(name):  # one fetch at a time per credential; the others reuse it
+            found = self._cached_token(name, fingerprint)
+            if found is not None:
+                return found
+            value, lifetime = await fetch_token(name, cred, egress, client, tool_id)
+            margin = min(TOKEN_MARGIN_S, lifetime / 10)
+            self._tokens[name] = _Token(fingerprint, value, self.clock() + lifetime - margin)
+            return value
+
+
+def check_tool_credential(tool: ToolDef, store: CredentialStore | None) -> None:
+    """At registration: a credential reference must be a name; an unknown one is a warning, not a refusal.
+
+    (The credential may well be added after the tools that use it; the call fails naming it until then.)
+    """
+    from echo_tools.errors import ToolRegistrationError
+
+    name = tool.execution_config.get("credential") if isinstance(tool.execution_config, dict) else None
+    if name is None:
+        return
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: execution_config.credential must be a credential name, got {name!r:.60}",
+            tool_id=tool.tool_id,
+            field="execution_config.credential",
+        )
+    from echo_tools.models import ToolSource
+
+    if store is not None and tool.source == ToolSource.REMOTE:
+        refusal = store.refusal_for(name, str(tool.execution_config.get("url", "")))
+        if refusal:
+            raise ToolRegistrationError(
+                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field="execution_config.credential"
+            )
+    if store is not None and name not in store and name not in store.warned:
+        store.warned.add(name)  # once per name: an import registers many tools naming the same one
+        logger.warning(
+            "Tool %r names credential %r, which does not exist yet; its calls fail until "
+            "`echo-tools credentials set %s ...` adds it",
+            tool.tool_id,
+            name,
+            name,
+        )
+
+
+async def credential_for(
+    executor: Any, tool: ToolDef, url: str, client: Any = None
+) -> AppliedCredential | None:
+    """The `api` backend's hook: what `tool`'s `execution_config.credential` adds to a request to `url`."""
+    name = tool.execution_config.get("credential")
+    if not name:
+        return None
+    store: CredentialStore = executor.registry.credentials
+    return await store.apply(name, url, tool_id=tool.tool_id, egress=executor.egress, client=client)
