@@ -204,10 +204,43 @@ class _AnnouncedNode:
 
         writer = get_stream_writer()
         writer({"type": "node.started", **self.info})
-        delta = self.fn(state)
+        try:
+            delta = self.fn(state)
+        except Exception as exc:  # boundary: reported on the stream, then the run stops as before
+            if not _is_graph_signal(exc):
+                writer({"type": "node.failed", **self.info, "status": "failed", "error": str(exc)})
+            raise
         count = len(delta.get("tool_events") or []) if isinstance(delta, dict) else 0
-        writer({"type": "node.finished", **self.info, "tool_events": count})
+        finished = {"type": "node.finished", **self.info, "tool_events": count}
+        errors = _node_errors(delta)
+        if errors:
+            finished.update(status="failed", error="; ".join(errors))
+        writer(finished)
         return delta
+
+
+def _is_graph_signal(exc: BaseException) -> bool:
+    # LangGraph's interrupt travels as an exception (GraphInterrupt); it is a pause, not a failure.
+    from langgraph.errors import GraphBubbleUp
+
+    return isinstance(exc, GraphBubbleUp)
+
+
+def _node_errors(delta: Any) -> list[str]:
+    """The errors a node recorded in its own messages (a failed tool call, a failed fan-out arm)."""
+    if not isinstance(delta, dict):
+        return []
+    messages = delta.get("messages") or []
+    errors: list[str] = []
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("status") == "failed":
+            errors.append(str(message.get("error") or "failed"))
+        failed = message.get("failed")  # a parallel crew: agent id -> error
+        if isinstance(failed, Mapping):
+            errors.extend(str(e) for e in failed.values())
+    return errors
 
 
 # -- topology --------------------------------------------------------------------------------------------

@@ -21,7 +21,23 @@ from workflow_bridge.agent_factory import AgentFactory, agent_label
 from workflow_bridge.llm import is_rehearsal, llm_from_spec, llm_params, resolve_llm
 
 END_ROLES = ("Workflow exit point", "Output")
+FAILED_MARK = "[failed]"
 Node = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class AgentNodeError(RuntimeError):
+    """A CrewAI agent node that failed (model or framework error); `events` are its tool events so far."""
+
+    def __init__(self, message: str, events: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.events = list(events or [])
+
+
+def failed_output(error: str, error_type: str | None = None) -> str:
+    """What a failed branch leaves in `parallel_output` / `individual_outputs`: its error, marked, so the
+    join and the next agent see that the branch ran and failed (`[failed] execution: ...`)."""
+    kind = f" {error_type}:" if error_type else ""
+    return f"{FAILED_MARK}{kind} {error}"
 
 
 def now() -> str:
@@ -76,6 +92,30 @@ def format_parallel(value: Any) -> str:
     if isinstance(value, Mapping):
         return "\n\n".join(f"[{k}]\n{v}" for k, v in value.items())
     return "" if value is None else str(value)
+
+
+def failed_branch_delta(
+    agent: Mapping[str, Any], node_id: str, error: str, error_type: str | None, events: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The delta of a fan-out arm that failed: its error under its name in `parallel_output` and
+    `individual_outputs` (marked `[failed]`), a failed message, its tool events; `crew_result` untouched."""
+    marked = failed_output(error, error_type)
+    return {
+        "parallel_output": {str(agent.get("name") or node_id): marked},
+        "individual_outputs": {node_id: marked},
+        "tool_events": events,
+        "messages": [
+            {
+                "agent": agent.get("agent_id"),
+                "name": agent.get("name"),
+                "role": agent.get("role"),
+                "status": "failed",
+                "error": error,
+                "error_type": error_type,
+                "timestamp": now(),
+            }
+        ],
+    }
 
 
 def task_text(agent: Mapping[str, Any], state: Mapping[str, Any], tool_names: list[str]) -> str:
@@ -175,8 +215,8 @@ class CrewAIAdapter:
             crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
             output = without_kickoff_log(crew).kickoff()
         except Exception as exc:  # boundary: a model or framework failure stops this node, named
-            self.capture.close(ctx.run_id, node_id)
-            raise RuntimeError(f"CrewAI agent node {agent_label(agent)} failed: {exc}") from exc
+            events = self.capture.close(ctx.run_id, node_id)
+            raise AgentNodeError(f"CrewAI agent node {agent_label(agent)} failed: {exc}", events) from exc
         events = self.capture.close(ctx.run_id, node_id)
         return str(getattr(output, "raw", output)), names, events, str(getattr(llm, "model", llm))
 
@@ -197,7 +237,14 @@ class CrewAIAdapter:
         llm = self.llm_for(agent)
 
         def sequential_agent_node(state: dict[str, Any]) -> dict[str, Any]:
-            text, names, events, model = self.run_agent(agent, state, node, llm)
+            if branch:
+                try:
+                    text, names, events, model = self.run_agent(agent, state, node, llm)
+                except AgentNodeError as exc:
+                    # one failed arm of a fan-out must not erase the others: it is kept, marked failed
+                    return failed_branch_delta(agent, node, str(exc), "execution", exc.events)
+            else:
+                text, names, events, model = self.run_agent(agent, state, node, llm)
             message = {
                 "agent": agent.get("agent_id"),
                 "name": agent.get("name"),
@@ -233,7 +280,10 @@ class CrewAIAdapter:
 
         def run(pair: tuple[dict[str, Any], Any], state: dict[str, Any]) -> tuple:
             agent, llm = pair
-            return self.run_agent(agent, state, f"{node_id}:{agent.get('agent_id')}", llm)
+            try:
+                return self.run_agent(agent, state, f"{node_id}:{agent.get('agent_id')}", llm)
+            except AgentNodeError as exc:  # kept in the results, marked failed
+                return failed_output(str(exc), "execution"), [], exc.events, "", str(exc)
 
         def parallel_crew_node(state: dict[str, Any]) -> dict[str, Any]:
             with ThreadPoolExecutor(max_workers=max(1, len(agents))) as pool:
@@ -256,6 +306,11 @@ class CrewAIAdapter:
                         "agents": list(individual),
                         "original_request": original_request(state),
                         "result_count": len(runs),
+                        "failed": {
+                            str(a.get("agent_id")): run[4]
+                            for a, run in zip(agents, runs, strict=True)
+                            if len(run) > 4
+                        },
                         "aggregation_strategy": aggregation,
                         "timestamp": now(),
                     }
@@ -314,7 +369,7 @@ class CrewAIAdapter:
                 output = without_kickoff_log(crew).kickoff()
                 text = str(getattr(output, "raw", output))
             except Exception as exc:  # boundary: a model or framework failure stops this node, named
-                raise RuntimeError(f"CrewAI hierarchical node {agent_label(master)} failed: {exc}") from exc
+                raise AgentNodeError(f"CrewAI hierarchical node {agent_label(master)} failed: {exc}") from exc
             finally:
                 events = self.capture.close(run_id, node)
             message = {
