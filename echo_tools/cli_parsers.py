@@ -13,10 +13,39 @@ Handler = Callable[[argparse.Namespace], int]
 SubParsers = Any  # argparse's _SubParsersAction is private
 
 
+def allow_module_after_command(sub: SubParsers) -> None:
+    """Accept the global `--allow-module MOD` after the command too (`echo-tools show X --allow-module M`),
+    on every command and on the actions of `mcp`. It has its own dest: argparse copies a subparser's
+    namespace over the global one, which would drop the values given before the command."""
+    for parser in _parsers_under(sub):
+        parser.add_argument(
+            "--allow-module",
+            action="append",
+            dest="allow_module_late",
+            metavar="MOD",
+            help="also allow Python tools from this package (same as the global option)",
+        )
+
+
+def _parsers_under(sub: SubParsers) -> list[argparse.ArgumentParser]:
+    found: list[argparse.ArgumentParser] = []
+    for parser in dict.fromkeys(sub.choices.values()):
+        found.append(parser)
+        nested = _NESTED.get(id(parser))
+        if nested is not None:
+            found.extend(_parsers_under(nested))
+    return found
+
+
+# the action subparsers of commands that have some (`mcp add|list|...`), by id of the command's parser
+_NESTED: dict[int, SubParsers] = {}
+
+
 def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
     mcp = sub.add_parser("mcp", help="MCP servers: add, list, refresh, remove")
     actions = mcp.add_subparsers(dest="mcp_command", metavar="ACTION")
     actions.required = True
+    _NESTED[id(mcp)] = actions
 
     add = actions.add_parser("add", help="add an MCP server and register its tools")
     add.add_argument("name", metavar="NAME", help="server name (tools become mcp tools of this server)")

@@ -70,6 +70,11 @@ class WorkflowCompiler:
         self.checkpointer = checkpointer
 
     @property
+    def models(self) -> dict[str, Any]:
+        """The model of every agent compiled so far (agent id -> CrewAI LLM)."""
+        return dict(self.adapter.models)
+
+    @property
     def uses_rehearsal(self) -> bool:
         """True when some agent compiled so far runs on the offline rehearsal model."""
         return bool(self.adapter.rehearsal_agents)

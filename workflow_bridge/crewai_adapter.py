@@ -17,8 +17,8 @@ from typing import Any
 
 from echo_tools.events import ToolEvent
 from echo_tools.models import ToolContext
-from workflow_bridge.agent_factory import AgentFactory, agent_label
-from workflow_bridge.llm import is_rehearsal, llm_from_spec, llm_params, resolve_llm
+from workflow_bridge.agent_factory import AgentFactory, agent_label, persona
+from workflow_bridge.llm import describe_llm, is_rehearsal, llm_from_spec, llm_params, resolve_llm
 
 END_ROLES = ("Workflow exit point", "Output")
 FAILED_MARK = "[failed]"
@@ -53,6 +53,7 @@ class ToolEventCapture:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._buckets: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
+        self._names: dict[tuple[str | None, str | None], Mapping[str, Any]] = {}
 
     @classmethod
     def of(cls, executor: Any) -> ToolEventCapture:
@@ -65,16 +66,25 @@ class ToolEventCapture:
 
     def __call__(self, event: ToolEvent) -> None:
         with self._lock:
-            bucket = self._buckets.get((event.run_id, event.node_id))
+            key = (event.run_id, event.node_id)
+            bucket = self._buckets.get(key)
             if bucket is not None:
-                bucket.append(event.to_dict())
+                data = event.to_dict()
+                name = self._names.get(key, {}).get(str(event.agent_id))
+                if name:
+                    data["agent_name"] = name  # the canvas name says which node; the id stays as it was
+                bucket.append(data)
 
-    def open(self, run_id: str | None, node_id: str | None) -> None:
+    def open(self, run_id: str | None, node_id: str | None, names: Mapping[str, Any] | None = None) -> None:
+        """Start collecting the events of one node run; `names` maps agent ids to canvas names."""
         with self._lock:
             self._buckets.setdefault((run_id, node_id), [])
+            if names:
+                self._names[(run_id, node_id)] = dict(names)
 
     def close(self, run_id: str | None, node_id: str | None) -> list[dict[str, Any]]:
         with self._lock:
+            self._names.pop((run_id, node_id), None)
             return self._buckets.pop((run_id, node_id), [])
 
 
@@ -130,9 +140,10 @@ def task_text(agent: Mapping[str, Any], state: Mapping[str, Any], tool_names: li
     inputs = {k: state.get(k) for k in agent.get("input_schema") or [] if state.get(k) is not None}
     if inputs:
         parts.append(f"INPUT DATA:\n{json.dumps(inputs, indent=2, default=str)}")
-    parts.append(f"YOUR ROLE:\n{agent.get('role') or agent.get('name') or 'Agent'}")
+    role, goal, _ = persona(agent)
+    parts.append(f"YOUR ROLE:\n{role}")
     if agent.get("goal"):
-        parts.append(f"YOUR GOAL:\n{agent['goal']}")
+        parts.append(f"YOUR GOAL:\n{goal}")
     if tool_names:
         parts.append(
             f"AVAILABLE TOOLS:\n{', '.join(tool_names)}\n"
@@ -171,6 +182,7 @@ class CrewAIAdapter:
         self.factory = AgentFactory(registry, executor)
         self.capture = ToolEventCapture.of(executor)
         self.rehearsal_agents: list[str] = []
+        self.models: dict[str, Any] = {}  # agent id -> the model it runs with
 
     def llm_for(self, agent: Mapping[str, Any]) -> Any:
         """The model of one agent: the adapter's `llm` (an object, or a spec built with the agent's
@@ -184,6 +196,7 @@ class CrewAIAdapter:
             llm = resolve_llm(agent.get("llm"))
         if is_rehearsal(llm):
             self.rehearsal_agents.append(str(agent.get("agent_id")))
+        self.models[str(agent.get("agent_id"))] = llm
         return llm
 
     def context(self, agent: Mapping[str, Any], state: Mapping[str, Any], node_id: str) -> ToolContext:
@@ -210,13 +223,15 @@ class CrewAIAdapter:
             expected_output=agent.get("expected_output") or "A complete, accurate answer to the task.",
             agent=crew_agent,
         )
-        self.capture.open(ctx.run_id, node_id)
+        self.capture.open(ctx.run_id, node_id, _names(agent))
         try:
             crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
             output = without_kickoff_log(crew).kickoff()
         except Exception as exc:  # boundary: a model or framework failure stops this node, named
             events = self.capture.close(ctx.run_id, node_id)
-            raise AgentNodeError(f"CrewAI agent node {agent_label(agent)} failed: {exc}", events) from exc
+            raise AgentNodeError(
+                f"CrewAI agent node {agent_label(agent)} failed (model {describe_llm(llm)}): {exc}", events
+            ) from exc
         events = self.capture.close(ctx.run_id, node_id)
         return str(getattr(output, "raw", output)), names, events, str(getattr(llm, "model", llm))
 
@@ -357,7 +372,7 @@ class CrewAIAdapter:
                 expected_output=master.get("expected_output")
                 or "A complete answer built from the coworkers' work.",
             )
-            self.capture.open(run_id, node)
+            self.capture.open(run_id, node, _names(*workers, master))
             try:
                 crew = Crew(
                     agents=crew_agents,
@@ -369,7 +384,10 @@ class CrewAIAdapter:
                 output = without_kickoff_log(crew).kickoff()
                 text = str(getattr(output, "raw", output))
             except Exception as exc:  # boundary: a model or framework failure stops this node, named
-                raise AgentNodeError(f"CrewAI hierarchical node {agent_label(master)} failed: {exc}") from exc
+                raise AgentNodeError(
+                    f"CrewAI hierarchical node {agent_label(master)} failed "
+                    f"(manager model {describe_llm(manager_llm)}): {exc}"
+                ) from exc
             finally:
                 events = self.capture.close(run_id, node)
             message = {
@@ -419,6 +437,10 @@ def without_kickoff_log(crew: Any) -> Any:
         except (AttributeError, TypeError, ValueError):  # a CrewAI that validates it: keep its store
             pass
     return crew
+
+
+def _names(*agents: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(a.get("agent_id")): a.get("name") for a in agents if a.get("name")}
 
 
 def _unique_roles(agents: list[dict[str, Any]]) -> list[str]:

@@ -145,7 +145,8 @@ def tool_node(
             run_id=state.get("run_id"),
             node_id=node_id,
         )
-        adapter.capture.open(ctx.run_id, node_id)
+        names = {str(agent.get("agent_id")): agent.get("name")} if agent.get("name") else None
+        adapter.capture.open(ctx.run_id, node_id, names)
         try:
             result = adapter.executor.invoke_sync(tool_ref, make_args(state), ctx)
         finally:
