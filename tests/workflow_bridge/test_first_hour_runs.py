@@ -184,3 +184,41 @@ def test_strict_evaluation_names_the_missing_variable_and_literals_are_not_varia
     assert caught.value.variable == "deal_size"
     assert evaluate_condition("flag == null", {"flag": None}, strict=True) is True
     assert evaluate_condition("missing > 3", {}) is False  # the lenient default is EchoAI's
+
+
+def test_canvas_agents_are_prompted_with_their_node_name_not_echoais_fixed_role(registry):
+    from workflow_bridge.agent_factory import AgentFactory
+
+    executor, _ = make_executor(registry)
+    factory = AgentFactory(registry, executor)
+    generic = agent("agt_1", name="Web Search Agent")  # role "Autonomous AI agent", "Agent node"
+    crew_agent = factory.create_agent(generic, llm=FunctionCallingLLM(["ok"]))
+    assert crew_agent.role == "Web Search Agent"
+    assert "Autonomous AI agent" not in crew_agent.backstory and "Agent node" not in crew_agent.backstory
+    assert "Web Search Agent" in crew_agent.goal
+    own = agent("agt_2", name="Scout", role="Market researcher", goal="Find three competitors")
+    crew_agent = factory.create_agent(own, llm=FunctionCallingLLM(["ok"]))
+    assert (crew_agent.role, crew_agent.goal) == ("Market researcher", "Find three competitors")
+
+
+def test_the_task_names_the_node_and_tool_events_carry_the_agents_canvas_name(registry):
+    executor, _ = make_executor(registry)
+    llm = FunctionCallingLLM([[{"name": "echo", "args": {"text": "hi"}}]])
+    wf, agents = chain(agent("agt_5f3a", name="Web Search Agent", tools=["Echo"]))
+    events: list[dict] = []
+    state = run_workflow(
+        {"workflow": wf, "agents": agents},
+        registry=registry,
+        executor=executor,
+        user_input="hi",
+        llm=llm,
+        on_event=events.append,
+    )
+    prompt = str(llm.requests[0]["messages"])
+    assert "You are Web Search Agent" in prompt and "YOUR ROLE:\\nWeb Search Agent" in prompt
+    assert "Autonomous AI agent" not in prompt
+    tool_events = [e for e in state["tool_events"] if e["type"].startswith("tool.")]
+    assert tool_events and {e["agent_name"] for e in tool_events} == {"Web Search Agent"}
+    assert {e["agent_id"] for e in tool_events} == {"agt_5f3a"}  # ids stay as they were
+    streamed = [e for e in events if e["type"].startswith("tool.")]
+    assert streamed and {e["agent_name"] for e in streamed} == {"Web Search Agent"}
