@@ -47,6 +47,12 @@ def runner() -> Any:
     return module
 
 
+def compile_error() -> type[Exception]:
+    from workflow_bridge.compiler import WorkflowCompileError
+
+    return WorkflowCompileError
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from echo_tools.cli import open_executor, open_registry, print_json
 
@@ -57,7 +63,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         graph, mapped = module.compile_source(source, registry, executor)
         summary = compile_summary(graph, mapped)
-    except module.WorkflowSourceError as exc:
+    except (module.WorkflowSourceError, compile_error()) as exc:
         if not exc.diagnostics:
             raise
         summary = {"diagnostics": [diagnostic_dict(d) for d in exc.diagnostics], "nodes": [], "edges": []}

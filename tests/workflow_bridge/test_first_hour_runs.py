@@ -222,3 +222,26 @@ def test_the_task_names_the_node_and_tool_events_carry_the_agents_canvas_name(re
     assert {e["agent_id"] for e in tool_events} == {"agt_5f3a"}  # ids stay as they were
     streamed = [e for e in events if e["type"].startswith("tool.")]
     assert streamed and {e["agent_name"] for e in streamed} == {"Web Search Agent"}
+
+
+def test_a_cycle_is_a_compile_error_with_a_diagnostic_naming_the_cycle(registry):
+    executor, _ = make_executor(registry)
+    from workflow_bridge.compiler import WorkflowCompileError
+
+    wf, agents = workflow(
+        [
+            agent("start", "Start"),
+            agent("draft", name="Draft"),
+            agent("review", name="Review"),
+            agent("revise", name="Revise"),
+        ],
+        [("start", "draft"), ("draft", "review"), ("review", "revise"), ("revise", "draft")],
+    )
+    with pytest.raises(WorkflowCompileError) as caught:
+        WorkflowCompiler(registry, executor).compile(wf, agents)
+    (diagnostic,) = caught.value.diagnostics
+    assert (diagnostic.level, diagnostic.field) == ("error", "connections")
+    assert diagnostic.node_id in ("draft", "review", "revise")
+    assert (
+        "'Draft' (draft) -> 'Review' (review) -> 'Revise' (revise) -> 'Draft' (draft)" in diagnostic.message
+    )
