@@ -64,9 +64,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         graph, mapped = module.compile_source(source, registry, executor)
         summary = compile_summary(graph, mapped)
     except (module.WorkflowSourceError, compile_error()) as exc:
-        if not exc.diagnostics:
+        diagnostics = getattr(exc, "diagnostics", None)
+        if not diagnostics:
             raise
-        summary = {"diagnostics": [diagnostic_dict(d) for d in exc.diagnostics], "nodes": [], "edges": []}
+        summary = {"diagnostics": [diagnostic_dict(d) for d in diagnostics], "nodes": [], "edges": []}
     finally:
         executor.close()
     if args.json:
