@@ -141,6 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _is_run_error(exc: BaseException) -> bool:
     # errors the bridge raises with a complete sentence: shown as they are, without a type name
+    from echo_tools.errors import ToolNotFoundError
     from workflow_bridge.compiler import WorkflowCompileError
     from workflow_bridge.conditions import ConditionError
     from workflow_bridge.crewai_adapter import AgentNodeError
@@ -148,7 +149,15 @@ def _is_run_error(exc: BaseException) -> bool:
     from workflow_bridge.runner import WorkflowSourceError
 
     return isinstance(
-        exc, (WorkflowCompileError, ConditionError, AgentNodeError, LLMConfigError, WorkflowSourceError)
+        exc,
+        (
+            WorkflowCompileError,
+            ConditionError,
+            AgentNodeError,
+            LLMConfigError,
+            WorkflowSourceError,
+            ToolNotFoundError,
+        ),
     )
 
 

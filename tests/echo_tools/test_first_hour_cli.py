@@ -128,6 +128,15 @@ def test_the_allowed_modules_environment_variable_allows_the_stored_tool(
     assert json.loads(out)["execution_config"]["module"] == "fh_words.stats"
 
 
+def test_a_run_whose_agent_names_a_refused_tool_says_how_to_allow_it(capsys, refused_tool, tmp_path):
+    wf, agents = chain(agent("count", name="Counter", tools=["word_stats"], role="Counter"))
+    source = write(tmp_path / "wf.json", {"workflow": wf, "agents": agents})
+    code, _, err = run_cli(capsys, "--storage", refused_tool, "run", source, "--input", "a b")
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert "'word_stats'" in line and "--allow-module fh_words" in line
+
+
 # -- run: exit codes, failures shown whole, names, the model ----------------------------------------
 
 
