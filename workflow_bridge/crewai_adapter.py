@@ -293,12 +293,14 @@ class CrewAIAdapter:
         agents = [dict(a) for a in agent_configs]
         llms = [self.llm_for(a) for a in agents]
 
-        def run(pair: tuple[dict[str, Any], Any], state: dict[str, Any]) -> tuple:
+        def run(pair: tuple[dict[str, Any], Any], state: dict[str, Any]) -> tuple[str, list, str | None]:
+            """(output text, tool events, error or None) of one agent."""
             agent, llm = pair
             try:
-                return self.run_agent(agent, state, f"{node_id}:{agent.get('agent_id')}", llm)
+                text, _, events, _ = self.run_agent(agent, state, f"{node_id}:{agent.get('agent_id')}", llm)
             except AgentNodeError as exc:  # kept in the results, marked failed
-                return failed_output(str(exc), "execution"), [], exc.events, "", str(exc)
+                return failed_output(str(exc), "execution"), exc.events, str(exc)
+            return text, events, None
 
         def parallel_crew_node(state: dict[str, Any]) -> dict[str, Any]:
             with ThreadPoolExecutor(max_workers=max(1, len(agents))) as pool:
@@ -322,15 +324,15 @@ class CrewAIAdapter:
                         "original_request": original_request(state),
                         "result_count": len(runs),
                         "failed": {
-                            str(a.get("agent_id")): run[4]
+                            str(a.get("agent_id")): run[2]
                             for a, run in zip(agents, runs, strict=True)
-                            if len(run) > 4
+                            if run[2] is not None
                         },
                         "aggregation_strategy": aggregation,
                         "timestamp": now(),
                     }
                 ],
-                "tool_events": [e for run in runs for e in run[2]],
+                "tool_events": [e for run in runs for e in run[1]],
             }
 
         return parallel_crew_node
