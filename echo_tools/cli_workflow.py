@@ -60,9 +60,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     registry = open_registry(args)
     executor = open_executor(registry, args)
     module = runner()
+    names: dict[str, str] = {}
     try:
         graph, mapped = module.compile_source(source, registry, executor)
         summary = compile_summary(graph, mapped)
+        names = {str(i): str(a.get("name")) for i, a in mapped.agents.items() if a.get("name")}
     except (module.WorkflowSourceError, compile_error()) as exc:
         diagnostics = getattr(exc, "diagnostics", None)
         if not diagnostics:
@@ -79,9 +81,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{len(summary['nodes'])} nodes, {len(summary['edges'])} edges\n")
         for edge in summary["edges"]:
             arrow = "-?->" if edge.get("conditional") else "--->"
-            sys.stdout.write(f"  {edge['source']} {arrow} {edge['target']}\n")
+            source_, target = (_labelled(edge[k], names) for k in ("source", "target"))
+            sys.stdout.write(f"  {source_} {arrow} {target}\n")
     errors = [d for d in summary["diagnostics"] if d.get("level") == "error"]
     return 1 if errors else 0
+
+
+def _labelled(node_id: str, names: dict[str, str]) -> str:
+    # a canvas name tells a person which node `agt_5f3a...` is; the id stays for scripts
+    name = names.get(node_id)
+    return f"{name!r} ({node_id})" if name and name != node_id else node_id
 
 
 def cmd_run(args: argparse.Namespace) -> int:

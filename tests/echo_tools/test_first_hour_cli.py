@@ -314,3 +314,10 @@ def test_the_token_count_warning_is_shown_once_per_model(caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert sum("fh-model-a" in m for m in messages) == 1 and sum("fh-model-b" in m for m in messages) == 1
     assert messages.count("something else") == 2  # only that warning is deduplicated
+
+
+def test_compile_names_the_nodes_beside_their_ids(capsys, tmp_path, store):
+    wf, agents = chain(agent("agt_5f3a", name="Fetch Score"), agent("agt_9c1d", "End", name="Done"))
+    code, out, err = run_cli(capsys, "--storage", store, "compile", workflow_file(tmp_path, wf, agents))
+    assert code == 0, err
+    assert "'Fetch Score' (agt_5f3a) ---> 'Done' (agt_9c1d)" in out
