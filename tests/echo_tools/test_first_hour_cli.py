@@ -321,3 +321,15 @@ def test_compile_names_the_nodes_beside_their_ids(capsys, tmp_path, store):
     code, out, err = run_cli(capsys, "--storage", store, "compile", workflow_file(tmp_path, wf, agents))
     assert code == 0, err
     assert "'Fetch Score' (agt_5f3a) ---> 'Done' (agt_9c1d)" in out
+
+
+def test_the_parser_builds_again_and_again_in_one_process_and_mcp_actions_take_allow_module():
+    import gc
+
+    from echo_tools.cli import build_parser
+
+    for _ in range(30):  # parsers of earlier builds are collected; nothing of theirs may leak into a new one
+        build_parser()
+        gc.collect()
+    args = build_parser().parse_args(["--allow-module", "a", "mcp", "list", "--allow-module", "b"])
+    assert (args.allow_module, args.allow_module_late) == (["a"], ["b"])
