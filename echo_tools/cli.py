@@ -59,7 +59,7 @@ def open_registry(args: argparse.Namespace, *, strict_egress: bool = False) -> T
     from echo_tools.registry import DEFAULT_ALLOWED_MODULES, ToolRegistry
 
     tools_dir = agent_tools_dir()
-    allowed = (*DEFAULT_ALLOWED_MODULES, *(args.allow_module or ()))
+    allowed = tuple(dict.fromkeys((*DEFAULT_ALLOWED_MODULES, *allowed_modules(args))))
     registry = ToolRegistry(
         storage_dir=storage_dir(args),
         discovery_dirs=[tools_dir] if tools_dir else [],
@@ -69,6 +69,82 @@ def open_registry(args: argparse.Namespace, *, strict_egress: bool = False) -> T
     if len(registry) == 0 and tools_dir is not None:
         registry.discover_local_tools()
     return registry
+
+
+ENV_ALLOWED_MODULES = "ECHO_TOOLS_ALLOWED_MODULES"
+
+
+def allowed_modules(args: argparse.Namespace) -> list[str]:
+    """The packages given with `--allow-module` (before or after the command) and in
+    `$ECHO_TOOLS_ALLOWED_MODULES` (separated by commas or the path separator)."""
+    given = [*(getattr(args, "allow_module", None) or ()), *(getattr(args, "allow_module_late", None) or ())]
+    env = os.environ.get(ENV_ALLOWED_MODULES, "")
+    from_env = [m.strip() for part in env.split(os.pathsep) for m in part.split(",") if m.strip()]
+    return [*given, *from_env]
+
+
+def refused_tools(registry: ToolRegistry) -> list[dict[str, str]]:
+    """Stored tools that were not loaded because their module is outside the allowed modules:
+    `{tool_id, name, module, path}` each, read from the stored files the registry reported."""
+    out: list[dict[str, str]] = []
+    for problem in registry.problems():
+        if "allowed modules" not in problem.message:
+            continue
+        try:
+            data = json.loads(Path(problem.path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            config = data.get("execution_config")
+            module = config.get("module") if isinstance(config, dict) else None
+            out.append(
+                {
+                    "tool_id": str(data.get("tool_id") or Path(problem.path).stem),
+                    "name": str(data.get("name") or ""),
+                    "module": str(module or "?"),
+                    "path": problem.path,
+                }
+            )
+    return out
+
+
+def refused_hint(registry: ToolRegistry, ref: str | None = None) -> str | None:
+    """Why `ref` (or, without one, some stored tools) is missing when its module is not allowed, and how
+    to allow it; None when no stored tool was refused for that reason."""
+    refused = refused_tools(registry)
+    if ref is not None:
+        wanted = ref.strip().lower()
+        refused = [t for t in refused if wanted in (t["tool_id"].lower(), t["name"].lower())]
+    if not refused:
+        return None
+    packages = sorted({t["module"].split(".")[0] for t in refused})
+    if ref is not None:
+        what = (
+            f"tool {ref!r} is stored ({refused[0]['path']}) but its module {refused[0]['module']!r} "
+            "is not allowed"
+        )
+    else:
+        listed = ", ".join(f"{t['tool_id']!r} ({t['module']})" for t in refused)
+        what = f"{len(refused)} stored tool(s) not loaded because their module is not allowed: {listed}"
+    return (
+        f"{what}; allow it with "
+        + " ".join(f"--allow-module {p}" for p in packages)
+        + f" or {ENV_ALLOWED_MODULES}={','.join(packages)}, and make sure the package can be imported "
+        "(install it, or add its parent folder to PYTHONPATH)"
+    )
+
+
+def require_tool(registry: ToolRegistry, ref: str) -> Any:
+    """`registry.require(ref)`, saying so when the tool is stored but its module is not allowed."""
+    from echo_tools.errors import ToolNotFoundError
+
+    try:
+        return registry.require(ref)
+    except ToolNotFoundError as exc:
+        hint = refused_hint(registry, ref)
+        if hint is None:
+            raise
+        raise CliError(f"No tool matches {ref!r} in the loaded catalogue: {hint}") from exc
 
 
 def open_executor(
@@ -120,8 +196,13 @@ def use_rich() -> bool:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from echo_tools.errors import ToolValidationError
+
     registry = open_registry(args)
-    tools = registry.list_by_type(args.type) if args.type else registry.list_all()
+    try:
+        tools = registry.list_by_type(args.type) if args.type else registry.list_all()
+    except ToolValidationError as exc:
+        raise CliError(f"list --type: {exc}", code=2) from exc
     if args.json:
         from echo_tools.api_shapes import list_items
 
@@ -149,12 +230,15 @@ def cmd_list(args: argparse.Namespace) -> int:
             )
     for problem in registry.problems():
         sys.stderr.write(f"{PROG}: warning: {problem}\n")
+    hint = refused_hint(registry)
+    if hint:
+        sys.stderr.write(f"{PROG}: {hint}\n")
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     registry = open_registry(args)
-    print_json(registry.require(args.ref).to_storage_dict())
+    print_json(require_tool(registry, args.ref).to_storage_dict())
     return 0
 
 
@@ -172,6 +256,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     print_json(result.model_dump(mode="json"))
     if not result.success:
         sys.stderr.write(f"{PROG}: {result.tool_id} failed ({result.error_type}): {result.error}\n")
+        hint = refused_hint(registry, args.ref) if result.error_type == "not_found" else None
+        if hint:
+            sys.stderr.write(f"{PROG}: {hint}\n")
         return 1
     return 0
 
@@ -179,7 +266,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     data = read_input(args.input)
     registry = open_registry(args)
-    tool = registry.require(args.ref)
+    tool = require_tool(registry, args.ref)
     errors = registry.input_errors(tool.tool_id, data)
     print_json({"valid": not errors, "tool_id": tool.tool_id, "errors": errors})
     return 0 if not errors else 1
@@ -251,7 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--storage", metavar="DIR", help="tool storage folder (default: $ECHO_TOOLS_HOME or ./.echo_tools)"
     )
     parser.add_argument(
-        "--allow-module", action="append", metavar="MOD", help="also allow Python tools from this package"
+        "--allow-module",
+        action="append",
+        metavar="MOD",
+        help="also allow Python tools from this package (repeatable; also after the command, "
+        "and in $ECHO_TOOLS_ALLOWED_MODULES)",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -283,7 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", metavar="DIR", help="folder to scan (default: the AgentTools package)")
     p.set_defaults(func=cmd_discover)
 
-    from echo_tools.cli_parsers import add_mcp_parser, add_serve_parser, add_workflow_parsers
+    from echo_tools.cli_parsers import (
+        add_mcp_parser,
+        add_serve_parser,
+        add_workflow_parsers,
+        allow_module_after_command,
+    )
 
     add_mcp_parser(sub, cmd_mcp)
 
@@ -297,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     from echo_tools.cli_thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
 
     add_thirdparty_parsers(sub, run_thirdparty)
+    allow_module_after_command(sub)
     return parser
 
 

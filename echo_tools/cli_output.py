@@ -6,11 +6,15 @@ Used by `echo-tools events FILE` (a JSONL log) and by `echo-tools run` (events a
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 from typing import Any
 
 from echo_tools.api_shapes import event_dict as as_dict
+
+TOKEN_COUNT_LOGGER = "crewai.llms.base_llm"
+TOKEN_COUNT_MARKER = "approximate input token count"
 
 _STYLES = {
     "tool.invoked": ("→", "cyan"),
@@ -34,6 +38,12 @@ def short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def whole(value: Any) -> str:
+    """An error message on one line, never shortened."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return " ".join(text.split())
+
+
 def format_event_line(event: dict[str, Any]) -> str:
     """`12:00:01.123  tool.completed  tool_calculator  3.1 ms  run=r1  -> {...}` (plain text)."""
     stamp = str(event.get("timestamp", ""))
@@ -45,8 +55,12 @@ def format_event_line(event: dict[str, Any]) -> str:
         parts.append(f"{float(event['duration_ms']):.1f} ms")
     if event.get("run_id"):
         parts.append(f"run={event['run_id']}")
+    caller = event.get("agent_name") or event.get("agent_id")
+    if caller and event.get("tool_id"):
+        parts.append(f"by {caller}")
     if event.get("error"):
-        parts.append(f"error[{event.get('error_type', '?')}]: {short(event['error'])}")
+        # an error is shown whole: a message cut mid-sentence hides what to do
+        parts.append(f"error[{event.get('error_type', '?')}]: {whole(event['error'])}")
     elif kind == "tool.invoked" and event.get("input") is not None:
         parts.append(f"<- {short(event['input'])}")
     elif event.get("output") is not None:
@@ -59,6 +73,8 @@ class LivePrinter:
 
     def __init__(self, rich: bool) -> None:
         self.seen: list[str] = []  # event types, in order
+        self.failures: list[str] = []  # one line per failed tool call or node
+        self.interrupted = False
         self._lock = threading.Lock()
         self._console: Any = None
         if rich:
@@ -70,6 +86,12 @@ class LivePrinter:
         data = as_dict(event)
         kind = str(data.get("type", ""))
         self.seen.append(kind)
+        if kind in ("tool.failed", "tool.timeout"):
+            self.failures.append(f"tool {data.get('tool_name') or data.get('tool_id')}")
+        elif kind == "node.failed" or (kind == "node.finished" and data.get("status") == "failed"):
+            self.failures.append(f"node {data.get('name') or data.get('node_id')}")
+        elif kind == "run.interrupted":
+            self.interrupted = True
         if kind == "llm.rehearsal":
             self.note(str(data.get("message", "running the offline rehearsal model")))
             return
@@ -108,10 +130,12 @@ def describe(event: dict[str, Any]) -> str:
     kind = str(event.get("type", "?"))
     if kind.startswith("tool."):
         line = f"{kind[5:]:<9} {event.get('tool_name') or event.get('tool_id')}"
+        if event.get("agent_name"):
+            line += f"  by {event['agent_name']}"
         if event.get("duration_ms") is not None:
             line += f"  {float(event['duration_ms']):.0f} ms"
         if event.get("error"):
-            return line + f"  {short(event['error'], 120)}"
+            return line + f"  {whole(event['error'])}"
         if kind == "tool.invoked" and event.get("input") is not None:
             return line + f"  {short(event['input'])}"
         if event.get("output") is not None:
@@ -119,18 +143,55 @@ def describe(event: dict[str, Any]) -> str:
         return line
     name = event.get("node_name") or event.get("name") or event.get("node_id") or event.get("node") or ""
     line = f"{kind} {name}".strip()
+    if kind == "run.started" and event.get("models"):
+        line += f"  (model: {', '.join(str(m) for m in event['models'])})"
     if event.get("status"):
         line += f"  ({event['status']})"
     if event.get("duration_ms") is not None:
         line += f"  {float(event['duration_ms']):.0f} ms"
     if event.get("error"):
-        line += f"  {short(event['error'], 120)}"
+        line += f"  {whole(event['error'])}"
     return line
+
+
+class _OncePerMessage(logging.Filter):
+    """Lets the first record of each distinct message through and drops its repeats."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+        self.seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if self.marker not in text:
+            return True
+        with self._lock:
+            if text in self.seen:
+                return False
+            self.seen.add(text)
+            return True
+
+
+def quiet_framework_logs() -> None:
+    """What `echo-tools run` does to CrewAI's logging (the command owns its process; the library never
+    touches logging): CrewAI's "approximate input token count" warning, logged before every model call,
+    is shown once per model (a filter on that one logger); and the root logger gets one plain stderr
+    handler when it has none, so CrewAI's `logging.error(...)` calls do not install `basicConfig`'s
+    format halfway through the run."""
+    token_logger = logging.getLogger(TOKEN_COUNT_LOGGER)
+    if not any(isinstance(f, _OncePerMessage) for f in token_logger.filters):
+        token_logger.addFilter(_OncePerMessage(TOKEN_COUNT_MARKER))
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
 
 
 def quiet_rehearsal_log() -> None:
     """Drop the runner's log record of the rehearsal notice (the CLI prints the notice from its event)."""
-    import logging
 
     class _DropNotice(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:

@@ -13,6 +13,25 @@ Handler = Callable[[argparse.Namespace], int]
 SubParsers = Any  # argparse's _SubParsersAction is private
 
 
+def allow_module_after_command(sub: SubParsers) -> None:
+    """Accept the global `--allow-module MOD` after the command too (`echo-tools show X --allow-module M`),
+    on every command (the actions of `mcp` get it in `add_mcp_parser`)."""
+    for parser in dict.fromkeys(sub.choices.values()):
+        add_late_allow_module(parser)
+
+
+def add_late_allow_module(parser: argparse.ArgumentParser) -> None:
+    # its own dest: argparse copies a subparser's namespace over the global one, which would drop the
+    # values given before the command
+    parser.add_argument(
+        "--allow-module",
+        action="append",
+        dest="allow_module_late",
+        metavar="MOD",
+        help="also allow Python tools from this package (same as the global option)",
+    )
+
+
 def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
     mcp = sub.add_parser("mcp", help="MCP servers: add, list, refresh, remove")
     actions = mcp.add_subparsers(dest="mcp_command", metavar="ACTION")
@@ -30,17 +49,21 @@ def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
         "--env", action="append", default=[], metavar="K=V", help="process environment (repeatable)"
     )
     add.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
+    add_late_allow_module(add)
     add.set_defaults(func=handler)
 
     listing = actions.add_parser("list", help="the configured MCP servers")
+    add_late_allow_module(listing)
     listing.set_defaults(func=handler)
 
     refresh = actions.add_parser("refresh", help="re-list one server's tools")
     refresh.add_argument("name", metavar="NAME")
+    add_late_allow_module(refresh)
     refresh.set_defaults(func=handler)
 
     remove = actions.add_parser("remove", help="forget a server; its tools are disabled, not deleted")
     remove.add_argument("name", metavar="NAME")
+    add_late_allow_module(remove)
     remove.set_defaults(func=handler)
 
 

@@ -47,6 +47,12 @@ def runner() -> Any:
     return module
 
 
+def compile_error() -> type[Exception]:
+    from workflow_bridge.compiler import WorkflowCompileError
+
+    return WorkflowCompileError
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from echo_tools.cli import open_executor, open_registry, print_json
 
@@ -54,13 +60,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
     registry = open_registry(args)
     executor = open_executor(registry, args)
     module = runner()
+    names: dict[str, str] = {}
     try:
         graph, mapped = module.compile_source(source, registry, executor)
         summary = compile_summary(graph, mapped)
-    except module.WorkflowSourceError as exc:
-        if not exc.diagnostics:
+        names = {str(i): str(a.get("name")) for i, a in mapped.agents.items() if a.get("name")}
+    except (module.WorkflowSourceError, compile_error()) as exc:
+        diagnostics = getattr(exc, "diagnostics", None)
+        if not diagnostics:
             raise
-        summary = {"diagnostics": [diagnostic_dict(d) for d in exc.diagnostics], "nodes": [], "edges": []}
+        summary = {"diagnostics": [diagnostic_dict(d) for d in diagnostics], "nodes": [], "edges": []}
     finally:
         executor.close()
     if args.json:
@@ -72,23 +81,38 @@ def cmd_compile(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{len(summary['nodes'])} nodes, {len(summary['edges'])} edges\n")
         for edge in summary["edges"]:
             arrow = "-?->" if edge.get("conditional") else "--->"
-            sys.stdout.write(f"  {edge['source']} {arrow} {edge['target']}\n")
+            source_, target = (_labelled(edge[k], names) for k in ("source", "target"))
+            sys.stdout.write(f"  {source_} {arrow} {target}\n")
     errors = [d for d in summary["diagnostics"] if d.get("level") == "error"]
     return 1 if errors else 0
 
 
+def _labelled(node_id: str, names: dict[str, str]) -> str:
+    # a canvas name tells a person which node `agt_5f3a...` is; the id stays for scripts
+    name = names.get(node_id)
+    return f"{name!r} ({node_id})" if name and name != node_id else node_id
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run the workflow, printing `run.*`, `node.*` and `tool.*` events as they happen (the rehearsal
-    notice among them when no LLM is configured), then the final `crew_result`."""
-    from echo_tools.cli import open_executor, open_registry, use_rich
-    from echo_tools.cli_output import LivePrinter, quiet_rehearsal_log
+    """Run the workflow, printing `run.*`, `node.*` and `tool.*` events as they happen (the model in use
+    first, the rehearsal notice among them when no LLM is configured), then the final `crew_result`.
+
+    Exit code 0 when the run completed (or paused at a HITL node: the run id and `interrupted` are
+    printed), 1 when a tool call or a node failed, or the run stopped on an error.
+    """
+    from echo_tools.cli import CliError, open_executor, open_registry, refused_hint, use_rich
+    from echo_tools.cli_output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
 
     source = load_source(args.file)
     registry = open_registry(args)
-    executor = open_executor(registry, args)
+    events_file = getattr(args, "events", None)
+    # the run's events file is written from the run's stream, where tool events carry the agent's name
+    executor = open_executor(registry, argparse.Namespace(**{**vars(args), "events": None}))
     printer = LivePrinter(use_rich())
+    on_event = printer if not events_file else _also_to_file(printer, Path(events_file))
     module = runner()
     quiet_rehearsal_log()  # the runner also logs the notice; the printer shows it once, from the event
+    quiet_framework_logs()
     run_id = getattr(args, "run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
     try:
         state = module.run_workflow(
@@ -97,18 +121,70 @@ def cmd_run(args: argparse.Namespace) -> int:
             executor=executor,
             user_input=args.input,
             llm=args.llm,
-            on_event=printer,
+            on_event=on_event,
             run_id=run_id,
+            check_llms=True,
         )
+    except Exception as exc:  # boundary: the run's own errors become the command's one-line error
+        if not _is_run_error(exc):
+            raise
+        hint = refused_hint(registry)
+        message = str(exc) + (f" (note: {hint})" if hint else "")
+        raise CliError(message) from exc
     finally:
         executor.close()
-    result = state.get("crew_result") if isinstance(state, dict) else state
-    body = result if isinstance(result, str) else json.dumps(result, indent=2, default=str)
-    printer.panel(f"crew_result (run {run_id})", body)
-    failed = [e for e in printer.seen if e in ("tool.failed", "tool.timeout")]
-    if failed:
-        printer.note(f"{len(failed)} tool call(s) failed; see the lines marked above")
+    if isinstance(state, dict) and state.get("__interrupt__"):
+        printer.note(f"run {run_id} interrupted (paused at a HITL node, waiting for a decision)")
+    else:
+        result = state.get("crew_result") if isinstance(state, dict) else state
+        body = result if isinstance(result, str) else json.dumps(result, indent=2, default=str)
+        printer.panel(f"crew_result (run {run_id})", body)
+    if printer.failures:
+        printer.note(
+            f"run {run_id}: {len(printer.failures)} failure(s): {', '.join(printer.failures)}; "
+            "see the lines marked above"
+        )
+        return 1
     return 0
+
+
+def _is_run_error(exc: BaseException) -> bool:
+    # errors the bridge raises with a complete sentence: shown as they are, without a type name
+    from echo_tools.errors import ToolNotFoundError
+    from workflow_bridge.compiler import WorkflowCompileError
+    from workflow_bridge.conditions import ConditionError
+    from workflow_bridge.crewai_adapter import AgentNodeError
+    from workflow_bridge.llm import LLMConfigError
+    from workflow_bridge.runner import WorkflowSourceError
+
+    return isinstance(
+        exc,
+        (
+            WorkflowCompileError,
+            ConditionError,
+            AgentNodeError,
+            LLMConfigError,
+            WorkflowSourceError,
+            ToolNotFoundError,
+        ),
+    )
+
+
+def _also_to_file(printer: Any, path: Path) -> Any:
+    """The printer, also appending each tool event as a JSON line to `path` (`run --events FILE`)."""
+    import threading
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+
+    def on_event(event: dict[str, Any]) -> None:
+        printer(event)
+        if str(event.get("type", "")).startswith("tool."):
+            line = json.dumps(event, ensure_ascii=False, default=str) + "\n"
+            with lock, path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+
+    return on_event
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -220,7 +220,41 @@ def tool_from_langchain(tool_or_class: Any, **overrides: Any) -> ToolDef:
 
 
 def tool_from_crewai(tool_or_class: Any, **overrides: Any) -> ToolDef:
-    """A `crewai` tool from a CrewAI `BaseTool` subclass, instance or factory function (see `tool_from_langchain`)."""
+    """A tool from a CrewAI `BaseTool` subclass, instance or factory function (see `tool_from_langchain`),
+    or a function decorated with CrewAI's own `@tool`.
+
+    A `@tool` function becomes a `local` tool running the function itself (`{module, function}`, tagged
+    `crewai`): its name and description are the decorator's, its schema the function's signature. Other
+    forms become `crewai` tools that the executor rebuilds.
+    """
     from crewai.tools import BaseTool
 
+    decorated = _crewai_decorated_function(tool_or_class, BaseTool)
+    if decorated is not None:
+        return _tool_from_decorated(tool_or_class, decorated, overrides)
     return _framework_tool(tool_or_class, BaseTool, ToolType.CREWAI, "CrewAI", overrides)
+
+
+def _crewai_decorated_function(obj: Any, base: type) -> Any:
+    """The function behind a CrewAI `@tool` object (a `Tool` holding it as `.func`), else None."""
+    func = getattr(obj, "func", None)
+    if isinstance(obj, base) and type(obj).__module__.startswith("crewai") and inspect.isfunction(func):
+        return func
+    return None
+
+
+def _tool_from_decorated(obj: Any, func: Callable[..., Any], overrides: dict[str, Any]) -> ToolDef:
+    import sys
+
+    module = sys.modules.get(func.__module__)
+    found = getattr(module, func.__name__, None) if module is not None else None
+    if found is not obj and found is not func:
+        raise ValueError(
+            f"CrewAI tool {obj.name!r}: its function {func.__module__}.{func.__qualname__} is not reachable "
+            f"under that name in its module (found {type(found).__name__}); decorate a module-level "
+            "function with @tool, or pass a BaseTool subclass"
+        )
+    overrides.setdefault("name", obj.name)
+    overrides.setdefault("description", obj.description or None)
+    overrides["tags"] = [*overrides.get("tags", ()), "crewai"]
+    return tool_from_function(func, **overrides)

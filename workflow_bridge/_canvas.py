@@ -201,6 +201,8 @@ def _resolve_entry(
         if tool is None:
             return None
     label = tool_ref or name or entry.get("id")
+    if tool is None and kind not in BUILTIN_TOOL_TYPES:
+        kind = _round_tripped_builtin(tool_ref, name) or kind
     if tool is None and kind in BUILTIN_TOOL_TYPES:
         _check_builtin(kind, config, node_id, where, diags)
         return _binding(f"builtin_{kind}", name or kind, kind, enabled, _fixed_of(entry), config, entry)
@@ -237,6 +239,18 @@ def _resolve_entry(
     elif tool.status == ToolStatus.DEPRECATED:
         diags.warning(node_id, where, f"tool {tool.tool_id!r} is deprecated")
     return binding
+
+
+def _round_tripped_builtin(*refs: Any) -> str | None:
+    """The built-in type of an entry EchoAI's reverse mapper made from a `builtin_<type>` id: it titles
+    the id into the name ("Builtin Code") and types the entry as a template (`tools`, empty config), so a
+    reopened canvas could not be saved again."""
+    for ref in refs:
+        if isinstance(ref, str):
+            slug = "_".join("".join(c if c.isalnum() else " " for c in ref.lower()).split())
+            if slug.startswith("builtin_") and slug[len("builtin_") :] in BUILTIN_TOOL_TYPES:
+                return slug[len("builtin_") :]
+    return None
 
 
 def _lookup(registry: ToolRegistry | None, *refs: Any) -> ToolDef | None:

@@ -25,6 +25,28 @@ def agent_label(agent_def: Mapping[str, Any]) -> str:
     return f"{agent_def.get('name') or 'agent'!r} ({agent_def.get('agent_id') or '?'})"
 
 
+def persona(agent_def: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(role, goal, backstory) the CrewAI agent is prompted with, from the canvas node.
+
+    EchoAI fills `role` with a fixed text per node type ("Autonomous AI agent") and `description` with
+    "<Type> node" when the node sets none; those say nothing to the model, so the node's name stands in
+    for the role, and its prompt (or name) for the backstory.
+    """
+    from workflow_bridge._canvas import ROLE_BY_TYPE
+
+    name = str(agent_def.get("name") or "Agent")
+    node_type = str((agent_def.get("metadata") or {}).get("node_type") or "Agent")
+    role = str(agent_def.get("role") or "")
+    if not role.strip() or role in ROLE_BY_TYPE.values():
+        role = name
+    goal = str(agent_def.get("goal") or "").strip() or f"Complete the task of the {name!r} step"
+    description = str(agent_def.get("description") or "").strip()
+    if description in ("", f"{node_type} node", "Agent node"):
+        description = ""
+    backstory = description or str(agent_def.get("prompt") or "").strip() or f"{name}, a step of a workflow"
+    return role, goal, backstory
+
+
 def bindings_of(agent_def: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The agent's `tool_bindings` keyed by tool reference (accepts a list of dicts or a dict)."""
     raw = agent_def.get("tool_bindings") or {}
@@ -129,15 +151,13 @@ class AgentFactory:
 
         from workflow_bridge.llm import resolve_llm
 
-        name = agent_def.get("name") or "Agent"
+        own_role, goal, backstory = persona(agent_def)
         constraints = agent_def.get("constraints") or {}
         max_iter = constraints.get("max_steps") if isinstance(constraints, Mapping) else None
         return Agent(
-            role=role or agent_def.get("role") or name,
-            goal=agent_def.get("goal") or f"Complete task: {name}",
-            backstory=agent_def.get("description")
-            or agent_def.get("prompt")
-            or f"{name} in an EchoAI workflow",
+            role=role or own_role,
+            goal=goal,
+            backstory=backstory,
             tools=tools if tools is not None else self.bind_tools(agent_def, context),
             llm=llm if llm is not None else resolve_llm(agent_def.get("llm")),
             allow_delegation=False,

@@ -30,7 +30,31 @@ MISSING_AGENT_MODES = ("error", "passthrough")
 
 
 class WorkflowCompileError(ValueError):
-    """A workflow that cannot become a graph; the message names the node or connection at fault."""
+    """A workflow that cannot become a graph; the message names the node or connection at fault.
+
+    `node_id` and `field` say where, when one node is at fault; `diagnostics` is the error as a list of
+    one NodeMapper `Diagnostic` (what `/workflows/compile` and `echo-tools compile` report).
+    """
+
+    def __init__(self, message: str, *, node_id: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+        self.field = field
+
+    @property
+    def diagnostics(self) -> list[Any]:
+        from workflow_bridge._canvas import Diagnostic
+
+        return [Diagnostic("error", self.node_id, self.field, str(self))]
+
+
+class _TopologyError(ValueError):
+    """A connection problem found while planning; `nodes` are the nodes at fault, in order."""
+
+    def __init__(self, message: str, nodes: list[str], field: str = "connections") -> None:
+        super().__init__(message)
+        self.nodes = nodes
+        self.field = field
 
 
 def node_type_of(agent: Mapping[str, Any]) -> str:
@@ -68,6 +92,11 @@ class WorkflowCompiler:
         self.adapter = CrewAIAdapter(registry, executor, llm)
         self.missing_agents = missing_agents
         self.checkpointer = checkpointer
+
+    @property
+    def models(self) -> dict[str, Any]:
+        """The model of every agent compiled so far (agent id -> CrewAI LLM)."""
+        return dict(self.adapter.models)
 
     @property
     def uses_rehearsal(self) -> bool:
@@ -126,6 +155,14 @@ class WorkflowCompiler:
         types = {i: node_type_of(agent_map[i]) if i in agent_map else "Missing" for i in ids}
         try:
             topo = Topology.build(workflow, ids, types)
+        except _TopologyError as exc:
+            message = str(exc)
+            if exc.field == "connections.cycle":
+                path = " -> ".join(_node_label(n, agent_map) for n in [*exc.nodes, exc.nodes[0]])
+                message = f"the connections form a cycle: {path}; loops are not supported, remove one of them"
+            raise WorkflowCompileError(
+                message, node_id=exc.nodes[0] if exc.nodes else None, field="connections"
+            ) from exc
         except ValueError as exc:
             raise WorkflowCompileError(str(exc)) from exc
         for node_id in topo.order:
@@ -136,7 +173,9 @@ class WorkflowCompiler:
                     try:
                         parse_condition(condition) if condition.strip() else None
                     except ConditionError as exc:
-                        raise WorkflowCompileError(f"Conditional node {node_id!r}: {exc}") from exc
+                        raise WorkflowCompileError(
+                            f"Conditional node {node_id!r}: {exc}", node_id=node_id, field="branches"
+                        ) from exc
                 topo.add_conditional(node_id, targets)
             elif kind == "HITL":
                 topo.add_hitl(node_id)
@@ -204,10 +243,43 @@ class _AnnouncedNode:
 
         writer = get_stream_writer()
         writer({"type": "node.started", **self.info})
-        delta = self.fn(state)
+        try:
+            delta = self.fn(state)
+        except Exception as exc:  # boundary: reported on the stream, then the run stops as before
+            if not _is_graph_signal(exc):
+                writer({"type": "node.failed", **self.info, "status": "failed", "error": str(exc)})
+            raise
         count = len(delta.get("tool_events") or []) if isinstance(delta, dict) else 0
-        writer({"type": "node.finished", **self.info, "tool_events": count})
+        finished = {"type": "node.finished", **self.info, "tool_events": count}
+        errors = _node_errors(delta)
+        if errors:
+            finished.update(status="failed", error="; ".join(errors))
+        writer(finished)
         return delta
+
+
+def _is_graph_signal(exc: BaseException) -> bool:
+    # LangGraph's interrupt travels as an exception (GraphInterrupt); it is a pause, not a failure.
+    from langgraph.errors import GraphBubbleUp
+
+    return isinstance(exc, GraphBubbleUp)
+
+
+def _node_errors(delta: Any) -> list[str]:
+    """The errors a node recorded in its own messages (a failed tool call, a failed fan-out arm)."""
+    if not isinstance(delta, dict):
+        return []
+    messages = delta.get("messages") or []
+    errors: list[str] = []
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("status") == "failed":
+            errors.append(str(message.get("error") or "failed"))
+        failed = message.get("failed")  # a parallel crew: agent id -> error
+        if isinstance(failed, Mapping):
+            errors.extend(str(e) for e in failed.values())
+    return errors
 
 
 # -- topology --------------------------------------------------------------------------------------------
@@ -243,12 +315,13 @@ class Topology:
             source, target = str(conn.get("from")), str(conn.get("to"))
             for end in (source, target):
                 if end not in known:
-                    raise ValueError(
-                        f"connections[{index}] ({source} -> {target}) names {end!r}, which is not a workflow agent"
+                    raise _TopologyError(
+                        f"connections[{index}] ({source} -> {target}) names {end!r}, which is not a workflow agent",
+                        [source if end == target else target],
                     )
             if source == target:
-                raise ValueError(
-                    f"connections[{index}] connects {source!r} to itself; loops are not supported"
+                raise _TopologyError(
+                    f"connections[{index}] connects {source!r} to itself; loops are not supported", [source]
                 )
             if (source, target) not in edges:
                 edges.append((source, target))
@@ -336,8 +409,36 @@ def _topological(
                 ready.sort(key=position.__getitem__)
     if len(order) < len(ids):
         stuck = [n for n in ids if n not in order]
-        raise ValueError(f"the connections form a cycle through {', '.join(stuck)}; loops are not supported")
+        cycle = _cycle(stuck, predecessors)
+        raise _TopologyError(
+            f"the connections form a cycle: {' -> '.join([*cycle, cycle[0]])}; loops are not supported",
+            cycle,
+            field="connections.cycle",
+        )
     return order
+
+
+def _cycle(stuck: list[str], predecessors: dict[str, list[str]]) -> list[str]:
+    """One cycle among the nodes a topological sort could not place, in connection order.
+
+    Every such node waits for a predecessor that is also stuck, so walking back from any of them
+    reaches a node seen before: the walk from there is a cycle.
+    """
+    waiting = set(stuck)
+    walk: list[str] = []
+    node = stuck[0]
+    while node not in walk:
+        walk.append(node)
+        node = next(p for p in predecessors[node] if p in waiting)
+    loop = walk[walk.index(node) :]
+    loop.reverse()
+    first = min(range(len(loop)), key=lambda i: stuck.index(loop[i]))  # start where the workflow lists it
+    return loop[first:] + loop[:first]
+
+
+def _node_label(node_id: str, agent_map: Mapping[str, Mapping[str, Any]]) -> str:
+    name = (agent_map.get(node_id) or {}).get("name")
+    return f"{name!r} ({node_id})" if name and name != node_id else repr(node_id)
 
 
 def _collapse_hierarchy(

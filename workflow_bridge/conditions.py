@@ -47,6 +47,15 @@ class ConditionError(ValueError):
     """A branch condition that is not in the allowed expression language."""
 
 
+class ConditionVariableError(ConditionError):
+    """A branch condition names a variable the state does not have (raised when evaluating strictly)."""
+
+    def __init__(self, message: str, variable: str, expression: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+        self.expression = expression
+
+
 def _normalise(expression: str) -> str:
     # Upper-case AND/OR/NOT (EchoAI's reference canvases) become Python's words; string literals keep them.
     parts = _STRING_LITERAL.split(expression)
@@ -111,19 +120,22 @@ def _check_node(node: ast.AST, expression: str) -> None:
         raise ConditionError(f"condition {expression!r} names {node.id!r}, which is not allowed")
 
 
-def evaluate_condition(expression: str, state: Mapping[str, Any]) -> bool:
+def evaluate_condition(expression: str, state: Mapping[str, Any], *, strict: bool = False) -> bool:
     """Evaluate a branch condition against workflow state; an empty condition is true (an `else`).
 
-    Names are state keys (a missing key is None). Where a number is compared with text, the first number
+    Names are state keys; a missing key is None, as EchoAI treated it (its `eval` caught the NameError
+    and took the next branch), unless `strict`. Where a number is compared with text, the first number
     in the text is used (EchoAI stores agent output as text, e.g. `"Risk score: 75/100"`).
 
     Raises:
         ConditionError: the expression is not in the allowed language.
+        ConditionVariableError: `strict`, and a name the evaluation reads is not in `state` (nor
+            true/false/none/null).
     """
     if expression is None or (isinstance(expression, str) and not expression.strip()):
         return True
     tree = parse_condition(expression)
-    return bool(_Evaluator(state, expression).visit(tree.body))
+    return bool(_Evaluator(state, expression, strict).visit(tree.body))
 
 
 def number_in(value: Any) -> float | None:
@@ -147,9 +159,10 @@ def _is_number(value: Any) -> bool:
 
 
 class _Evaluator:
-    def __init__(self, state: Mapping[str, Any], expression: str) -> None:
+    def __init__(self, state: Mapping[str, Any], expression: str, strict: bool = False) -> None:
         self.state = state
         self.expression = expression
+        self.strict = strict
 
     def visit(self, node: ast.AST) -> Any:
         if isinstance(node, ast.BoolOp):
@@ -179,6 +192,12 @@ class _Evaluator:
         if isinstance(node, ast.Name):
             if node.id in self.state:
                 return self.state[node.id]
+            if self.strict and node.id.lower() not in _LITERAL_NAMES:
+                raise ConditionVariableError(
+                    f"condition {self.expression!r} names {node.id!r}, which the workflow state does not have",
+                    node.id,
+                    self.expression,
+                )
             return _LITERAL_NAMES.get(node.id.lower())
         if isinstance(node, (ast.List, ast.Tuple)):
             return [self.visit(e) for e in node.elts]

@@ -17,11 +17,27 @@ from typing import Any
 
 from echo_tools.events import ToolEvent
 from echo_tools.models import ToolContext
-from workflow_bridge.agent_factory import AgentFactory, agent_label
-from workflow_bridge.llm import is_rehearsal, llm_from_spec, llm_params, resolve_llm
+from workflow_bridge.agent_factory import AgentFactory, agent_label, persona
+from workflow_bridge.llm import describe_llm, is_rehearsal, llm_from_spec, llm_params, resolve_llm
 
 END_ROLES = ("Workflow exit point", "Output")
+FAILED_MARK = "[failed]"
 Node = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class AgentNodeError(RuntimeError):
+    """A CrewAI agent node that failed (model or framework error); `events` are its tool events so far."""
+
+    def __init__(self, message: str, events: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.events = list(events or [])
+
+
+def failed_output(error: str, error_type: str | None = None) -> str:
+    """What a failed branch leaves in `parallel_output` / `individual_outputs`: its error, marked, so the
+    join and the next agent see that the branch ran and failed (`[failed] execution: ...`)."""
+    kind = f" {error_type}:" if error_type else ""
+    return f"{FAILED_MARK}{kind} {error}"
 
 
 def now() -> str:
@@ -37,6 +53,7 @@ class ToolEventCapture:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._buckets: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
+        self._names: dict[tuple[str | None, str | None], Mapping[str, Any]] = {}
 
     @classmethod
     def of(cls, executor: Any) -> ToolEventCapture:
@@ -49,16 +66,25 @@ class ToolEventCapture:
 
     def __call__(self, event: ToolEvent) -> None:
         with self._lock:
-            bucket = self._buckets.get((event.run_id, event.node_id))
+            key = (event.run_id, event.node_id)
+            bucket = self._buckets.get(key)
             if bucket is not None:
-                bucket.append(event.to_dict())
+                data = event.to_dict()
+                name = self._names.get(key, {}).get(str(event.agent_id))
+                if name:
+                    data["agent_name"] = name  # the canvas name says which node; the id stays as it was
+                bucket.append(data)
 
-    def open(self, run_id: str | None, node_id: str | None) -> None:
+    def open(self, run_id: str | None, node_id: str | None, names: Mapping[str, Any] | None = None) -> None:
+        """Start collecting the events of one node run; `names` maps agent ids to canvas names."""
         with self._lock:
             self._buckets.setdefault((run_id, node_id), [])
+            if names:
+                self._names[(run_id, node_id)] = dict(names)
 
     def close(self, run_id: str | None, node_id: str | None) -> list[dict[str, Any]]:
         with self._lock:
+            self._names.pop((run_id, node_id), None)
             return self._buckets.pop((run_id, node_id), [])
 
 
@@ -78,6 +104,30 @@ def format_parallel(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def failed_branch_delta(
+    agent: Mapping[str, Any], node_id: str, error: str, error_type: str | None, events: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The delta of a fan-out arm that failed: its error under its name in `parallel_output` and
+    `individual_outputs` (marked `[failed]`), a failed message, its tool events; `crew_result` untouched."""
+    marked = failed_output(error, error_type)
+    return {
+        "parallel_output": {str(agent.get("name") or node_id): marked},
+        "individual_outputs": {node_id: marked},
+        "tool_events": events,
+        "messages": [
+            {
+                "agent": agent.get("agent_id"),
+                "name": agent.get("name"),
+                "role": agent.get("role"),
+                "status": "failed",
+                "error": error,
+                "error_type": error_type,
+                "timestamp": now(),
+            }
+        ],
+    }
+
+
 def task_text(agent: Mapping[str, Any], state: Mapping[str, Any], tool_names: list[str]) -> str:
     """The task description EchoAI gives an agent, with the same section headers."""
     parts = [f"ORIGINAL USER REQUEST:\n{original_request(state)}"]
@@ -90,9 +140,10 @@ def task_text(agent: Mapping[str, Any], state: Mapping[str, Any], tool_names: li
     inputs = {k: state.get(k) for k in agent.get("input_schema") or [] if state.get(k) is not None}
     if inputs:
         parts.append(f"INPUT DATA:\n{json.dumps(inputs, indent=2, default=str)}")
-    parts.append(f"YOUR ROLE:\n{agent.get('role') or agent.get('name') or 'Agent'}")
+    role, goal, _ = persona(agent)
+    parts.append(f"YOUR ROLE:\n{role}")
     if agent.get("goal"):
-        parts.append(f"YOUR GOAL:\n{agent['goal']}")
+        parts.append(f"YOUR GOAL:\n{goal}")
     if tool_names:
         parts.append(
             f"AVAILABLE TOOLS:\n{', '.join(tool_names)}\n"
@@ -131,6 +182,7 @@ class CrewAIAdapter:
         self.factory = AgentFactory(registry, executor)
         self.capture = ToolEventCapture.of(executor)
         self.rehearsal_agents: list[str] = []
+        self.models: dict[str, Any] = {}  # agent id -> the model it runs with
 
     def llm_for(self, agent: Mapping[str, Any]) -> Any:
         """The model of one agent: the adapter's `llm` (an object, or a spec built with the agent's
@@ -144,6 +196,7 @@ class CrewAIAdapter:
             llm = resolve_llm(agent.get("llm"))
         if is_rehearsal(llm):
             self.rehearsal_agents.append(str(agent.get("agent_id")))
+        self.models[str(agent.get("agent_id"))] = llm
         return llm
 
     def context(self, agent: Mapping[str, Any], state: Mapping[str, Any], node_id: str) -> ToolContext:
@@ -170,13 +223,15 @@ class CrewAIAdapter:
             expected_output=agent.get("expected_output") or "A complete, accurate answer to the task.",
             agent=crew_agent,
         )
-        self.capture.open(ctx.run_id, node_id)
+        self.capture.open(ctx.run_id, node_id, _names(agent))
         try:
             crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
             output = without_kickoff_log(crew).kickoff()
         except Exception as exc:  # boundary: a model or framework failure stops this node, named
-            self.capture.close(ctx.run_id, node_id)
-            raise RuntimeError(f"CrewAI agent node {agent_label(agent)} failed: {exc}") from exc
+            events = self.capture.close(ctx.run_id, node_id)
+            raise AgentNodeError(
+                f"CrewAI agent node {agent_label(agent)} failed (model {describe_llm(llm)}): {exc}", events
+            ) from exc
         events = self.capture.close(ctx.run_id, node_id)
         return str(getattr(output, "raw", output)), names, events, str(getattr(llm, "model", llm))
 
@@ -197,7 +252,14 @@ class CrewAIAdapter:
         llm = self.llm_for(agent)
 
         def sequential_agent_node(state: dict[str, Any]) -> dict[str, Any]:
-            text, names, events, model = self.run_agent(agent, state, node, llm)
+            if branch:
+                try:
+                    text, names, events, model = self.run_agent(agent, state, node, llm)
+                except AgentNodeError as exc:
+                    # one failed arm of a fan-out must not erase the others: it is kept, marked failed
+                    return failed_branch_delta(agent, node, str(exc), "execution", exc.events)
+            else:
+                text, names, events, model = self.run_agent(agent, state, node, llm)
             message = {
                 "agent": agent.get("agent_id"),
                 "name": agent.get("name"),
@@ -231,9 +293,14 @@ class CrewAIAdapter:
         agents = [dict(a) for a in agent_configs]
         llms = [self.llm_for(a) for a in agents]
 
-        def run(pair: tuple[dict[str, Any], Any], state: dict[str, Any]) -> tuple:
+        def run(pair: tuple[dict[str, Any], Any], state: dict[str, Any]) -> tuple[str, list, str | None]:
+            """(output text, tool events, error or None) of one agent."""
             agent, llm = pair
-            return self.run_agent(agent, state, f"{node_id}:{agent.get('agent_id')}", llm)
+            try:
+                text, _, events, _ = self.run_agent(agent, state, f"{node_id}:{agent.get('agent_id')}", llm)
+            except AgentNodeError as exc:  # kept in the results, marked failed
+                return failed_output(str(exc), "execution"), exc.events, str(exc)
+            return text, events, None
 
         def parallel_crew_node(state: dict[str, Any]) -> dict[str, Any]:
             with ThreadPoolExecutor(max_workers=max(1, len(agents))) as pool:
@@ -256,11 +323,16 @@ class CrewAIAdapter:
                         "agents": list(individual),
                         "original_request": original_request(state),
                         "result_count": len(runs),
+                        "failed": {
+                            str(a.get("agent_id")): run[2]
+                            for a, run in zip(agents, runs, strict=True)
+                            if run[2] is not None
+                        },
                         "aggregation_strategy": aggregation,
                         "timestamp": now(),
                     }
                 ],
-                "tool_events": [e for run in runs for e in run[2]],
+                "tool_events": [e for run in runs for e in run[1]],
             }
 
         return parallel_crew_node
@@ -302,7 +374,7 @@ class CrewAIAdapter:
                 expected_output=master.get("expected_output")
                 or "A complete answer built from the coworkers' work.",
             )
-            self.capture.open(run_id, node)
+            self.capture.open(run_id, node, _names(*workers, master))
             try:
                 crew = Crew(
                     agents=crew_agents,
@@ -314,7 +386,10 @@ class CrewAIAdapter:
                 output = without_kickoff_log(crew).kickoff()
                 text = str(getattr(output, "raw", output))
             except Exception as exc:  # boundary: a model or framework failure stops this node, named
-                raise RuntimeError(f"CrewAI hierarchical node {agent_label(master)} failed: {exc}") from exc
+                raise AgentNodeError(
+                    f"CrewAI hierarchical node {agent_label(master)} failed "
+                    f"(manager model {describe_llm(manager_llm)}): {exc}"
+                ) from exc
             finally:
                 events = self.capture.close(run_id, node)
             message = {
@@ -364,6 +439,10 @@ def without_kickoff_log(crew: Any) -> Any:
         except (AttributeError, TypeError, ValueError):  # a CrewAI that validates it: keep its store
             pass
     return crew
+
+
+def _names(*agents: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(a.get("agent_id")): a.get("name") for a in agents if a.get("name")}
 
 
 def _unique_roles(agents: list[dict[str, Any]]) -> list[str]:

@@ -147,10 +147,67 @@ def resolve_llm(agent_llm_config: Mapping[str, Any] | None, default: BaseLLM | s
     return RehearsalLLM()
 
 
+def describe_llm(llm: Any) -> str:
+    """`provider/model at URL` for messages and the run's first line (`rehearsal (offline)`)."""
+    if is_rehearsal(llm):
+        return "rehearsal (offline)"
+    if isinstance(llm, str):
+        return llm
+    model = str(getattr(llm, "model", None) or type(llm).__name__)
+    provider = getattr(llm, "provider", None)
+    name = f"{provider}/{model}" if isinstance(provider, str) and "/" not in model else model
+    base = _base_url(llm)
+    return f"{name} at {base}" if base else name
+
+
+def _base_url(llm: Any) -> str | None:
+    for attribute in ("base_url", "api_base"):
+        value = getattr(llm, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def check_llm(llm: Any, *, timeout: float = 3.0) -> None:
+    """Fail early, in one sentence, when a model cannot be used: its server does not answer, or its
+    provider's API key is not in the environment. The rehearsal model always passes.
+
+    A model with a URL is asked for `GET <url>/models`; any HTTP answer (even 401 or 404) counts as
+    reachable, only a transport failure does not.
+
+    Raises:
+        LLMConfigError: naming the model, the URL or the missing variable, and what to do.
+    """
+    if is_rehearsal(llm) or not isinstance(llm, BaseLLM):
+        return
+    base = _base_url(llm)
+    if base:
+        import httpx
+
+        try:
+            httpx.get(base.rstrip("/") + "/models", timeout=timeout)
+        except httpx.HTTPError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise LLMConfigError(
+                f"model {describe_llm(llm)}: the server at {base} cannot be reached ({reason}); "
+                f"start it, or fix {ENV_SPEC} / --llm / the agent's llm.base_url"
+            ) from exc
+        return
+    provider = str(getattr(llm, "provider", None) or provider_of(str(getattr(llm, "model", ""))) or "")
+    keys = PROVIDER_KEYS.get(provider.lower(), ())
+    if keys and not any(os.environ.get(k) for k in keys):
+        raise LLMConfigError(
+            f"model {describe_llm(llm)}: {' or '.join(keys)} is not set in the environment; "
+            f"set it, or choose another model with {ENV_SPEC} / --llm"
+        )
+
+
 __all__ = [
     "REHEARSAL_NOTICE",
     "LLMConfigError",
     "RehearsalLLM",
+    "check_llm",
+    "describe_llm",
     "is_rehearsal",
     "llm_from_spec",
     "llm_params",

@@ -17,8 +17,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from echo_tools.models import ToolContext
-from workflow_bridge.conditions import evaluate_condition, number_in
-from workflow_bridge.crewai_adapter import CrewAIAdapter, Node, format_parallel, now, original_request
+from workflow_bridge.conditions import ConditionVariableError, evaluate_condition, number_in
+from workflow_bridge.crewai_adapter import (
+    CrewAIAdapter,
+    Node,
+    failed_output,
+    format_parallel,
+    now,
+    original_request,
+)
 from workflow_bridge.llm_rehearsal import build_arguments, json_objects_in
 
 logger = logging.getLogger("workflow_bridge.nodes")
@@ -138,7 +145,8 @@ def tool_node(
             run_id=state.get("run_id"),
             node_id=node_id,
         )
-        adapter.capture.open(ctx.run_id, node_id)
+        names = {str(agent.get("agent_id")): agent.get("name")} if agent.get("name") else None
+        adapter.capture.open(ctx.run_id, node_id, names)
         try:
             result = adapter.executor.invoke_sync(tool_ref, make_args(state), ctx)
         finally:
@@ -156,10 +164,13 @@ def tool_node(
                 _message(agent, tool_id=result.tool_id, status="completed", output_preview=text[:500])
             ]
         else:
+            error_type = result.error_type if not result.success else "execution"
+            if branch:  # a failed arm stays in the join's results, marked failed
+                marked = failed_output(error, error_type)
+                delta["parallel_output"] = {str(agent.get("name") or node_id): marked}
+                delta["individual_outputs"] = {node_id: marked}
             delta["messages"] = [
-                _message(
-                    agent, tool_id=result.tool_id, status="failed", error=error, error_type=result.error_type
-                )
+                _message(agent, tool_id=result.tool_id, status="failed", error=error, error_type=error_type)
             ]
         return delta
 
@@ -313,9 +324,22 @@ def conditional_node(agent: Mapping[str, Any], branches: list[tuple[str, str | N
 
     def conditional(state: dict[str, Any]) -> dict[str, Any]:
         scope = scope_for(state)
+        for key, value in state.items():  # a key set to None is there (None), not missing
+            scope.setdefault(key, value)
         chosen, condition = None, None
         for condition_text, target in branches:
-            if evaluate_condition(condition_text, scope):
+            try:
+                holds = evaluate_condition(condition_text, scope, strict=True)
+            except ConditionVariableError as exc:
+                # EchoAI took the else branch silently here; a missing variable is a broken workflow
+                raise ConditionVariableError(
+                    f"Conditional node {agent.get('name')!r} ({node_id}): condition {exc.expression!r} "
+                    f"names {exc.variable!r}, which is not in the workflow state (it has: "
+                    f"{_known_keys(scope)}); set it in an earlier node's output variables or in the run's input",
+                    exc.variable,
+                    exc.expression,
+                ) from exc
+            if holds:
                 chosen, condition = target, condition_text
                 break
         route = chosen or "__end__"
@@ -327,6 +351,13 @@ def conditional_node(agent: Mapping[str, Any], branches: list[tuple[str, str | N
         }
 
     return conditional
+
+
+def _known_keys(scope: Mapping[str, Any], limit: int = 20) -> str:
+    hidden = {"messages", "tool_events", "_routes", "_conditional_route", "_conditional_node"}
+    keys = sorted(k for k, v in scope.items() if k not in hidden and v is not None)
+    shown = ", ".join(keys[:limit]) or "no keys"
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
 def hitl_node(agent: Mapping[str, Any], node_id: str) -> Node:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workflow_bridge.compiler import WorkflowCompiler
+from workflow_bridge.llm import check_llm, describe_llm
 from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
 from workflow_bridge.node_mapper import MappedWorkflow, NodeMapper
 from workflow_bridge.state import initial_state
@@ -25,6 +26,8 @@ logger = logging.getLogger("workflow_bridge.runner")
 
 EventCallback = Callable[[dict[str, Any]], Any]
 _REHEARSAL: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_MODELS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_NAMES: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 class WorkflowSourceError(ValueError):
@@ -106,12 +109,35 @@ def compile_source(
     compiler = WorkflowCompiler(registry, executor, llm, missing_agents=missing_agents)
     graph = compiler.compile(mapped.workflow, mapped.agents)
     _REHEARSAL[graph] = compiler.uses_rehearsal
+    _MODELS[graph] = compiler.models
+    _NAMES[graph] = {
+        str(i): str(a["name"]) for i, a in mapped.agents.items() if isinstance(a, Mapping) and a.get("name")
+    }
     return graph, mapped
 
 
 def uses_rehearsal(graph: Any) -> bool:
     """True when a graph from `compile_source` runs some agent on the offline rehearsal model."""
     return _REHEARSAL.get(graph, False)
+
+
+def models_of(graph: Any) -> dict[str, Any]:
+    """The model of each agent of a graph from `compile_source` (agent id -> CrewAI LLM)."""
+    return dict(_MODELS.get(graph) or {})
+
+
+def check_models(graph: Any) -> None:
+    """Check every distinct model of a graph from `compile_source` before running it (`llm.check_llm`).
+
+    Raises:
+        LLMConfigError: a model's server does not answer or its API key is not set, in one sentence.
+    """
+    seen: set[str] = set()
+    for llm in models_of(graph).values():
+        label = describe_llm(llm)
+        if label not in seen:
+            seen.add(label)
+            check_llm(llm)
 
 
 def run_workflow(
@@ -125,6 +151,7 @@ def run_workflow(
     run_id: str | None = None,
     payload: Mapping[str, Any] | None = None,
     missing_agents: str = "error",
+    check_llms: bool = False,
 ) -> dict[str, Any]:
     """Compile and run a workflow; returns the final state (with `__interrupt__` when a HITL node paused).
 
@@ -136,9 +163,16 @@ def run_workflow(
             `node.started`, `node.finished`, `tool.*` (the executor event), `run.interrupted`, `run.finished`.
         run_id: the LangGraph thread id and the run id in every event; default a new `run_<hex>`.
         payload: extra input keys (EchoAI's `input_payload`).
+        check_llms: check every model before the run (`check_models`): an unreachable server or a
+            missing API key fails in one sentence instead of once per agent call.
+
+    Raises:
+        LLMConfigError: `check_llms`, and a model cannot be used.
     """
     data = load_source(source)
     graph, mapped = compile_source(data, registry, executor, llm=llm, missing_agents=missing_agents)
+    if check_llms:
+        check_models(graph)
     if user_input is None and not payload:
         # sample canvases carry a ready request, so `echo-tools run FILE` works without --input
         user_input = _default_input(data) or _default_input(mapped.workflow)
@@ -150,6 +184,7 @@ def run_workflow(
         "run_id": run_id,
         "workflow_id": workflow_id,
         "name": mapped.workflow.get("name"),
+        "models": sorted({describe_llm(m) for m in models_of(graph).values()}),
     }
     return stream_run(graph, state, run_id, executor=executor, on_event=on_event, started=start)
 
@@ -188,9 +223,15 @@ def stream_run(
         emit({"type": "llm.rehearsal", "run_id": run_id, "message": REHEARSAL_NOTICE})
     config = {"configurable": {"thread_id": run_id}}
 
+    names = _NAMES.get(graph) or {}
+
     def forward(event: Any) -> None:
         if event.run_id == run_id:
-            emit(event.to_dict())
+            data = event.to_dict()
+            name = names.get(str(data.get("agent_id")))
+            if name:
+                data["agent_name"] = name  # which canvas node called; agent ids stay as they are
+            emit(data)
 
     executor.add_sink(forward)
     interrupts: list[Any] = []

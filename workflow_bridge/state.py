@@ -116,9 +116,18 @@ def user_request(payload: Mapping[str, Any]) -> str:
 
 
 def initial_state(
-    user_input: str | None = None, workflow_id: str | None = None, run_id: str | None = None, **payload: Any
+    user_input: str | None = None,
+    workflow_id: str | None = None,
+    run_id: str | None = None,
+    /,
+    **payload: Any,
 ) -> dict[str, Any]:
-    """The initial state EchoAI's runtime builds: the payload, the request under three keys, ids, no messages."""
+    """The initial state EchoAI's runtime builds: the payload, the request under three keys, ids, no messages.
+
+    EchoAI calls `initial_state(user_input, workflow_id, run_id, **input_payload)`, and its payloads may
+    hold `workflow_id` and `run_id` as metadata; the three leading arguments are positional-only so those
+    keys land in `payload`. An id given as an argument wins; otherwise the payload's is used.
+    """
     request = user_input if user_input is not None else user_request(payload)
     return {
         **payload,
@@ -127,6 +136,6 @@ def initial_state(
         "task_description": request,
         "messages": [],
         "tool_events": [],
-        "workflow_id": workflow_id,
-        "run_id": run_id,
+        "workflow_id": workflow_id if workflow_id is not None else payload.get("workflow_id"),
+        "run_id": run_id if run_id is not None else payload.get("run_id"),
     }

@@ -123,7 +123,7 @@ def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple
     module = import_module_checked(tool, allowed_modules)
     config = tool.execution_config
     if "function" in config:
-        fn = _attribute(tool, module, config["function"], "function")
+        fn = _decorated_function(_attribute(tool, module, config["function"], "function"))
         check_origin(tool, fn, "function", allowed_modules)
         return None, fn
     instance = build_instance(tool, module, allowed_modules)
@@ -249,6 +249,16 @@ async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> An
     """
     ctx = contextvars.copy_context()
     return await asyncio.wrap_future(worker_pool().submit(functools.partial(ctx.run, fn, *args, **kwargs)))
+
+
+def _decorated_function(target: Any) -> Any:
+    # CrewAI's `@tool` replaces the function by a (not callable) tool object keeping it as `.func`
+    # (`tool_from_crewai` registers such tools as `{module, function}`); the origin check then applies
+    # to that function itself.
+    inner = getattr(target, "func", None)
+    if not callable(target) and inspect.isfunction(inner):
+        return inner
+    return target
 
 
 def check_origin(tool: ToolDef, target: Any, kind: str, allowed_modules: typing.Sequence[str]) -> None:
