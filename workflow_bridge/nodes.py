@@ -16,7 +16,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from echo_tools.models import ToolContext
 from workflow_bridge.conditions import evaluate_condition, number_in
 from workflow_bridge.crewai_adapter import CrewAIAdapter, Node, format_parallel, now, original_request
 from workflow_bridge.llm_rehearsal import build_arguments, json_objects_in
@@ -132,12 +131,7 @@ def tool_node(
     tool_ref, make_args = _tool_plan(adapter, agent, node_type)
 
     def run_tool(state: dict[str, Any]) -> dict[str, Any]:
-        ctx = ToolContext(
-            agent_id=agent.get("agent_id"),
-            workflow_id=state.get("workflow_id"),
-            run_id=state.get("run_id"),
-            node_id=node_id,
-        )
+        ctx = adapter.context(agent, state, node_id)  # inherits a composite caller's grants and deadline
         adapter.capture.open(ctx.run_id, node_id)
         try:
             result = adapter.executor.invoke_sync(tool_ref, make_args(state), ctx)
