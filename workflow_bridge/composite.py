@@ -141,9 +141,10 @@ class _CompositeBackend(ToolBackend):
         self.executor = executor
 
     async def _run_under(
-        self, tool: ToolDef, context: ToolContext, run: Callable[[str], dict[str, Any]]
+        self, tool: ToolDef, context: ToolContext, run: Callable[[str], dict[str, Any]], started: float
     ) -> tuple[str, dict[str, Any]]:
-        """`run(sub_run_id)` in a worker thread, its agents' tool calls inheriting from `context`."""
+        """`run(sub_run_id)` in a worker thread, its agents' tool calls inheriting from `context` (and the
+        deadline of the call that began at `started`, `time.monotonic()`)."""
         sub_run = f"{context.run_id or 'run'}/{tool.tool_id}/{uuid.uuid4().hex[:12]}"
         timeout_ms = context.timeout_ms or tool.timeout_ms
         entry = _SubRun(
@@ -155,7 +156,7 @@ class _CompositeBackend(ToolBackend):
                     "call_path": [*context.call_path, tool.tool_id],
                 }
             ),
-            deadline=time.monotonic() + timeout_ms / 1000,
+            deadline=started + timeout_ms / 1000,
         )
 
         def work() -> dict[str, Any]:
@@ -270,6 +271,7 @@ class WorkflowBackend(_CompositeBackend):
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         from workflow_bridge.state import initial_state
 
+        started = time.monotonic()  # the executor's deadline counts from now, compiling included
         _check_nesting(tool, context)
         workflow, agents = self.load(tool)
         graph, saver = self.graph(tool, workflow, agents)
@@ -284,7 +286,7 @@ class WorkflowBackend(_CompositeBackend):
             finally:
                 saver.delete_thread(sub_run)  # a tool call's run is not resumable: keep no checkpoints
 
-        sub_run, final = await self._run_under(tool, context, run)
+        sub_run, final = await self._run_under(tool, context, run, started)
         if final.get("__interrupt__"):
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: workflow {workflow_id!r} paused at a human-review node; a workflow "
@@ -325,6 +327,7 @@ class AgentBackend(_CompositeBackend):
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         from workflow_bridge.llm import resolve_llm
 
+        started = time.monotonic()
         _check_nesting(tool, context)
         agent_id = tool.execution_config["agent_id"]
         store = _store(self.executor, tool, "agents")
@@ -347,7 +350,7 @@ class AgentBackend(_CompositeBackend):
             text, _names, events, _model = adapter.run_agent(agent, state, str(agent_id), llm)
             return {"result": text, "tool_events": events}
 
-        sub_run, final = await self._run_under(tool, context, run)
+        sub_run, final = await self._run_under(tool, context, run, started)
         return BackendOutput(
             output={"result": final["result"]},
             metadata={

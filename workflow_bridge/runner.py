@@ -188,8 +188,10 @@ def stream_run(
         emit({"type": "llm.rehearsal", "run_id": run_id, "message": REHEARSAL_NOTICE})
     config = {"configurable": {"thread_id": run_id}}
 
+    nested = f"{run_id}/"  # sub-runs of `workflow` / `agent` tools called in this run (composite.py)
+
     def forward(event: Any) -> None:
-        if event.run_id == run_id:
+        if event.run_id == run_id or (event.run_id or "").startswith(nested):
             emit(event.to_dict())
 
     executor.add_sink(forward)

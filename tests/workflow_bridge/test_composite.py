@@ -344,3 +344,106 @@ async def test_a_workflow_removed_after_registration_fails_the_call_naming_it(tm
     assert not result.success and "'wf_research'" in result.error
     assert "execution_config.workflow_id" in result.error
     await executor.aclose()
+
+
+# -- deadlines, agents, live progress ------------------------------------------------------------------
+
+
+async def test_the_callers_deadline_passes_down_and_stops_the_inner_call(tmp_path):
+    import asyncio
+    import threading
+
+    from tests.workflow_bridge import _compiler_tools
+
+    _compiler_tools.reset()
+    registry = _registry(
+        *_stores(tmp_path, _research(tools=["Meet A"]))
+    )  # waits for a partner that never comes
+    registry.register(_workflow_tool())
+    executor, log = make_executor(registry)
+    inner_done = threading.Event()
+    executor.add_sink(
+        lambda e: inner_done.set() if e.tool_id == "tool_meet_a" and e.type != "tool.invoked" else None
+    )
+    try:
+        result = await executor.invoke("research", {"user_input": "x"}, ToolContext(timeout_ms=1500))
+        assert not result.success and result.error_type == "timeout"
+        # the inner call had the time left of the outer call, not its own 30 s: it ends well before the
+        # partner's 20 s wait would
+        assert await asyncio.to_thread(inner_done.wait, 15)
+        ended = [e for e in log.events if e.tool_id == "tool_meet_a" and e.type != "tool.invoked"][0]
+        assert ended.error_type == "timeout"
+    finally:
+        _compiler_tools.STARTED["b"].set()  # release the worker thread
+    await executor.aclose()
+
+
+async def test_an_agents_permissions_narrow_an_agent_tools_calls(tmp_path):
+    agents = AgentStore(tmp_path / "agents")
+    agents.save(agent("agt_reader", tools=["Echo", "Score"], permissions=["fs:read"]))
+    registry = _registry(None, agents)
+    registry.register({**tool_definitions()[1], "permissions": ["net:outbound"]})
+    registry.register({"tool_id": "reader", "name": "Reader", "tool_type": "agent",
+                       "execution_config": {"agent_id": "agt_reader"}})  # fmt: skip
+    assert registry.resolve("reader").permissions == []  # what it needs, within what the agent grants
+    executor, _ = make_executor(registry)
+    result = await executor.invoke("reader", {"task": "t"})
+    assert result.success, result.error
+    assert {c["tool_id"]: c["status"] for c in result.metadata["tool_calls"]} == {
+        "tool_echo": "completed",
+        "tool_score": "failed",
+    }
+    await executor.aclose()
+
+
+async def test_an_agent_removed_after_registration_fails_the_call_naming_it(tmp_path):
+    agents = AgentStore(tmp_path / "agents")
+    path = agents.save(agent("agt_gone", tools=["Echo"]))
+    registry = _registry(None, agents)
+    registry.register({"tool_id": "gone", "name": "Gone", "tool_type": "agent",
+                       "execution_config": {"agent_id": "agt_gone"}})  # fmt: skip
+    path.unlink()
+    executor, _ = make_executor(registry)
+    result = await executor.invoke("gone", {"task": "t"})
+    assert not result.success and "execution_config.agent_id" in result.error and "'agt_gone'" in result.error
+    await executor.aclose()
+
+
+async def test_an_agent_naming_an_unknown_tool_fails_the_call_naming_both(tmp_path):
+    agents = AgentStore(tmp_path / "agents")
+    agents.save(agent("agt_lost", tools=["No Such Tool"]))
+    registry = _registry(None, agents)
+    registry.register({"tool_id": "lost", "name": "Lost", "tool_type": "agent",
+                       "execution_config": {"agent_id": "agt_lost"}})  # fmt: skip
+    executor, _ = make_executor(registry)
+    result = await executor.invoke("lost", {"task": "t"})
+    assert not result.success and "'No Such Tool'" in result.error and "agt_lost" in result.error
+    await executor.aclose()
+
+
+async def test_an_agent_tool_without_an_agent_store_says_how_to_configure_one(tmp_path):
+    registry = _registry(None, None)
+    registry.register({"tool_id": "x", "name": "X", "tool_type": "agent",
+                       "execution_config": {"agent_id": "agt_x"}})  # fmt: skip
+    executor, _ = make_executor(registry)
+    result = await executor.invoke("x", {"task": "t"})
+    assert not result.success and "agents=AgentStore(" in result.error
+    await executor.aclose()
+
+
+def test_a_parent_runs_live_progress_shows_the_sub_workflows_tool_calls(tmp_path):
+    from workflow_bridge.runner import run_workflow
+
+    outer_agent = agent("agt_lead", name="Lead", tools=["Research"])
+    outer, outer_agents = workflow([outer_agent], [], workflow_id="wf_outer")
+    registry = _registry(*_stores(tmp_path, _research(), (outer, outer_agents)))
+    registry.register(_workflow_tool())
+    executor, _ = make_executor(registry)
+    events: list[dict] = []
+    run_workflow({"workflow": outer, "agents": outer_agents}, registry=registry, executor=executor,
+                 user_input="nickel", run_id="run_live", on_event=events.append)  # fmt: skip
+    done = [(e["tool_id"], e["run_id"].split("/")[0]) for e in events if e["type"] == "tool.completed"]
+    assert done == [("tool_echo", "run_live"), ("research", "run_live")]
+    nested = [e for e in events if e["type"] == "tool.completed" and e["tool_id"] == "tool_echo"][0]
+    assert nested["run_id"].startswith("run_live/research/")
+    executor.close()
