@@ -1,7 +1,7 @@
 """The `workflow` and `agent` tool types: a stored EchoAI workflow, or one EchoAI agent, run as a tool.
 
 `WorkflowBackend` compiles the stored workflow with `WorkflowCompiler` and runs it as EchoAI does, in a
-worker thread (CrewAI refuses to run inside a running event loop), under a sub-run id derived from the
+thread of its own (CrewAI refuses to run inside a running event loop), under a sub-run id derived from the
 caller's run. `AgentBackend` runs one agent definition as a one-agent CrewAI crew. Their agents' tool calls
 go back through the executor with what the composite call inherits (granted permissions, the time left,
 `depth + 1`, the chain of composite tools, the parent call id): the backend files it under the sub-run id,
@@ -11,6 +11,7 @@ and `scoped_context`, which `CrewAIAdapter.context` calls, reads it back in what
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import hashlib
 import json
@@ -169,7 +170,7 @@ class _CompositeBackend(ToolBackend):
                     _RUNS.pop(sub_run, None)
 
         try:
-            final = await asyncio.to_thread(work)
+            final = await _in_own_thread(work, f"echo-tools {tool.tool_id}")
         except asyncio.CancelledError:
             entry.stopped = True  # the thread cannot be killed: its next node or tool call stops it
             raise
@@ -178,6 +179,39 @@ class _CompositeBackend(ToolBackend):
         except Exception as exc:  # boundary: a CrewAI, LangGraph or model failure is this call's failure
             raise ToolExecutionError(f"Tool {tool.tool_id!r}: {exc}", tool_id=tool.tool_id) from exc
         return sub_run, final
+
+
+async def _in_own_thread(fn: Callable[[], dict[str, Any]], name: str) -> dict[str, Any]:
+    """`fn()` on a thread of its own (with the caller's context variables), awaited.
+
+    Not the loop's default executor: a run blocks its thread until its agents' tool calls return, and
+    those calls may need that executor's workers themselves (sync tools), so a few concurrent composite
+    calls would starve it; nested sub-workflows would deadlock it.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[dict[str, Any]] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: dict[str, Any] | None, error: BaseException | None) -> None:
+        if future.done():  # the call was cancelled (deadline): nobody waits for this run any more
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result or {})
+
+    def target() -> None:
+        try:
+            outcome: tuple[dict[str, Any] | None, BaseException | None] = (context.run(fn), None)
+        except BaseException as exc:  # boundary: handed to the awaiting call, whatever it is
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop is closed: the call ended long ago and nobody waits
+            pass
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return await future
 
 
 def _tool_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -447,3 +447,21 @@ def test_a_parent_runs_live_progress_shows_the_sub_workflows_tool_calls(tmp_path
     nested = [e for e in events if e["type"] == "tool.completed" and e["tool_id"] == "tool_echo"][0]
     assert nested["run_id"].startswith("run_live/research/")
     executor.close()
+
+
+def test_concurrent_sync_callers_of_nested_workflow_tools_all_finish(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    outer_agent = agent("agt_lead", name="Lead", tools=["Research"])
+    registry = _registry(*_stores(tmp_path, _research(), workflow([outer_agent], [], workflow_id="wf_outer")))
+    registry.register(_workflow_tool())
+    registry.register(_workflow_tool("outer", "wf_outer", name="Outer"))
+    executor, _ = make_executor(registry)
+    # each call holds a thread until its sub-workflow's call, which needs a thread too, returns: more
+    # callers than a shared pool has workers must not deadlock it
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda i: executor.invoke_sync("outer", {"user_input": f"q{i}"}), range(8)))
+    assert [r.success for r in results] == [True] * 8, [r.error for r in results if not r.success]
+    assert all(r.metadata["tool_calls"][0]["status"] == "completed" for r in results)
+    assert len({r.metadata["run_id"] for r in results}) == 8
+    executor.close()
