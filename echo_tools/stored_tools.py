@@ -124,7 +124,7 @@ def check_stored_tool(tool: ToolDef, registry: ToolRegistry) -> None:
         if registry.agents is not None:
             for i, agent_id in enumerate(workflow.get("agents") or []):
                 agents[str(agent_id)] = _stored_agent(
-                    tool, registry, str(agent_id), f"execution_config.workflow_id (its agents[{i}])"
+                    tool, registry, str(agent_id), "execution_config.workflow_id", f" (its agents[{i}])"
                 )
         if not tool.input_schema:
             tool.input_schema = workflow_input_schema(start_node(workflow, agents))
@@ -138,12 +138,14 @@ def _fail(tool: ToolDef, field: str, message: str) -> ToolRegistrationError:
     return ToolRegistrationError(f"Tool {tool.tool_id!r}: {message}", tool_id=tool.tool_id, field=field)
 
 
-def _stored_agent(tool: ToolDef, registry: ToolRegistry, agent_id: str, field: str) -> dict[str, Any]:
+def _stored_agent(
+    tool: ToolDef, registry: ToolRegistry, agent_id: str, field: str, where: str = ""
+) -> dict[str, Any]:
     assert registry.agents is not None
     try:
         return registry.agents.get(agent_id)
     except (NotStoredError, ToolStorageError, ValueError) as exc:
-        raise _fail(tool, field, f"{field}: {exc}") from None
+        raise _fail(tool, field, f"{field}{where}: {exc}") from None
 
 
 def _agent_needs(

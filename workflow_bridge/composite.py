@@ -115,12 +115,12 @@ def _store(executor: ToolExecutor, tool: ToolDef, kind: str) -> Any:
     return store
 
 
-def _stored(tool: ToolDef, field: str, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _stored(tool: ToolDef, field: str, read: Callable[[], dict[str, Any]], where: str = "") -> dict[str, Any]:
     try:
         return read()
     except (NotStoredError, ToolStorageError, ValueError) as exc:
         raise ToolConfigError(
-            f"Tool {tool.tool_id!r}: {field}: {exc}", tool_id=tool.tool_id, field=field
+            f"Tool {tool.tool_id!r}: {field}{where}: {exc}", tool_id=tool.tool_id, field=field
         ) from exc
 
 
@@ -265,8 +265,12 @@ class WorkflowBackend(_CompositeBackend):
         if ids:
             store = _store(self.executor, tool, "agents")
             for i, agent_id in enumerate(ids):
-                field = f"execution_config.workflow_id (agents[{i}])"
-                agents[agent_id] = _stored(tool, field, functools.partial(store.get, agent_id))
+                agents[agent_id] = _stored(
+                    tool,
+                    "execution_config.workflow_id",
+                    functools.partial(store.get, agent_id),
+                    f" (agents[{i}])",
+                )
                 _check_agent(tool, agents[agent_id])
         return workflow, agents
 

@@ -465,3 +465,17 @@ def test_concurrent_sync_callers_of_nested_workflow_tools_all_finish(tmp_path):
     assert all(r.metadata["tool_calls"][0]["status"] == "completed" for r in results)
     assert len({r.metadata["run_id"] for r in results}) == 8
     executor.close()
+
+
+def test_a_workflow_whose_agent_has_no_file_is_refused_and_nothing_is_stored(tmp_path):
+    workflows, agents = _stores(tmp_path, _research())
+    (agents.root / "agt_wf_research_researcher.json").unlink()
+    registry = ToolRegistry(
+        storage_dir=tmp_path / "tools", allowed_modules=[MODULE], workflows=workflows, agents=agents
+    )
+    with pytest.raises(ToolRegistrationError) as info:
+        registry.register(_workflow_tool())
+    assert info.value.field == "execution_config.workflow_id"
+    assert "agents[1]" in str(info.value) and "'agt_wf_research_researcher'" in str(info.value)
+    assert registry.resolve("research") is None
+    assert not list((tmp_path / "tools").glob("*research*"))
