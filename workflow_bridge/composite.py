@@ -311,20 +311,24 @@ class WorkflowBackend(_CompositeBackend):
 
         started = time.monotonic()  # the executor's deadline counts from now, compiling included
         _check_nesting(tool, context)
-        workflow, agents = self.load(tool)
-        graph, saver = self.graph(tool, workflow, agents)
         payload = {k: v for k, v in args.items() if k != "user_input"}
         user_input = args.get("user_input")
-        workflow_id = workflow.get("workflow_id")
+        found: dict[str, Any] = {}
 
         def run(sub_run: str) -> dict[str, Any]:
+            # reading, compiling (CrewAI's first import takes seconds) and running all stay off the loop
+            workflow, agents = self.load(tool)
+            found.update(workflow=workflow, agents=agents)
+            graph, saver = self.graph(tool, workflow, agents)
             config = {"configurable": {"thread_id": sub_run}}
+            state = initial_state(user_input, workflow.get("workflow_id"), sub_run, **payload)
             try:
-                return dict(graph.invoke(initial_state(user_input, workflow_id, sub_run, **payload), config))
+                return dict(graph.invoke(state, config))
             finally:
                 saver.delete_thread(sub_run)  # a tool call's run is not resumable: keep no checkpoints
 
         sub_run, final = await self._run_under(tool, context, run, started)
+        agents, workflow_id = found["agents"], found["workflow"].get("workflow_id")
         if final.get("__interrupt__"):
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: workflow {workflow_id!r} paused at a human-review node; a workflow "
@@ -354,13 +358,15 @@ class AgentBackend(_CompositeBackend):
     def __init__(self, executor: ToolExecutor) -> None:
         super().__init__(executor)
         self._adapter: Any = None
+        self._lock = threading.Lock()
 
     def adapter(self) -> Any:
         from workflow_bridge.crewai_adapter import CrewAIAdapter
 
-        if self._adapter is None:
-            self._adapter = CrewAIAdapter(self.executor.registry, self.executor)
-        return self._adapter
+        with self._lock:
+            if self._adapter is None:
+                self._adapter = CrewAIAdapter(self.executor.registry, self.executor)
+            return self._adapter
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         from workflow_bridge.llm import resolve_llm
@@ -369,22 +375,23 @@ class AgentBackend(_CompositeBackend):
         _check_nesting(tool, context)
         agent_id = tool.execution_config["agent_id"]
         store = _store(self.executor, tool, "agents")
-        agent = _stored(tool, "execution_config.agent_id", lambda: store.get(agent_id))
-        _check_agent(tool, agent)
-        adapter = self.adapter()
-        try:
-            adapter.factory.resolve_tools(agent)
-        except ToolError as exc:
-            raise ToolConfigError(
-                f"Tool {tool.tool_id!r}: {exc}", tool_id=tool.tool_id, field="execution_config.agent_id"
-            ) from exc
-        llm = resolve_llm(agent.get("llm"))
         task = str(args.get("task") or "")
         if args.get("context"):
             task = f"{task}\n\nCONTEXT:\n{args['context']}"
 
         def run(sub_run: str) -> dict[str, Any]:
+            # reading the agent and building its crew (CrewAI's first import takes seconds) stay off the loop
+            agent = _stored(tool, "execution_config.agent_id", functools.partial(store.get, agent_id))
+            _check_agent(tool, agent)
+            adapter = self.adapter()
+            try:
+                adapter.factory.resolve_tools(agent)
+            except ToolError as exc:
+                raise ToolConfigError(
+                    f"Tool {tool.tool_id!r}: {exc}", tool_id=tool.tool_id, field="execution_config.agent_id"
+                ) from exc
             state = {"user_input": task, "run_id": sub_run, "workflow_id": None}
+            llm = resolve_llm(agent.get("llm"))
             text, _names, events, _model = adapter.run_agent(agent, state, str(agent_id), llm)
             return {"result": text, "tool_events": events}
 
