@@ -479,3 +479,28 @@ def test_a_workflow_whose_agent_has_no_file_is_refused_and_nothing_is_stored(tmp
     assert "agents[1]" in str(info.value) and "'agt_wf_research_researcher'" in str(info.value)
     assert registry.resolve("research") is None
     assert not list((tmp_path / "tools").glob("*research*"))
+
+
+async def test_an_api_node_in_a_workflow_tool_runs_with_its_agents_grant(tmp_path):
+    def api_workflow(**fields: Any):
+        call = agent("agt_call", "API", metadata={"api_config": {"method": "GET", "url": "https://x.example"}},
+                     **fields)  # fmt: skip
+        return workflow([call], [], workflow_id="wf_api")
+
+    http = {**tool_definitions()[-1], "permissions": ["net:outbound"]}
+    for fields, expected in (({}, "completed"), ({"permissions": ["fs:read"]}, "failed")):
+        root = tmp_path / str(len(fields))
+        registry = _registry(*_stores(root, api_workflow(**fields)))
+        registry.register(http)
+        registry.register(_workflow_tool("api", "wf_api", name="API call"))
+        executor, log = make_executor(registry)
+        result = await executor.invoke(
+            "api", {"user_input": "x"}, ToolContext(granted_permissions=list(ToolPermission))
+        )
+        assert result.success, result.error
+        assert [(c["tool_id"], c["status"]) for c in result.metadata["tool_calls"]] == [
+            ("tool_http_request", expected)
+        ]
+        inner = [e for e in log.events if e.tool_id == "tool_http_request" and e.type != "tool.invoked"][0]
+        assert inner.run_id == result.metadata["run_id"]
+        await executor.aclose()
