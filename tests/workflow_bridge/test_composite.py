@@ -504,3 +504,20 @@ async def test_an_api_node_in_a_workflow_tool_runs_with_its_agents_grant(tmp_pat
         inner = [e for e in log.events if e.tool_id == "tool_http_request" and e.type != "tool.invoked"][0]
         assert inner.run_id == result.metadata["run_id"]
         await executor.aclose()
+
+
+def test_an_agents_permissions_list_holds_in_a_plain_workflow_run_too():
+    from tests.workflow_bridge._compiler_support import make_registry
+    from workflow_bridge.runner import run_workflow
+
+    registry = make_registry()
+    registry.register({**tool_definitions()[1], "permissions": ["net:outbound"]})
+    executor, log = make_executor(registry)
+    wf, agents = workflow([agent("agt_a", tools=["Echo", "Score"], permissions=[])], [])
+    run_workflow({"workflow": wf, "agents": agents}, registry=registry, executor=executor, user_input="x")
+    ended = {e.tool_id: (e.type, e.error_type) for e in log.events if e.type != "tool.invoked"}
+    assert ended == {
+        "tool_echo": ("tool.completed", None),
+        "tool_score": ("tool.failed", "permission_denied"),
+    }
+    executor.close()
