@@ -144,7 +144,7 @@ class _CompositeBackend(ToolBackend):
     async def _run_under(
         self, tool: ToolDef, context: ToolContext, run: Callable[[str], dict[str, Any]], started: float
     ) -> tuple[str, dict[str, Any]]:
-        """`run(sub_run_id)` in a worker thread, its agents' tool calls inheriting from `context` (and the
+        """`run(sub_run_id)` on a thread of its own, its agents' tool calls inheriting from `context` (and the
         deadline of the call that began at `started`, `time.monotonic()`)."""
         sub_run = f"{context.run_id or 'run'}/{tool.tool_id}/{uuid.uuid4().hex[:12]}"
         timeout_ms = context.timeout_ms or tool.timeout_ms
