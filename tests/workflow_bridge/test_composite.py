@@ -193,10 +193,7 @@ async def test_the_callers_grant_passes_down_and_is_intersected_with_the_agents(
 
 
 async def test_inner_calls_carry_depth_call_path_and_parent_call_id(tmp_path):
-    from workflow_bridge import composite
-
     seen: list[ToolContext] = []
-    original = composite.scoped_context
 
     registry = _registry(*_stores(tmp_path, _research()))
     registry.register(_workflow_tool())
@@ -221,7 +218,6 @@ async def test_inner_calls_carry_depth_call_path_and_parent_call_id(tmp_path):
     finally:
         CrewAIAdapter.context = adapter_context  # type: ignore[method-assign]
     assert result.success, result.error
-    assert original is composite.scoped_context
     ctx = seen[0]
     assert ctx.depth == 3 and ctx.call_path == ["a", "b", "research"] and ctx.parent_call_id == "call_1"
     assert ctx.granted_permissions == [ToolPermission.FS_READ]
