@@ -33,6 +33,7 @@ from echo_tools.models import ToolDef, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_schema, compiled, normalize_args
 from echo_tools.skills import check_skill_tools
 from echo_tools.storage import Problem, ToolStorage, describe_validation_error, gc_paused
+from echo_tools.stored_tools import check_stored_tool
 from echo_tools.stores import AgentStore, WorkflowStore
 
 logger = logging.getLogger("echo_tools.registry")
@@ -288,6 +289,8 @@ class ToolRegistry:
         if tool.tool_type == ToolType.SKILL:
             # a composite needs what its inner tools need: a caller without it is refused before any step runs
             tool.permissions = check_skill_tools(tool, self)
+        elif tool.tool_type in (ToolType.WORKFLOW, ToolType.AGENT):
+            check_stored_tool(tool, self)  # stored ids, Start-node input schema, permissions, cycles
         if "credential" in tool.execution_config:  # a name only; an unknown one is a warning (see there)
             from echo_tools.credentials import check_tool_credential
 

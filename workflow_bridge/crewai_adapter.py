@@ -18,6 +18,7 @@ from typing import Any
 from echo_tools.events import ToolEvent
 from echo_tools.models import ToolContext
 from workflow_bridge.agent_factory import AgentFactory, agent_label, persona
+from workflow_bridge.composite import scoped_context
 from workflow_bridge.llm import describe_llm, is_rehearsal, llm_from_spec, llm_params, resolve_llm
 
 END_ROLES = ("Workflow exit point", "Output")
@@ -200,11 +201,16 @@ class CrewAIAdapter:
         return llm
 
     def context(self, agent: Mapping[str, Any], state: Mapping[str, Any], node_id: str) -> ToolContext:
-        return ToolContext(
-            agent_id=agent.get("agent_id"),
-            workflow_id=state.get("workflow_id"),
-            run_id=state.get("run_id"),
-            node_id=node_id,
+        # inside a `workflow`/`agent` tool call: the caller's grants, deadline and depth; the agent's own
+        # `permissions` list narrows the grant (composite.scoped_context)
+        return scoped_context(
+            agent,
+            ToolContext(
+                agent_id=agent.get("agent_id"),
+                workflow_id=state.get("workflow_id"),
+                run_id=state.get("run_id"),
+                node_id=node_id,
+            ),
         )
 
     def run_agent(

@@ -532,6 +532,8 @@ def normalize_agent(agent: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("llm", "metadata", "constraints", "permissions"):
         if not isinstance(out.get(key), Mapping):
             out[key] = {}
+    if isinstance(agent.get("permissions"), list):  # the permissions an agent grants its tools: kept
+        out["permissions"] = json_copy(agent["permissions"])
     out["metadata"].setdefault("node_type", "Agent")
     out["name"] = out.get("name") or str(out.get("agent_id") or "agent")
     out["role"] = out.get("role") or ROLE_BY_TYPE.get(out["metadata"]["node_type"], "Autonomous AI agent")

@@ -16,7 +16,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from echo_tools.models import ToolContext
 from workflow_bridge.conditions import ConditionVariableError, evaluate_condition, number_in
 from workflow_bridge.crewai_adapter import (
     CrewAIAdapter,
@@ -139,12 +138,7 @@ def tool_node(
     tool_ref, make_args = _tool_plan(adapter, agent, node_type)
 
     def run_tool(state: dict[str, Any]) -> dict[str, Any]:
-        ctx = ToolContext(
-            agent_id=agent.get("agent_id"),
-            workflow_id=state.get("workflow_id"),
-            run_id=state.get("run_id"),
-            node_id=node_id,
-        )
+        ctx = adapter.context(agent, state, node_id)  # inherits a composite caller's grants and deadline
         names = {str(agent.get("agent_id")): agent.get("name")} if agent.get("name") else None
         adapter.capture.open(ctx.run_id, node_id, names)
         try:

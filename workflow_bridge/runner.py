@@ -224,9 +224,10 @@ def stream_run(
     config = {"configurable": {"thread_id": run_id}}
 
     names = _NAMES.get(graph) or {}
+    nested = f"{run_id}/"  # sub-runs of `workflow` / `agent` tools called in this run (composite.py)
 
     def forward(event: Any) -> None:
-        if event.run_id == run_id:
+        if event.run_id == run_id or (event.run_id or "").startswith(nested):
             data = event.to_dict()
             name = names.get(str(data.get("agent_id")))
             if name:

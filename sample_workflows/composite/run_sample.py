@@ -1,0 +1,69 @@
+"""Run the composite sample offline: a Quarterly Report workflow whose analyst calls the stored Stats
+workflow as a `workflow` tool, whose statistician calls the `Sum and Mean` skill (two calculator calls).
+
+    .venv/bin/python sample_workflows/composite/run_sample.py [--storage DIR] [--input TEXT]
+
+Prints every tool call as it happens (the nested ones indented by their run), then the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PARENT_WORKFLOW = "wf_sample_report"
+
+
+def run(storage: str | Path, user_input: str | None = None, out: Any = sys.stdout) -> dict[str, Any]:
+    """Register AgentTools, the skill and the workflow tool into `storage`, run the report; return the state."""
+    from echo_tools import AgentStore, ToolExecutor, ToolRegistry, WorkflowStore
+    from workflow_bridge.runner import run_workflow
+
+    workflows, agents = WorkflowStore(HERE / "workflows"), AgentStore(HERE / "agents")
+    registry = ToolRegistry(
+        storage_dir=storage, discovery_dirs=[ROOT / "AgentTools"], workflows=workflows, agents=agents
+    )
+    registry.discover_local_tools()
+    for definition in json.loads((HERE / "tools.json").read_text(encoding="utf-8")):
+        registry.register(definition)
+    workflow = workflows.get(PARENT_WORKFLOW)
+    source = {"workflow": workflow, "agents": {a: agents.get(a) for a in workflow["agents"]}}
+    executor = ToolExecutor(registry)
+
+    def show(event: dict[str, Any]) -> None:
+        if event.get("type") in ("tool.completed", "tool.failed"):
+            depth = str(event.get("run_id") or "").count("/") // 2
+            status = "ok " if event["type"] == "tool.completed" else "FAILED "
+            out.write(f"{'  ' * depth}{status}{event['tool_id']} (agent {event.get('agent_id')})\n")
+
+    executor.add_sink(lambda e: show(e.to_dict()))
+    try:
+        return run_workflow(
+            source,
+            registry=registry,
+            executor=executor,
+            user_input=user_input or workflow["metadata"]["default_input"],
+            llm="rehearsal",
+        )
+    finally:
+        executor.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--storage", help="tool storage folder (default: a new temporary folder)")
+    parser.add_argument("--input", help="the request (default: the workflow's metadata.default_input)")
+    args = parser.parse_args()
+    state = run(args.storage or tempfile.mkdtemp(prefix="echo-tools-composite-"), args.input)
+    sys.stdout.write(f"\ncrew_result:\n{state.get('crew_result')}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
