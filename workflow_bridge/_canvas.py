@@ -192,17 +192,19 @@ def _resolve_entry(
         )
     if tool is None and kind == "mcp_server":
         tool = _match_mcp_tool(registry, config.get("serverId"), config.get("operationName"))
+    label = tool_ref or name or entry.get("id")
+    if tool is None and kind not in BUILTIN_TOOL_TYPES:
+        kind = _round_tripped_builtin(tool_ref, name) or kind  # before templates: it is typed as one
     if tool is None and kind == TEMPLATE_TOOL_TYPE:  # {provider, action, credentials}: an imported tool
         from echo_tools.openapi import template_tool
 
-        tool = template_tool(
-            registry, config, lambda lv, f, m: diags.append(Diagnostic(lv, node_id, f"{where}.config.{f}", m))
-        )
+        def report(level: str, field: str, message: str) -> None:
+            add = diags.warning if level == "warning" else diags.error
+            add(node_id, f"{where}.config.{field}", f"Node {node_id!r}: tool {label!r}: {message}")
+
+        tool = template_tool(registry, config, report)
         if tool is None:
             return None
-    label = tool_ref or name or entry.get("id")
-    if tool is None and kind not in BUILTIN_TOOL_TYPES:
-        kind = _round_tripped_builtin(tool_ref, name) or kind
     if tool is None and kind in BUILTIN_TOOL_TYPES:
         _check_builtin(kind, config, node_id, where, diags)
         return _binding(f"builtin_{kind}", name or kind, kind, enabled, _fixed_of(entry), config, entry)
