@@ -55,7 +55,9 @@ class _Calls:
 
     def run(self, kwargs: dict[str, Any]) -> str | ToolFailure:
         args = self.view.call_args(kwargs)
-        if asyncio._get_running_loop() is None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: wait here
             result = self.executor.invoke_sync(self.tool_id, args, self.context)
         else:
             # a loop runs in this thread (an async crew calling sync tools): never block it re-entrantly,
