@@ -207,10 +207,11 @@ class ToolExecutor:
             if passes(check, args):
                 return args
         problems = describe_problems(route.input_validator, args, "input")
+        paths = [problem.split(":", 1)[0] for problem in problems]
         return ToolValidationError(
             f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
             tool_id=tool.tool_id,
-            field=problems[0].split(":", 1)[0] if problems else "input",
+            field=next((p for p in paths if p != "input"), "input"),  # the most specific field named
         )
 
     def _finish(
