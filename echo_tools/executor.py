@@ -413,7 +413,7 @@ class _OnLoop(_Waits):
         backend = executor.backend_for(tool.tool_type)
         sync = route.sync
         if sync is UNDECIDED:
-            sync = await run_in_worker(route.decide_sync, backend)  # it may import: off the loop
+            sync = await asyncio.wrap_future(route.decide_sync_elsewhere(backend))  # may import: off the loop
         if sync is not None and sync.inline:
             return _run_inline(sync, args, timeout_s)
         async with asyncio.timeout(timeout_s):

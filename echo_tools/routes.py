@@ -7,7 +7,9 @@ them by tool id, for as long as the registry holds that very definition.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from echo_tools.backends.base import ToolBackend
 
 UNDECIDED: Any = object()  # the backend was not asked yet: it is on the route's first run
+_deciding = threading.Lock()
 
 
 @dataclasses.dataclass(eq=False)
@@ -36,6 +39,7 @@ class Route:
     check_output: Callable[[Any], bool] | None
     flat_keys: frozenset[str]  # input keys typed scalar and not secret: nothing in them to redact
     sync: SyncCall | None = UNDECIDED  # the backend's sync_call for the tool (None: run through `call`)
+    deciding: concurrent.futures.Future[SyncCall | None] | None = dataclasses.field(default=None, repr=False)
 
     def decide_sync(self, backend: ToolBackend) -> SyncCall | None:
         """Ask the backend once whether the tool is a plain sync function; remember the answer."""
@@ -47,6 +51,23 @@ class Route:
             except ToolError:
                 self.sync = None  # `call` reports the same problem as a failed call
         return self.sync
+
+    def decide_sync_elsewhere(self, backend: ToolBackend) -> concurrent.futures.Future[SyncCall | None]:
+        """`decide_sync` on a thread of its own (it may import the tool's module), once: callers on an
+        event loop await this one future meanwhile, and take no worker from the tools."""
+        with _deciding:
+            future = self.deciding
+            if future is None:
+                future = self.deciding = concurrent.futures.Future()
+                thread = threading.Thread(target=self._decide_into, args=(backend, future), daemon=True)
+                thread.start()
+        return future
+
+    def _decide_into(self, backend: ToolBackend, future: concurrent.futures.Future[SyncCall | None]) -> None:
+        try:
+            future.set_result(self.decide_sync(backend))
+        except BaseException as exc:  # boundary: whatever went wrong reaches the callers waiting
+            future.set_exception(exc)
 
 
 def new_route(tool: ToolDef) -> Route:

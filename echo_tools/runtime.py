@@ -199,11 +199,16 @@ class WorkerPool:
             self._idle.get_nowait()  # an idle worker will take it
         except queue.Empty:
             with self._lock:
-                if self._threads >= self.max_workers or self.abandoned >= self.max_abandoned:
-                    raise WorkersBusy(self._busy_message()) from None
-                self._threads += 1
-                name = f"echo-tools-worker-{self._threads + self.abandoned}"
-            threading.Thread(target=self._work, name=name, daemon=True).start()
+                try:
+                    self._idle.get_nowait()  # a worker became idle meanwhile (tokens are put under the lock)
+                    name = ""
+                except queue.Empty:
+                    if self._threads >= self.max_workers or self.abandoned >= self.max_abandoned:
+                        raise WorkersBusy(self._busy_message()) from None
+                    self._threads += 1
+                    name = f"echo-tools-worker-{self._threads + self.abandoned}"
+            if name:
+                threading.Thread(target=self._work, name=name, daemon=True).start()
         self._queue.put(job)
 
     def _busy_message(self) -> str:
@@ -238,10 +243,13 @@ class WorkerPool:
                         self._threads += 1  # room again: it rejoins the pool
                     else:
                         job.state = _DONE
+                    # idle before the caller hears back, so its next call finds this worker free
+                    self._idle.put(None)
                 if not abandoned:
                     job.notify(job)
+            else:
+                self._idle.put(None)  # a job cancelled before it started: still idle
             del job  # do not keep the last result alive while idle
-            self._idle.put(None)
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:

@@ -197,3 +197,18 @@ def read_request_id() -> str:
 
 def raise_timeout(host: str) -> None:
     raise TimeoutError(f"connecting to {host} timed out")  # the tool's own failure, not the call's deadline
+
+
+HOLD = threading.Event()  # released by the test that holds calls
+HELD: dict[str, int] = {}
+ALL_HELD = threading.Event()
+
+
+def held(key: str, until: int) -> str:
+    """Waits for HOLD (at most 30 s); sets ALL_HELD once `until` calls of `key` are waiting at once."""
+    with _lock:
+        HELD[key] = HELD.get(key, 0) + 1
+        if HELD[key] >= until:
+            ALL_HELD.set()
+    HOLD.wait(30)
+    return "released"
