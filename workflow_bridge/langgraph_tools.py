@@ -21,9 +21,10 @@ from langchain_core.tools import InjectedToolArg, StructuredTool, ToolException
 from langgraph.config import get_stream_writer
 
 from echo_tools.events import ToolEvent
+from echo_tools.llm_text import text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
-from workflow_bridge._schema_models import ToolView, as_context, failure_text, output_text, resolve_bindings
+from workflow_bridge._schema_models import ToolView, as_context, resolve_bindings
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -90,9 +91,9 @@ def to_langchain_tool(
     tool_name = name or view.name
 
     def respond(result: ToolResult, call_id: str | None) -> tuple[Any, Any]:
+        text = text_for_llm(result, tool, name=tool_name)
         if result.success:
-            return output_text(result.output), result
-        text = failure_text(tool_name, result)
+            return text, result
         if call_id is None:
             raise ToolException(text)
         # a returned error message keeps the ToolResult; a raised ToolException would drop the artifact
@@ -255,10 +256,8 @@ class ExecutorToolNode(RunnableLambda):
         return ToolMessage(text, tool_call_id=call.get("id") or "", name=call["name"], status="error")
 
     def _message(self, call: dict[str, Any], view: ToolView, result: ToolResult) -> ToolMessage:
-        if result.success:
-            content, status = output_text(result.output), "success"
-        else:
-            content, status = failure_text(view.name, result), "error"
+        content = text_for_llm(result, view.tool, name=view.name)
+        status = "success" if result.success else "error"
         return ToolMessage(
             content, tool_call_id=call.get("id") or "", name=call["name"], status=status, artifact=result
         )
