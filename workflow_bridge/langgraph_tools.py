@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import InjectedToolArg, StructuredTool, ToolException
 from langgraph.config import get_stream_writer
 
@@ -162,7 +162,7 @@ def _stream_writer() -> Callable[[Any], None] | None:
         return None
 
 
-class ExecutorToolNode(RunnableLambda):
+class ExecutorToolNode(Runnable[Any, Any]):
     """A LangGraph node running the tool calls of the last AI message through the `ToolExecutor`.
 
     Use it where `ToolNode` goes (`builder.add_node("tools", node)`, routed by `tools_condition`). The
@@ -193,7 +193,7 @@ class ExecutorToolNode(RunnableLambda):
         max_concurrency: int = 8,
         tags: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(self._func, self._afunc, name=name)
+        self.name = name
         self.tags = list(tags) if tags else None
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
@@ -261,6 +261,16 @@ class ExecutorToolNode(RunnableLambda):
         return ToolMessage(
             content, tool_call_id=call.get("id") or "", name=call["name"], status=status, artifact=result
         )
+
+    # A plain Runnable, not a RunnableLambda: a node's calls need no callback run of their own (LangGraph
+    # traces the node), and the executor emits the events; LangGraph's own ToolNode skips it likewise.
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the tool calls of the last AI message (sync callers)."""
+        return self._func(input)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the tool calls of the last AI message, concurrently."""
+        return await self._afunc(input)
 
     def _func(self, input: Any) -> Any:
         calls, as_dict = self._parse(input)
