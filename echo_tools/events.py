@@ -50,6 +50,7 @@ EVENT_TYPES = ("tool.registered", "tool.invoked", "tool.completed", "tool.failed
 EventSink = Callable[["ToolEvent"], Any]
 
 QUEUE_SIZE = 10_000  # events waiting for the delivery thread; beyond it they are dropped and counted
+REMOVE_WAIT_S = 5.0
 
 _ID_PREFIX = os.urandom(10).hex()
 _ID_COUNTER = itertools.count(1)
@@ -255,10 +256,10 @@ class EventBus:
             self._inline.append(sink)
 
     def remove(self, sink: EventSink) -> None:
-        """Stop delivering to `sink`, once it has received every event emitted before (no error when it
-        was not added)."""
+        """Stop delivering to `sink`, once it has received every event emitted before (waiting at most
+        `REMOVE_WAIT_S` for a slow sink; no error when it was not added)."""
         if sink in self.sinks:
-            self.flush()
+            self.flush(REMOVE_WAIT_S)
             self.sinks.remove(sink)
         if sink in self._inline:
             self._inline.remove(sink)

@@ -158,7 +158,12 @@ class WorkerPool:
         done.acquire()
         job = _Job(fn, lambda _job: done.release())
         self._dispatch(job)
-        if not done.acquire(timeout=min(timeout_s, threading.TIMEOUT_MAX)):
+        try:
+            finished = done.acquire(timeout=min(timeout_s, threading.TIMEOUT_MAX))
+        except BaseException:  # Ctrl-C while waiting: the caller is gone, so is its claim on the thread
+            self.abandon(job)
+            raise
+        if not finished:
             self.abandon(job)
             raise WaitTimedOut(f"the job did not finish within {timeout_s:g} s")
         return job.outcome()
