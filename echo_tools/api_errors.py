@@ -8,7 +8,6 @@ registration), 401 missing or wrong API key, 413 body too large, 504 timeout, 50
 from __future__ import annotations
 
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.errors import (
@@ -111,7 +110,7 @@ def from_failed_result(result: ToolResult) -> ApiError:
     kind = result.error_type or "execution"
     status = STATUS_BY_ERROR_TYPE.get(kind, 502)
     message = result.error or f"Tool {result.tool_id!r} failed"
-    field = _field_of(message) if kind == "validation" else None
+    field = result.error_field  # the field the error names travels as data, never parsed from the text
     return ApiError(
         status,
         kind,
@@ -120,13 +119,6 @@ def from_failed_result(result: ToolResult) -> ApiError:
         field=field,
         extra={"result": result.model_dump(mode="json")},
     )
-
-
-def _field_of(message: str) -> str | None:
-    # The executor's validation messages read "... input.values[2]: must be ..."; keep that path.
-    paths = re.findall(r"(?<![\w.])(input(?:[.\[][^\s:]*)?):", message)
-    deepest = [p for p in paths if p != "input"]
-    return (deepest or paths or [None])[0]
 
 
 def describe_request_errors(errors: Any) -> tuple[str, str | None]:

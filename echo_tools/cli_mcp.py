@@ -11,6 +11,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from echo_tools.redaction import hide_values
+
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
 
@@ -82,6 +84,6 @@ def describe_server(name: str | None, entry: Any) -> str:
     count = f"  {len(tools)} tools" if isinstance(tools, list) else ""
     if isinstance(entry.get("tool_count"), int):
         count = f"  {entry['tool_count']} tools"
-    redacted = {k: "***" for k in (config.get("headers") or {})}
+    redacted = hide_values(config.get("headers") or {})
     extra = f"  headers={json.dumps(redacted)}" if redacted else ""
     return f"{name}  {where.strip()}{count}{extra}"

@@ -1,23 +1,47 @@
-"""Tool events and the sinks that receive them.
+"""Tool events, the one event bus that delivers them, and the built-in sinks.
 
 A sink is any callable taking a `ToolEvent`. A sink that raises is logged and skipped: it never breaks
-the call that emitted the event. Secrets in inputs and outputs are redacted before any sink sees them.
+the call that emitted the event. Secrets in inputs, outputs and metadata are redacted before any sink sees
+them. An event emitted on an event loop reaches ordinary sinks from the bus's own delivery thread, through
+a bounded queue, so a slow sink never stalls the loop (when the queue is full the event is dropped for
+those sinks and counted in `EventBus.dropped`); `InlineSink`s and events emitted from plain threads are
+delivered in place, in order.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import logging
-import re
+import os
+import queue
 import threading
-import uuid
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from echo_tools.models import ToolContext
+from echo_tools.redaction import REDACTED, is_secret_key, redact
+
+__all__ = [
+    "EVENT_TYPES",
+    "REDACTED",
+    "EventBus",
+    "EventSink",
+    "InlineSink",
+    "JsonlEventLog",
+    "LoggingEventSink",
+    "MemoryEventLog",
+    "ToolEvent",
+    "call_fields",
+    "format_timestamp",
+    "is_secret_key",
+    "redact",
+    "utc_now",
+]
 
 logger = logging.getLogger("echo_tools.events")
 
@@ -25,45 +49,69 @@ EVENT_TYPES = ("tool.registered", "tool.invoked", "tool.completed", "tool.failed
 
 EventSink = Callable[["ToolEvent"], Any]
 
-REDACTED = "***"
+QUEUE_SIZE = 10_000  # events waiting for the delivery thread; beyond it they are dropped and counted
+REMOVE_WAIT_S = 5.0
 
-# A key is secret when one of its words is a secret word (`access_token`, `X-Api-Key`, `clientSecret`);
-# plain substrings would also hide harmless keys such as `max_tokens` or `keyboard`.
-_SECRET_WORDS = frozenset(
-    {"token", "secret", "password", "passwd", "pwd", "passphrase", "authorization", "auth", "bearer",
-     "credential", "credentials", "cookie", "apikey", "privatekey", "accesskey", "secretkey", "signature"}
-)  # fmt: skip
-_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key")})
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
-_NON_WORD = re.compile(r"[^a-z0-9]+")
+_ID_PREFIX = os.urandom(10).hex()
+_ID_COUNTER = itertools.count(1)
+_second = (0, "")  # (epoch second, its text): one strftime per second, not per event
+_SCALARS = (str, int, float, bool, type(None))
 
 
-@functools.lru_cache(maxsize=4096)  # events carry the same few keys over and over
-def is_secret_key(key: str) -> bool:
-    """True when a mapping key names a secret (`api_key`, `Authorization`, `refreshToken`)."""
-    words = [w for w in _NON_WORD.split(_CAMEL.sub(r"\1_\2", key).lower()) if w]
-    if any(w in _SECRET_WORDS for w in words):
-        return True
-    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+def format_timestamp(now: float) -> str:
+    """`now` (epoch seconds) as ISO 8601 UTC with microseconds and a `Z` suffix."""
+    global _second
+    second = int(now)
+    cached, prefix = _second
+    if cached != second:
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second = (second, prefix)
+    return f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
 
 
 def utc_now() -> str:
-    """UTC time as ISO 8601 with a `Z` suffix."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """The current UTC time as ISO 8601 with microseconds and a `Z` suffix."""
+    return format_timestamp(time.time())
 
 
-def redact(value: Any, _depth: int = 0) -> Any:
-    """A copy of `value` with the values of secret-looking keys replaced by `***`."""
-    if _depth > 20:
+def new_event_id() -> str:
+    """32 hex digits: a random per-process prefix and a counter, unique across processes."""
+    return _format_event_id(next(_ID_COUNTER))
+
+
+def _format_event_id(number: int) -> str:
+    return f"{_ID_PREFIX}{number & 0xFFFFFFFFFFFF:012x}"
+
+
+_UNSET: Any = object()
+
+
+class _Deferred:
+    """A dataclass field (a descriptor-typed field) captured cheaply at construction, as text when read.
+
+    Like `logging.LogRecord`, an event notes its moment (and its number) when it is made and formats
+    them only if a sink looks: most events of a fast call are never read field by field.
+    """
+
+    def __init__(self, capture: Callable[[], Any], render: Callable[[Any], str]) -> None:
+        self._capture = capture
+        self._render = render
+        self._slot = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return _UNSET  # the field's default, handed to __init__ (and then to __set__)
+        value = getattr(obj, self._slot)
+        if type(value) is not str:
+            value = self._render(value)
+            setattr(obj, self._slot, value)
         return value
-    if isinstance(value, dict):
-        return {
-            k: (REDACTED if isinstance(k, str) and is_secret_key(k) else redact(v, _depth + 1))
-            for k, v in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [redact(v, _depth + 1) for v in value]
-    return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj, self._slot, self._capture() if value is _UNSET else value)
 
 
 @dataclass
@@ -87,19 +135,54 @@ class ToolEvent:
     duration_ms: float | None = None
     attempts: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    event_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    timestamp: str = field(default_factory=utc_now)
+    event_id: str = _Deferred(_ID_COUNTER.__next__, _format_event_id)  # type: ignore[assignment]
+    timestamp: str = _Deferred(time.time, format_timestamp)  # type: ignore[assignment]
 
     def to_dict(self) -> dict[str, Any]:
-        """The event as a JSON-ready dict (keys with `None` values left out)."""
-        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+        """The event's fields as a dict, leaving out those that are None or empty (values not copied)."""
+        out = {}
+        for name in _FIELD_NAMES:
+            value = getattr(self, name)
+            if value is not None and value != {}:
+                out[name] = value
+        return out
 
     def to_json(self) -> str:
         """The event as one line of JSON (values JSON cannot hold are written with `str`)."""
         return json.dumps(self.to_dict(), default=str, ensure_ascii=False)
 
 
-class MemoryEventLog:
+_FIELD_NAMES = tuple(f.name for f in fields(ToolEvent))
+
+
+def call_fields(
+    tool_id: str | None, tool_name: str | None, tool_type: str | None, context: ToolContext | None
+) -> dict[str, Any]:
+    """The fields every event of one call shares: the tool and the caller's context ids.
+
+    Without a context the ids are left out: they read as None all the same.
+    """
+    if context is None:
+        return {"tool_id": tool_id, "tool_name": tool_name, "tool_type": tool_type}
+    return {
+        "tool_id": tool_id,
+        "tool_name": tool_name,
+        "tool_type": tool_type,
+        "agent_id": context.agent_id,
+        "workflow_id": context.workflow_id,
+        "run_id": context.run_id,
+        "node_id": context.node_id,
+        "tool_call_id": context.tool_call_id,
+        "trace_id": context.trace_id,
+    }
+
+
+class InlineSink:
+    """Base of sinks delivered in the emitting thread even on an event loop: cheap, never blocking, and
+    needing the caller's thread or context variables (an in-memory log, a stream writer)."""
+
+
+class MemoryEventLog(InlineSink):
     """Keeps every event in memory, in order: `.events` is the list."""
 
     def __init__(self) -> None:
@@ -143,30 +226,119 @@ class LoggingEventSink:
 
 
 class EventBus:
-    """The sinks of one registry or executor; `emit` delivers to each and isolates their failures."""
+    """The sinks of one registry or executor; `emit` redacts, then delivers to each and isolates failures.
 
-    def __init__(self, sinks: Iterable[EventSink] = ()) -> None:
-        self.sinks: list[EventSink] = list(sinks)
+    Args:
+        sinks: the first sinks (more via `add`).
+        queue_size: events that may wait for the delivery thread before new ones are dropped.
+    """
 
-    def add(self, sink: EventSink) -> None:
-        """Deliver future events to `sink` too."""
+    def __init__(self, sinks: Iterable[EventSink] = (), queue_size: int = QUEUE_SIZE) -> None:
+        self.sinks: list[EventSink] = []
+        self.dropped = 0  # events not delivered to the background sinks because the queue was full
+        self._inline: list[EventSink] = []
+        self._queue: queue.Queue[tuple[tuple[EventSink, ...], Any]] = queue.Queue(queue_size)
+        self._worker: threading.Thread | None = None
+        self._lock = threading.Lock()
+        for sink in sinks:
+            self.add(sink)
+
+    def add(self, sink: EventSink, *, inline: bool | None = None) -> None:
+        """Deliver future events to `sink` too.
+
+        Args:
+            sink: the callable.
+            inline: deliver in the emitting thread even on an event loop; default: when `sink` is an
+                `InlineSink`. Say True only for a sink that never blocks.
+        """
         self.sinks.append(sink)
+        if inline or (inline is None and isinstance(sink, InlineSink)):
+            self._inline.append(sink)
 
     def remove(self, sink: EventSink) -> None:
-        """Stop delivering to `sink` (no error when it was not added)."""
+        """Stop delivering to `sink`, once it has received every event emitted before (waiting at most
+        `REMOVE_WAIT_S` for a slow sink; no error when it was not added)."""
         if sink in self.sinks:
+            self.flush(REMOVE_WAIT_S)
             self.sinks.remove(sink)
+        if sink in self._inline:
+            self._inline.remove(sink)
 
-    def emit(self, event: ToolEvent) -> None:
-        """Redact the event's input, output and metadata, then hand it to every sink in order."""
+    def emit(
+        self, event: ToolEvent, flat_keys: frozenset[str] = frozenset(), *, on_loop: bool = False
+    ) -> None:
+        """Redact the event's input, output and metadata, then hand it to every sink in order.
+
+        Args:
+            event: the event (its input, output and metadata are replaced by redacted copies as needed).
+            flat_keys: input keys known to be harmless and typed scalar (the input passed a schema saying
+                so): an input made only of them needs no look.
+            on_loop: the caller runs on an event loop: sinks that are not inline get the event from the
+                delivery thread, so none of them can stall the loop.
+        """
         sinks = tuple(self.sinks)  # a sink added or removed meanwhile does not disturb this delivery
         if not sinks:
             return
-        event.input = redact(event.input)
-        event.output = redact(event.output)
-        event.metadata = redact(event.metadata)
-        for sink in sinks:
-            try:
-                sink(event)
-            except Exception:  # boundary: a broken sink must never break a tool call
-                logger.exception("event sink %r raised on %s", sink, event.type)
+        value = event.input
+        if value is not None and not (type(value) is dict and flat_keys.issuperset(value)):
+            event.input = redact(value)
+        if not isinstance(event.output, _SCALARS):
+            event.output = redact(event.output)
+        if event.metadata:
+            event.metadata = redact(event.metadata)
+        if not on_loop:
+            _deliver(sinks, event)
+            return
+        inline = self._inline
+        later = tuple(s for s in sinks if s not in inline) if inline else sinks
+        if inline:
+            _deliver(tuple(s for s in sinks if s in inline), event)
+        if later:
+            self._enqueue(later, event)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every event queued so far reached its sinks; False when `timeout` passed first."""
+        if self._worker is None or threading.current_thread() is self._worker:
+            return True
+        done = threading.Event()
+        try:
+            self._queue.put(((), done), timeout=timeout)
+        except queue.Full:
+            return False
+        return done.wait(timeout)
+
+    def _enqueue(self, sinks: tuple[EventSink, ...], event: ToolEvent) -> None:
+        if self._worker is None:
+            with self._lock:
+                if self._worker is None:
+                    self._worker = threading.Thread(target=self._drain, name="echo-tools-events", daemon=True)
+                    self._worker.start()
+        try:
+            self._queue.put_nowait((sinks, event))
+        except queue.Full:
+            with self._lock:
+                self.dropped += 1
+                first = self.dropped == 1
+            if first:
+                logger.warning(
+                    "event queue full (%d events): a sink is slower than the calls; dropping events "
+                    "(counted in EventBus.dropped)",
+                    self._queue.maxsize,
+                )
+
+    def _drain(self) -> None:
+        while True:
+            sinks, item = self._queue.get()
+            if isinstance(item, threading.Event):
+                item.set()
+            else:
+                _deliver(sinks, item)
+            del sinks, item  # keep nothing alive while idle
+
+
+def _deliver(sinks: tuple[EventSink, ...], event: ToolEvent) -> None:
+    for sink in sinks:
+        try:
+            sink(event)
+        except Exception:  # boundary: a broken sink must never break a tool call
+            logger.exception("event sink %r raised on %s", sink, event.type)

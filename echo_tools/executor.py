@@ -1,22 +1,25 @@
 """ToolExecutor: the single path every tool call takes, whoever asks (CrewAI, LangGraph, the API, the CLI).
 
-`invoke` reads top to bottom as DESIGN.md's nine steps: resolve, permissions, normalise, validate, emit
-`tool.invoked`, run the backend under the timeout (with retries for pure/idempotent tools), normalise and
-validate the output, emit exactly one of `tool.completed` / `tool.failed` / `tool.timeout`, return the
-`ToolResult`. Tool failures are results; only misuse of the API raises. The executor never knows tool
-types: `backend_for(tool_type)` builds the backend of each type (`backends.catalog`) on first use. What
-is decided once per tool lives in `routes`, how a run ends in `outcomes`, `max_concurrency` in `limits`.
+`_call` is the one pipeline and reads top to bottom as DESIGN.md's nine steps: resolve, permissions,
+normalise, validate, emit `tool.invoked`, run the backend under the deadline (retried as `retry` decides),
+normalise and validate the output, emit exactly one of `tool.completed` / `tool.failed` / `tool.timeout`,
+return the `ToolResult`. Tool failures are results; only misuse of the API raises.
+
+`invoke` runs the pipeline on the caller's event loop; `invoke_sync` runs the same coroutine in the
+calling thread with waits that block (`_Blocking`), so it never suspends and needs no loop. Only how step
+6 waits differs between the two (`_OnLoop` / `_Blocking`): a tool whose backend offers it as a plain sync
+function (`ToolBackend.sync_call`) runs inline or on a worker thread (`runtime`) that a sync caller waits
+on directly; every other tool runs through `backend.call`, on the background loop for sync callers.
+What is decided once per tool lives in `routes`, the error table in `outcomes`, retries in `retry`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import operator
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from echo_tools import retry
@@ -26,44 +29,32 @@ from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     ToolDisabledError,
     ToolError,
-    ToolExecutionError,
     ToolNotFoundError,
     ToolOutputValidationError,
     ToolPermissionError,
     ToolValidationError,
 )
-from echo_tools.events import EventSink
+from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields
+from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
-from echo_tools.metrics import (
-    NO_CONTEXT,
-    CallEventBus,
-    MetricsRecorder,
-    call_fields,
-    make_event,
-    make_result,
-    new_event,
-    to_json_value,
-)
+from echo_tools.metrics import MetricsRecorder
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
-from echo_tools.outcomes import NOT_RUN, Outcome, cancelled, result_error_type, timeout_error
+from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
-from echo_tools.runtime import run_sync
+from echo_tools.runtime import call_in_worker, run_in_worker, run_sync
 from echo_tools.schema import normalize_args
 
 if TYPE_CHECKING:
     import httpx
 
-    from echo_tools.backends.base import ToolBackend
+    from echo_tools.backends.base import SyncCall, ToolBackend
     from echo_tools.registry import ToolRegistry
 
 logger = logging.getLogger("echo_tools.executor")
 
-# bound once: module globals are the cheapest look-ups on the hot path
-_NO_CONTEXT = NO_CONTEXT
+NO_CONTEXT = ToolContext()  # the context of calls made without one (never changed)
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})  # outputs to_json_value returns unchanged
 _perf = time.perf_counter
-_running_loop = asyncio._get_running_loop
-_is_none = functools.partial(operator.is_, None)
 
 
 class ToolExecutor:
@@ -90,16 +81,13 @@ class ToolExecutor:
             raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
         self.registry = registry
         self.egress = egress if egress is not None else EgressPolicy()
-        self.events: CallEventBus = CallEventBus(event_sinks)
+        self.events = EventBus(event_sinks)
         self.output_validation = output_validation
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
         self._routes = RouteTable()
-        self._by_ref = self._routes.by_ref  # step 1's first look-up, one attribute away
         self._limits = ConcurrencyLimits()
         self._lock = threading.RLock()  # re-entrant: a backend being built may ask for another
-
-    # -- the pipeline --------------------------------------------------------------------------------
 
     async def invoke(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
@@ -111,260 +99,119 @@ class ToolExecutor:
             input_data: the arguments, a JSON object.
             context: who calls (ids carried into every event), granted permissions, a timeout override.
         """
-        context = context or _NO_CONTEXT
-        started = _perf()
-        admitted = self._admit(ref, input_data, context, started)  # steps 1-5
-        if not isinstance(admitted, tuple):  # a refusal (cheaper than isinstance on a pydantic class)
-            return admitted
-        route, args, fields = admitted
-        output = self._run_inline(route, args, context)  # step 6, in place for opted-in sync tools
-        if output is NOT_RUN:
-            outcome = None
-        elif type(output) is Outcome:
-            outcome = output
-        else:
-            return self._finish(route, args, context, started, fields, output)  # steps 7-9
-        if outcome is None or self._again(route, outcome):
-            first = outcome.attempts + 1 if outcome else 1
-            try:
-                outcome = await self._run(route.tool, args, context, first)
-            except asyncio.CancelledError:
-                self._close(route, args, context, started, fields, cancelled(route.tool, first))
-                raise
-        return self._close(route, args, context, started, fields, outcome)
+        return await self._call(ref, input_data, context or NO_CONTEXT, _ON_LOOP)
 
     def invoke_sync(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
     ) -> ToolResult:
-        """`invoke` for synchronous callers.
+        """`invoke` for synchronous callers: the same pipeline, waiting in this thread.
 
-        A sync local tool declared `isolation: "inline"` runs right here, in this thread, without any event
-        loop: the fast path for small pure functions, whose deadline is checked when they return. Every
-        other tool runs on the process-wide background loop (`echo_tools.runtime`), a sync one on a worker
-        thread, so the deadline holds: the call returns at the timeout even when the tool does not stop.
+        A sync local tool declared `isolation: "inline"` runs right here, without any event loop: the
+        fast path for small pure functions, whose deadline is checked when they return. A sync `thread`
+        tool runs on a worker thread this caller waits for up to the deadline; every other tool on the
+        process-wide background loop (`echo_tools.runtime`). Either way the call returns at the timeout
+        even when the tool does not stop.
 
         Raises:
             RuntimeError: called from a thread whose event loop is running (await `invoke` there).
         """
-        if _running_loop() is not None:
-            raise RuntimeError(
-                "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
-                "use 'await executor.invoke(...)' instead"
-            )
-        context = context or _NO_CONTEXT
-        started = _perf()
-        admitted = self._admit(ref, input_data, context, started)
-        if not isinstance(admitted, tuple):  # a refusal (cheaper than isinstance on a pydantic class)
-            return admitted
-        route, args, fields = admitted
-        output = self._run_inline(route, args, context)
-        if output is NOT_RUN:
-            outcome = self._run_blocking(route, args, context)
-        elif type(output) is Outcome:
-            outcome = output
-        else:
-            return self._finish(route, args, context, started, fields, output)
-        if outcome is None or self._again(route, outcome):
-            first = outcome.attempts + 1 if outcome else 1
-            try:
-                outcome = run_sync(self._run(route.tool, args, context, first))
-            except BaseException:  # KeyboardInterrupt while waiting: the call is stopped, say so, re-raise
-                self._close(route, args, context, started, fields, cancelled(route.tool, first))
-                raise
-        return self._close(route, args, context, started, fields, outcome)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: the caller may block
+            return _drive(self._call(ref, input_data, context or NO_CONTEXT, _BLOCKING))
+        raise RuntimeError(
+            "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
+            "use 'await executor.invoke(...)' instead"
+        )
 
-    def _admit(
-        self, ref: Any, input_data: Any, context: ToolContext, started: float
-    ) -> tuple[Route, dict[str, Any], dict[str, Any] | None] | ToolResult:
-        """Steps 1-5: the route, the normalised input and the call's event fields (None without sinks)."""
-        # 1. resolve; refuse disabled tools. A text ref resolved before maps to its route directly, for as
-        # long as the registry still holds that very definition under its id: names are unique across
-        # every form a ref may take, so a ref cannot move to another tool while its own stays registered.
-        route = self._by_ref.get(ref) if type(ref) is str else None
-        if route is not None and self.registry._view[0].get(route.tool.tool_id) is route.tool:
-            tool = route.tool
-        else:
-            found = self.registry.resolve(ref)
-            if found is None:
-                error: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
-                return self._refuse(None, ref, input_data, error, context, started)
-            tool, route = found, None
+    # -- the pipeline --------------------------------------------------------------------------------
+
+    async def _call(self, ref: Any, input_data: Any, context: ToolContext, wait: type[_Waits]) -> ToolResult:
+        started = _perf()
+        # 1. resolve; refuse disabled tools
+        tool = self.registry.resolve(ref)
+        if tool is None:
+            refusal: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
+            return self._refuse(None, ref, input_data, refusal, context, started, wait)
         if tool.status is ToolStatus.DISABLED:
-            error = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)
-            return self._refuse(tool, ref, input_data, error, context, started)
+            refusal = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)
+            return self._refuse(tool, ref, input_data, refusal, context, started, wait)
         # 2. permissions: what the tool needs must be within what the caller granted (None: unrestricted)
         granted = context.granted_permissions
         if tool.permissions and granted is not None:
             missing = [p.value for p in tool.permissions if p not in granted]
             if missing:
-                error = ToolPermissionError(
+                refusal = ToolPermissionError(
                     f"Tool {tool.tool_id!r} needs permissions {missing!r} that the caller did not grant "
                     f"(granted: {[p.value for p in granted]!r})",
                     tool_id=tool.tool_id,
                     field="permissions",
                 )
-                return self._refuse(tool, ref, input_data, error, context, started)
-        # 3. normalise: drop None for optional non-nullable keys, fill defaults
+                return self._refuse(tool, ref, input_data, refusal, context, started, wait)
+        # 3. normalise (drop None for optional non-nullable keys, fill defaults) and 4. validate
+        route = self._routes.route(tool)
+        args = self._checked_input(route, input_data)
+        if isinstance(args, ToolError):
+            return self._refuse(tool, ref, input_data, args, context, started, wait)
+        # 5. announce the call
+        fields = None
+        if self.events.sinks:
+            fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context))
+            event = ToolEvent(type="tool.invoked", input=args, **fields)
+            self.events.emit(event, route.flat_keys, on_loop=wait.on_loop)
+        # 6. run the backend under the deadline, attempt after attempt as `retry` decides
+        timeout_ms = context.timeout_ms or tool.timeout_ms
+        output: Any = None
+        error: ToolError | None = None
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                output = await wait.attempt(self, route, args, context, timeout_ms / 1000)
+                error = None
+                break
+            # the caller gave up (task cancelled, Ctrl-C while waiting): close the call, pass it on
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                failure = cancelled_error(tool)
+                self._finish(route, args, context, started, fields, wait, None, failure, attempts)
+                raise
+            except Exception as exc:  # boundary: translated into the call's error at this one edge
+                error = as_tool_error(exc, tool, timeout_ms)
+            if not retry.again(tool, error, attempts):
+                break
+            await wait.sleep(retry.backoff_s(tool, attempts))
+        # 7-9. normalise and check the output, close the call, return the result
+        return self._finish(route, args, context, started, fields, wait, output, error, attempts)
+
+    def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
+        """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
+        tool = route.tool
         if input_data is None:
             input_data = {}
         elif not isinstance(input_data, dict):
-            error = ToolValidationError(
+            return ToolValidationError(
                 f"Tool {tool.tool_id!r}: input must be a JSON object, got {input_data!r:.200}",
                 tool_id=tool.tool_id,
                 field="input",
             )
-            return self._refuse(tool, ref, input_data, error, context, started)
-        if route is None:
-            route = self._routes.route(tool, ref)
-        if route.fills_defaults:
-            args = normalize_args(tool.input_schema, input_data)
-            if args is input_data:
-                args = dict(input_data)
-        else:
-            args = dict(input_data)  # nothing to fill; still our own copy
-        # 4. validate; the message names the path and the bad value
+        args = normalize_args(tool.input_schema, input_data) if route.fills_defaults else input_data
+        if args is input_data:
+            args = dict(input_data)
         check = route.check_input
-        try:
-            valid = check is None or check(args)
-        except ValueError:  # jsonschema-rs refuses values JSON cannot hold (bytes, sets, datetimes)
-            valid = False
-        if not valid and check is not None and not route.fills_defaults and any(map(_is_none, args.values())):
-            # step 3's other half, needed only now: a None that normalising drops (optional key, schema
-            # without null) always fails the schema, so an input that passed has none to drop
+        if check is None or passes(check, args):
+            return args
+        if not route.fills_defaults and None in args.values():
+            # a None that normalising drops (optional key, schema without null) always fails the schema,
+            # so only an input that failed can have one: normalise it now and check again
             args = normalize_args(tool.input_schema, args)
-            valid = passes(check, args)
-        if not valid:
-            problems = describe_problems(route.input_validator, args, "input")
-            error = ToolValidationError(
-                f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
-                tool_id=tool.tool_id,
-                field=problems[0].split(":", 1)[0] if problems else "input",
-            )
-            return self._refuse(tool, ref, args, error, context, started)
-        # 5. announce the call; the fields both events share are read once
-        if not self.events.sinks:
-            return route, args, None
-        fields = call_fields(tool.tool_id, tool.name, route.kind, context)
-        values = fields.copy()
-        values["type"] = "tool.invoked"
-        values["input"] = args
-        values["metadata"] = {}
-        self.events.emit(new_event(values), route.flat_keys)
-        return route, args, fields
-
-    def _run_inline(self, route: Route, args: dict[str, Any], context: ToolContext) -> Any:
-        """One attempt in the calling thread for tools that opted in.
-
-        Returns the raw output (no wrapper: this is the fast path), an `Outcome` holding the error, or
-        `NOT_RUN` when the tool has no inline path.
-        """
-        call = route.inline
-        if call is UNDECIDED:
-            call = route.decide_inline(self.backend_for)
-        if call is None:
-            return NOT_RUN
-        timeout_ms = context.timeout_ms or route.tool.timeout_ms
-        direct = route.inline_fn
-        started = _perf()
-        try:
-            output = direct.fn(**args) if direct is not None else call(args)
-        except ToolError as exc:
-            return Outcome(error=exc)
-        except Exception as exc:  # boundary: the tool's own code (its backend says what it means), or a bug
-            if direct is None:
-                return Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
-            error = direct.translate(exc)
-            error.__cause__ = exc
-            return Outcome(error=error)
-        if (_perf() - started) * 1000 > timeout_ms:
-            # inline work cannot be cut short; an overrun is still reported as the timeout it is
-            return Outcome(error=timeout_error(route.tool, timeout_ms))
-        return output
-
-    def _run_blocking(self, route: Route, args: dict[str, Any], context: ToolContext) -> Outcome | None:
-        """One attempt on a worker thread that this (sync) caller waits for up to the deadline.
-
-        The sync callers' path for tools that run on worker threads anyway: two thread switches instead of
-        four through the background loop. None when the backend offers no such path for the tool.
-        """
-        call = route.blocking
-        if call is UNDECIDED:
-            call = route.decide_blocking(self.backend_for)
-        if call is None:
-            return None
-        timeout_ms = context.timeout_ms or route.tool.timeout_ms
-        try:
-            output = call(args, timeout_ms / 1000)
-        except TimeoutError:  # the wait ran out; the abandoned thread finishes on its own
-            return Outcome(error=timeout_error(route.tool, timeout_ms))
-        except ToolError as exc:
-            return Outcome(error=exc)
-        except Exception as exc:  # boundary: a backend bug must still end as a failed result
-            return Outcome(error=ToolExecutionError(f"Tool {route.tool.tool_id!r} failed: {exc!r}"))
-        return Outcome(output=output)
-
-    @staticmethod
-    def _again(route: Route, outcome: Outcome) -> bool:
-        error = outcome.error
-        return (
-            error is not None
-            and outcome.attempts < retry.max_attempts(route.tool)
-            and retry.is_retryable(error)
-        )
-
-    async def _run(
-        self, tool: ToolDef, args: dict[str, Any], context: ToolContext, first_attempt: int = 1
-    ) -> Outcome:
-        # 6. the backend under the timeout (each attempt), retried only for pure/idempotent tools
-        timeout_ms = context.timeout_ms or tool.timeout_ms
-        attempts = retry.max_attempts(tool)
-        attempt = first_attempt
-        if attempt > 1:  # the inline attempt failed: wait as any retry does
-            await asyncio.sleep(retry.backoff_s(tool, attempt - 1))
-        while True:
-            try:
-                backend = self.backend_for(tool.tool_type)
-                limit = self._limits.get(tool)
-                async with asyncio.timeout(timeout_ms / 1000):
-                    if limit is None:
-                        raw = await backend.call(tool, args, context)
-                    else:
-                        async with limit:  # waiting for a slot counts against the deadline too
-                            raw = await backend.call(tool, args, context)
-                if isinstance(raw, BackendOutput):
-                    return Outcome(output=raw.output, metadata=dict(raw.metadata), attempts=attempt)
-                return Outcome(output=raw, attempts=attempt)
-            except TimeoutError:
-                error: ToolError = timeout_error(tool, timeout_ms)
-            except ToolError as exc:
-                error = exc
-            except Exception as exc:  # boundary: a backend bug must still end as a failed result
-                error = ToolExecutionError(f"Tool {tool.tool_id!r} failed: {exc!r}", tool_id=tool.tool_id)
-            if attempt >= attempts or not retry.is_retryable(error):
-                return Outcome(error=error, attempts=attempt)
-            await asyncio.sleep(retry.backoff_s(tool, attempt))
-            attempt += 1
-
-    def _close(
-        self,
-        route: Route,
-        args: dict[str, Any],
-        context: ToolContext,
-        started: float,
-        fields: dict[str, Any] | None,
-        outcome: Outcome,
-    ) -> ToolResult:
-        """Steps 7-9 for the `Outcome` of step 6 (the inline fast path hands `_finish` its bare output)."""
-        return self._finish(
-            route,
-            args,
-            context,
-            started,
-            fields,
-            outcome.output,
-            outcome.error,
-            outcome.attempts,
-            outcome.metadata,
+            if passes(check, args):
+                return args
+        problems = describe_problems(route.input_validator, args, "input")
+        paths = [problem.split(":", 1)[0] for problem in problems]
+        return ToolValidationError(
+            f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
+            tool_id=tool.tool_id,
+            field=next((p for p in paths if p != "input"), "input"),  # the most specific field named
         )
 
     def _finish(
@@ -374,25 +221,22 @@ class ToolExecutor:
         context: ToolContext,
         started: float,
         fields: dict[str, Any] | None,
+        wait: type[_Waits],
         output: Any,
-        error: ToolError | None = None,
-        attempts: int = 1,
-        metadata: dict[str, Any] | None = None,
+        error: ToolError | None,
+        attempts: int,
     ) -> ToolResult:
         """Steps 7-9 for the outcome of step 6: its raw output, or the error of its last attempt."""
         tool = route.tool
-        if metadata is None:
-            metadata = {}
+        metadata: dict[str, Any] = {}
         if error is None:
             # 7. normalise the output to a JSON value and check it against output_schema
+            if type(output) is BackendOutput:
+                output, metadata = output.output, dict(output.metadata)
             if type(output) not in _JSON_SCALARS:
                 output = to_json_value(output)
             check = route.check_output
-            try:
-                valid = check is None or check(output)
-            except ValueError:  # a value to_json_value could not turn into JSON
-                valid = False
-            if not valid:
+            if check is not None and not passes(check, output):
                 assert route.output_validator is not None
                 problems = describe_problems(route.output_validator, output, "output")
                 message = (
@@ -400,39 +244,42 @@ class ToolExecutor:
                     + "; ".join(problems)
                 )
                 if self.output_validation == "error":
-                    error = ToolOutputValidationError(message, tool_id=tool.tool_id, field="output")
+                    error, output = (
+                        ToolOutputValidationError(message, tool_id=tool.tool_id, field="output"),
+                        None,
+                    )
                 else:
                     logger.warning("%s", message)
-                    metadata = {**metadata, "output_warnings": problems}
-        else:
-            output = None
+                    metadata["output_warnings"] = problems
         duration_ms = (_perf() - started) * 1000
-        # 8. exactly one closing event (a failure also carries the input); 9. the result
         error_type = None if error is None else result_error_type(error)
+        # 8. exactly one closing event (a failure also carries the input)
         if self.events.sinks:
             if fields is None:  # a sink added while the call ran
-                fields = call_fields(tool.tool_id, tool.name, route.kind, context)
-            values = fields.copy()
-            values["output"] = output
-            values["duration_ms"] = duration_ms
-            values["attempts"] = attempts
-            values["metadata"] = metadata
+                fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context))
             if error is None:
-                values["type"] = "tool.completed"
+                event = ToolEvent(
+                    type="tool.completed", output=output, duration_ms=duration_ms, attempts=attempts,
+                    metadata=metadata, **fields,
+                )  # fmt: skip
             else:
-                values["type"] = "tool.timeout" if error_type == "timeout" else "tool.failed"
-                values["input"] = args
-                values["error"] = error.message
-                values["error_type"] = error_type
-            self.events.emit(new_event(values), route.flat_keys)
+                event = ToolEvent(
+                    type="tool.timeout" if error_type == "timeout" else "tool.failed", input=args,
+                    error=error.message, error_type=error_type, duration_ms=duration_ms, attempts=attempts,
+                    metadata=metadata, **fields,
+                )  # fmt: skip
+            self.events.emit(event, route.flat_keys, on_loop=wait.on_loop)
         self._metrics.record(tool.tool_id, duration_ms, error_type)
+        # 9. the result
         if error is None:
-            return make_result(
-                tool.tool_id, tool.name, True, output, None, None, duration_ms, attempts, metadata
-            )
-        return make_result(
-            tool.tool_id, tool.name, False, None, error.message, error_type, duration_ms, attempts, metadata
-        )
+            return ToolResult(
+                tool_id=tool.tool_id, name=tool.name, output=output, duration_ms=duration_ms,
+                attempts=attempts, metadata=metadata,
+            )  # fmt: skip
+        return ToolResult(
+            tool_id=tool.tool_id, name=tool.name, success=False, error=error.message, error_type=error_type,
+            error_field=error.field, duration_ms=duration_ms, attempts=attempts, metadata=metadata,
+        )  # fmt: skip
 
     def _refuse(
         self,
@@ -442,29 +289,26 @@ class ToolExecutor:
         error: ToolError,
         context: ToolContext,
         started: float,
+        wait: type[_Waits],
     ) -> ToolResult:
         """A call stopped before it ran (steps 1-4): one `tool.failed` event and no `tool.invoked`."""
         tool_id = tool.tool_id if tool is not None else str(ref)
         name = tool.name if tool is not None else str(ref)
         duration_ms = (_perf() - started) * 1000
         if self.events.sinks:
-            self.events.emit(
-                make_event(
-                    "tool.failed",
-                    tool_id,
-                    name,
-                    tool.tool_type.value if tool is not None else None,
-                    context,
-                    input=input_data,
-                    error=error.message,
-                    error_type=error.error_type,
-                    duration_ms=duration_ms,
-                    attempts=0,
-                )
-            )
+            kind = tool.tool_type.value if tool is not None else None
+            fields = call_fields(tool_id, name, kind, _ids(context))
+            event = ToolEvent(
+                type="tool.failed", input=input_data, error=error.message, error_type=error.error_type,
+                duration_ms=duration_ms, attempts=0, **fields,
+            )  # fmt: skip
+            self.events.emit(event, on_loop=wait.on_loop)
         if tool is not None:
             self._metrics.record(tool.tool_id, duration_ms, error.error_type)
-        return make_result(tool_id, name, False, None, error.message, error.error_type, duration_ms, 0, {})
+        return ToolResult(
+            tool_id=tool_id, name=name, success=False, error=error.message, error_type=error.error_type,
+            error_field=error.field, duration_ms=duration_ms, attempts=0,
+        )  # fmt: skip
 
     # -- backends and resources ----------------------------------------------------------------------
 
@@ -492,9 +336,9 @@ class ToolExecutor:
         assert isinstance(backend, HttpBackend)
         return backend.client()
 
-    def add_sink(self, sink: EventSink) -> None:
-        """Deliver every later event of this executor to `sink` too."""
-        self.events.add(sink)
+    def add_sink(self, sink: EventSink, *, inline: bool | None = None) -> None:
+        """Deliver every later event of this executor to `sink` too (`inline`: see `EventBus.add`)."""
+        self.events.add(sink, inline=inline)
 
     def remove_sink(self, sink: EventSink) -> None:
         self.events.remove(sink)
@@ -529,8 +373,109 @@ class ToolExecutor:
         Raises:
             RuntimeError: called from a thread whose event loop is running (await `aclose` there).
         """
-        if asyncio._get_running_loop() is not None:
-            raise RuntimeError(
-                "ToolExecutor.close() cannot run inside a running event loop; use 'await executor.aclose()'"
-            )
-        run_sync(self.aclose())
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: the caller may block
+            run_sync(self.aclose())
+            return
+        raise RuntimeError(
+            "ToolExecutor.close() cannot run inside a running event loop; use 'await executor.aclose()'"
+        )
+
+
+# -- how step 6 waits ----------------------------------------------------------------------------------
+
+
+class _Waits:
+    """How one attempt of step 6 runs and how the pipeline waits between attempts."""
+
+    on_loop = True  # events are emitted on an event loop (ordinary sinks then get them off the loop)
+
+    @staticmethod
+    async def attempt(
+        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+    ) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    async def sleep(seconds: float) -> None:
+        raise NotImplementedError
+
+
+class _OnLoop(_Waits):
+    """`invoke`: every wait is an await on the caller's loop; the deadline is `asyncio.timeout`."""
+
+    @staticmethod
+    async def attempt(
+        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+    ) -> Any:
+        tool = route.tool
+        backend = executor.backend_for(tool.tool_type)
+        sync = route.sync
+        if sync is UNDECIDED:
+            sync = await asyncio.wrap_future(route.decide_sync_elsewhere(backend))  # may import: off the loop
+        if sync is not None and sync.inline:
+            return _run_inline(sync, args, timeout_s)
+        async with asyncio.timeout(timeout_s):
+            if sync is not None:
+                return await run_in_worker(sync.fn, args)
+            limit = executor._limits.get(tool)
+            if limit is None:
+                return await backend.call(tool, args, context)
+            async with limit:  # waiting for a slot counts against the deadline too
+                return await backend.call(tool, args, context)
+
+    @staticmethod
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class _Blocking(_Waits):
+    """`invoke_sync`: every wait blocks the calling thread, so the pipeline never suspends."""
+
+    on_loop = False
+
+    @staticmethod
+    async def attempt(
+        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+    ) -> Any:
+        sync = route.sync
+        if sync is UNDECIDED:
+            sync = route.decide_sync(executor.backend_for(route.tool.tool_type))
+        if sync is None:  # the backend's async call, on the background loop
+            return run_sync(_OnLoop.attempt(executor, route, args, context, timeout_s))
+        if sync.inline:
+            return _run_inline(sync, args, timeout_s)
+        return call_in_worker(sync.fn, timeout_s, args)
+
+    @staticmethod
+    async def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+
+_ON_LOOP = _OnLoop
+_BLOCKING = _Blocking
+
+
+def _ids(context: ToolContext) -> ToolContext | None:
+    """The context whose ids events carry; None for a call made without one (its events need none)."""
+    return None if context is NO_CONTEXT else context
+
+
+def _run_inline(sync: SyncCall, args: dict[str, Any], timeout_s: float) -> Any:
+    """One attempt in the calling thread: it cannot be cut short, so an overrun is reported when it returns."""
+    started = _perf()
+    output = sync.fn(args)
+    if _perf() - started > timeout_s:
+        raise TimeoutError
+    return output
+
+
+def _drive(coro: Coroutine[Any, Any, ToolResult]) -> ToolResult:
+    """Run a pipeline whose every wait blocks (`_Blocking`): it finishes without ever suspending."""
+    try:
+        coro.send(None)
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("the synchronous pipeline suspended, which it never should")  # a bug of ours

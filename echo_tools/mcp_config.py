@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
 from echo_tools.models import SideEffect, ToolDef, ToolPermission, ToolStatus, ToolType, slugify
+from echo_tools.redaction import hide_values
 
 if TYPE_CHECKING:
     from mcp import types
@@ -40,7 +41,6 @@ TRANSPORTS = {
     "sse": "sse",
 }
 DISCOVERY_TIMEOUT_S = 60.0
-_REDACTED = "***"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -152,9 +152,7 @@ def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(config)
     for key in ("env", "headers"):
         if isinstance(out.get(key), Mapping):
-            out[key] = {
-                k: v if re.fullmatch(r"\$\{\w+\}", str(v)) else _REDACTED for k, v in out[key].items()
-            }
+            out[key] = hide_values(out[key])
     return out
 
 

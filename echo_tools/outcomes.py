@@ -1,35 +1,28 @@
-"""How a tool call ends: what its run (step 6) produced, and the errors the executor itself reports.
+"""How a tool call ends: the one table that turns whatever step 6 raised into the call's `ToolError`.
 
-A run that returns has an `Outcome` (or, on the inline fast path, just its raw output); a deadline that
-passes, a caller that gives up and a tool that cannot load each end as a failed result of a named type.
+Backends translate the exceptions of the code they run (`from exc`); what still reaches the executor is
+mapped here, once, and the `ToolResult` takes its `error_type` and `error_field` from the result.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError, ToolTimeoutError
 from echo_tools.models import ToolDef
+from echo_tools.runtime import WorkersBusy
 
-NOT_RUN: Any = object()  # the tool has no inline path: run it another way
 
-
-class Outcome:
-    """What step 6 produced: the raw output and metadata, or the error of the last attempt."""
-
-    __slots__ = ("attempts", "error", "metadata", "output")
-
-    def __init__(
-        self,
-        output: Any = None,
-        metadata: dict[str, Any] | None = None,
-        error: ToolError | None = None,
-        attempts: int = 1,
-    ) -> None:
-        self.output = output
-        self.metadata = metadata if metadata is not None else {}
-        self.error = error
-        self.attempts = attempts
+def as_tool_error(exc: BaseException, tool: ToolDef, timeout_ms: float) -> ToolError:
+    """The error of a call whose run raised `exc` (chained to it)."""
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, TimeoutError):  # a deadline of ours: backends translate the tools' own
+        error: ToolError = timeout_error(tool, timeout_ms)
+    elif isinstance(exc, WorkersBusy):
+        error = ToolExecutionError(f"Tool {tool.tool_id!r} was not run: {exc}", tool_id=tool.tool_id)
+    else:  # a backend bug must still end as a failed result
+        error = ToolExecutionError(f"Tool {tool.tool_id!r} failed: {exc!r}", tool_id=tool.tool_id)
+    error.__cause__ = exc
+    return error
 
 
 def timeout_error(tool: ToolDef, timeout_ms: float) -> ToolTimeoutError:
@@ -40,16 +33,15 @@ def timeout_error(tool: ToolDef, timeout_ms: float) -> ToolTimeoutError:
     )
 
 
-def cancelled(tool: ToolDef, attempt: int) -> Outcome:
-    """The outcome of a call its caller gave up on during `attempt`."""
-    # it still gets its closing event, so no tool.invoked dangles
-    error = ToolExecutionError(
+def cancelled_error(tool: ToolDef) -> ToolExecutionError:
+    """The error of a call its caller gave up on (it still gets its closing event)."""
+    return ToolExecutionError(
         f"Tool {tool.tool_id!r}: the call was cancelled by its caller", tool_id=tool.tool_id
     )
-    return Outcome(error=error, attempts=attempt)
 
 
 def result_error_type(error: ToolError) -> str:
-    """The `ToolResult.error_type` of a call that ran and failed with `error`."""
-    # A tool that cannot be loaded failed to execute; "validation" would tell the caller to fix its input.
+    """The `ToolResult.error_type` of a call that failed with `error`."""
+    # A tool that cannot be loaded when called failed to execute; "validation" would tell the caller to
+    # fix its input. (Raised at registration, the same class is a refused definition: errors.py.)
     return "execution" if isinstance(error, ToolConfigError) else error.error_type

@@ -39,6 +39,11 @@ def is_retryable(error: ToolError) -> bool:
     return isinstance(error, (ToolExecutionError, ToolTimeoutError))
 
 
+def again(tool: ToolDef, error: ToolError, attempts: int) -> bool:
+    """True when a call of `tool` that failed with `error` after `attempts` attempts runs once more."""
+    return attempts < max_attempts(tool) and is_retryable(error)
+
+
 def backoff_s(tool: ToolDef, attempt: int) -> float:
     """Seconds to wait after failed attempt number `attempt` (1-based): backoff_ms * 2**(attempt - 1)."""
     return min(MAX_BACKOFF_S, tool.retry.backoff_ms / 1000 * (2 ** (attempt - 1)))

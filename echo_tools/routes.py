@@ -1,30 +1,29 @@
 """The executor's route per tool version: what it decides once about a tool and reuses on every call.
 
 A `Route` holds the compiled input and output validators, whether step 3 has defaults to fill, the input
-keys with nothing to redact, and the backend's fast paths once asked. `RouteTable` finds them by tool id
-and by the text refs resolved before.
+keys with nothing to redact, and, once asked, the backend's `sync_call` for the tool. `RouteTable` keeps
+them by tool id, for as long as the registry holds that very definition.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import InlineCall
+from echo_tools.backends.base import SyncCall
 from echo_tools.errors import ToolError
-from echo_tools.events import is_secret_key
 from echo_tools.models import ToolDef
+from echo_tools.redaction import is_secret_key
 from echo_tools.schema import SchemaValidator, compiled, scalar_properties
 
 if TYPE_CHECKING:
     from echo_tools.backends.base import ToolBackend
-    from echo_tools.models import ToolType
 
-    BackendFor = Callable[[ToolType], ToolBackend]
-
-UNDECIDED: Any = object()  # a fast path not asked for yet: the backend is asked on the route's first run
-MAX_REFS = 4096  # refs come from LLMs too: the map of refs seen is cleared when it grows this large
+UNDECIDED: Any = object()  # the backend was not asked yet: it is on the route's first run
+_deciding = threading.Lock()
 
 
 @dataclasses.dataclass(eq=False)
@@ -39,22 +38,36 @@ class Route:
     check_input: Callable[[Any], bool] | None  # the compiled is_valid calls (None: accepts anything)
     check_output: Callable[[Any], bool] | None
     flat_keys: frozenset[str]  # input keys typed scalar and not secret: nothing in them to redact
-    inline: Callable[[dict[str, Any]], Any] | None = UNDECIDED  # an InlineCall, or None: no inline path
-    inline_fn: InlineCall | None = None  # the inline offer when it is a plain keyword-argument function
-    blocking: Callable[[dict[str, Any], float], Any] | None = UNDECIDED  # for sync callers
+    sync: SyncCall | None = UNDECIDED  # the backend's sync_call for the tool (None: run through `call`)
+    deciding: concurrent.futures.Future[SyncCall | None] | None = dataclasses.field(default=None, repr=False)
 
-    def decide_inline(self, backend_for: BackendFor) -> Callable[[dict[str, Any]], Any] | None:
-        """Ask the backend once whether the tool runs in the calling thread; remember the answer."""
-        call = _offer(backend_for, self.tool, "inline")
-        if isinstance(call, InlineCall):
-            self.inline_fn = call
-        self.inline = call
-        return call
+    def decide_sync(self, backend: ToolBackend) -> SyncCall | None:
+        """Ask the backend once whether the tool is a plain sync function; remember the answer."""
+        if self.tool.execution_config.get("max_concurrency"):
+            self.sync = None  # a limited tool goes through the loop-bound semaphore
+        else:
+            try:
+                self.sync = backend.sync_call(self.tool)
+            except ToolError:
+                self.sync = None  # `call` reports the same problem as a failed call
+        return self.sync
 
-    def decide_blocking(self, backend_for: BackendFor) -> Callable[[dict[str, Any], float], Any] | None:
-        """Ask the backend once whether sync callers may wait on its worker thread directly."""
-        call = self.blocking = _offer(backend_for, self.tool, "blocking")
-        return call
+    def decide_sync_elsewhere(self, backend: ToolBackend) -> concurrent.futures.Future[SyncCall | None]:
+        """`decide_sync` on a thread of its own (it may import the tool's module), once: callers on an
+        event loop await this one future meanwhile, and take no worker from the tools."""
+        with _deciding:
+            future = self.deciding
+            if future is None:
+                future = self.deciding = concurrent.futures.Future()
+                thread = threading.Thread(target=self._decide_into, args=(backend, future), daemon=True)
+                thread.start()
+        return future
+
+    def _decide_into(self, backend: ToolBackend, future: concurrent.futures.Future[SyncCall | None]) -> None:
+        try:
+            future.set_result(self.decide_sync(backend))
+        except BaseException as exc:  # boundary: whatever went wrong reaches the callers waiting
+            future.set_exception(exc)
 
 
 def new_route(tool: ToolDef) -> Route:
@@ -80,30 +93,24 @@ def new_route(tool: ToolDef) -> Route:
 
 
 class RouteTable:
-    """Routes by tool id, and by the text refs that resolved to them (so a known ref skips `resolve`)."""
+    """Routes by tool id; a re-registered tool (a new definition object) gets a new route."""
 
     def __init__(self) -> None:
         self.by_id: dict[str, Route] = {}
-        self.by_ref: dict[str, Route] = {}  # cleared in place, never replaced: the executor holds it too
 
-    def route(self, tool: ToolDef, ref: Any) -> Route:
-        """The route of this very definition of `tool` (a new one once it is re-registered), kept under `ref`."""
+    def route(self, tool: ToolDef) -> Route:
+        """The route of this very definition of `tool`."""
         route = self.by_id.get(tool.tool_id)
         if route is None or route.tool is not tool:
             route = self.by_id[tool.tool_id] = new_route(tool)
-        if type(ref) is str:
-            if len(self.by_ref) >= MAX_REFS:
-                self.by_ref.clear()
-            self.by_ref[ref] = route
         return route
 
     def forget(self, tool_id: str | None = None) -> None:
-        """Drop the route of one tool (every route when None) and every ref seen."""
+        """Drop the route of one tool (every route when None)."""
         if tool_id is None:
             self.by_id.clear()
         else:
             self.by_id.pop(tool_id, None)
-        self.by_ref.clear()
 
 
 def passes(check: Callable[[Any], bool], value: Any) -> bool:
@@ -122,14 +129,3 @@ def describe_problems(validator: SchemaValidator, value: Any, kind: str) -> list
         return [
             f"{kind}: {exc}; only JSON values (objects, arrays, text, numbers, booleans, null) are accepted"
         ]
-
-
-def _offer(backend_for: BackendFor, tool: ToolDef, path: str) -> Any:
-    """The backend's `inline` or `blocking` fast path for `tool`, or None."""
-    if tool.execution_config.get("max_concurrency"):
-        return None  # a limited tool goes through the loop-bound semaphore
-    try:
-        offer = getattr(backend_for(tool.tool_type), path, None)
-        return offer(tool) if offer is not None else None
-    except ToolError:
-        return None  # the general path reports the same problem as a failed call

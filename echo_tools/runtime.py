@@ -1,23 +1,42 @@
-"""The process-wide background event loop that sync callers use to run async work.
+"""Where work runs outside the caller: the background event loop and the worker threads for sync tools.
 
 `run_sync(coro)` runs a coroutine on one long-lived loop in a daemon thread and blocks the calling thread
-for its result. It works from any thread, including one whose own loop is running (a sync CrewAI tool
+for its result; it works from any thread, including one whose own loop is running (a sync CrewAI tool
 called from inside an async graph). Long-lived async sessions (MCP) live on this loop.
+
+`worker_pool()` is the bounded pool of threads that sync tools run in (`ECHO_TOOLS_MAX_WORKERS`, default
+32, or `set_max_workers(n)`). When every worker is busy a new call is refused at once with
+`WorkersBusy`, which says how to raise the limit: it never waits in a queue behind calls that may hang.
+Python threads cannot be killed, so a call whose caller stopped waiting (its timeout passed) leaves its
+thread running to the end; that thread is *abandoned*: it no longer counts against the limit, a new
+worker may take its place, and when its job finally returns it ends (or rejoins the pool if there is
+room). Abandoned threads are bounded too (`max_abandoned`, default 4 x the limit): past that, calls are
+refused until some of the stuck jobs return, so a tool that always hangs cannot grow threads forever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
+import functools
+import os
+import queue
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+DEFAULT_MAX_WORKERS = 32
+ENV_MAX_WORKERS = "ECHO_TOOLS_MAX_WORKERS"
+
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
+
+
+# -- the background event loop ---------------------------------------------------------------------
 
 
 def background_loop() -> asyncio.AbstractEventLoop:
@@ -75,3 +94,228 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         # KeyboardInterrupt in the waiting thread: do not leave the work running unobserved
         future.cancel()
         raise
+
+
+# -- the worker threads ------------------------------------------------------------------------------
+
+
+class WorkersBusy(RuntimeError):
+    """Every worker thread is busy (or stuck in a call that timed out): the call was not started."""
+
+
+class WaitTimedOut(TimeoutError):
+    """The caller stopped waiting for a job at its deadline (the job, if it started, was abandoned)."""
+
+
+_QUEUED, _RUNNING, _DONE, _CANCELLED, _ABANDONED = range(5)
+
+
+class _Job:
+    """One job: the worker runs it, stores its outcome and tells the waiting caller."""
+
+    __slots__ = ("error", "fn", "notify", "result", "state")
+
+    def __init__(self, fn: Callable[[], Any], notify: Callable[[_Job], None]) -> None:
+        self.fn: Callable[[], Any] | None = fn
+        self.notify = notify
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.state = _QUEUED
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            error, self.error = self.error, None  # no cycle through the traceback
+            raise error
+        return self.result
+
+
+class WorkerPool:
+    """Daemon worker threads for sync tools, started on demand up to `max_workers`; see the module doc.
+
+    Not `ThreadPoolExecutor`: its queue has no bound on waiting (a call would silently wait behind hung
+    ones), it joins its threads at exit, and it cannot hand back a thread whose caller gave up.
+    """
+
+    def __init__(self, max_workers: int = DEFAULT_MAX_WORKERS, max_abandoned: int | None = None) -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers!r}")
+        self.max_workers = max_workers
+        self.max_abandoned = max_abandoned if max_abandoned is not None else 4 * max_workers
+        self.abandoned = 0  # threads still running a job whose caller stopped waiting
+        self._threads = 0  # threads counted against max_workers: idle or running a job someone awaits
+        self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._idle: queue.SimpleQueue[None] = queue.SimpleQueue()  # one token per idle worker
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
+        """Run `fn()` on a worker and wait in this thread up to `timeout_s` for its result or exception.
+
+        Raises:
+            WorkersBusy: no worker is free; nothing ran.
+            WaitTimedOut: the timeout passed first; the job is abandoned (see the module doc).
+        """
+        done = threading.Lock()
+        done.acquire()
+        job = _Job(fn, lambda _job: done.release())
+        self._dispatch(job)
+        try:
+            finished = done.acquire(timeout=min(timeout_s, threading.TIMEOUT_MAX))
+        except BaseException:  # Ctrl-C while waiting: the caller is gone, so is its claim on the thread
+            self.abandon(job)
+            raise
+        if not finished:
+            self.abandon(job)
+            raise WaitTimedOut(f"the job did not finish within {timeout_s:g} s")
+        return job.outcome()
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn()` on a worker and await its result; cancelling the await abandons the job.
+
+        Raises:
+            WorkersBusy: no worker is free; nothing ran.
+        """
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+
+        def notify(job: _Job) -> None:
+            loop.call_soon_threadsafe(_settle, waiter)
+
+        job = _Job(fn, notify)
+        self._dispatch(job)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            self.abandon(job)
+            raise
+        return job.outcome()
+
+    def abandon(self, job: _Job) -> None:
+        """The caller stopped waiting for `job`: never start it, or stop counting its thread."""
+        with self._lock:
+            if job.state == _QUEUED:
+                job.state = _CANCELLED
+            elif job.state == _RUNNING:
+                job.state = _ABANDONED
+                self._threads -= 1
+                self.abandoned += 1
+
+    def _dispatch(self, job: _Job) -> None:
+        try:
+            self._idle.get_nowait()  # an idle worker will take it
+        except queue.Empty:
+            with self._lock:
+                try:
+                    self._idle.get_nowait()  # a worker became idle meanwhile (tokens are put under the lock)
+                    name = ""
+                except queue.Empty:
+                    if self._threads >= self.max_workers or self.abandoned >= self.max_abandoned:
+                        raise WorkersBusy(self._busy_message()) from None
+                    self._threads += 1
+                    name = f"echo-tools-worker-{self._threads + self.abandoned}"
+            if name:
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+        self._queue.put(job)
+
+    def _busy_message(self) -> str:
+        stuck = f", {self.abandoned} more stuck in calls that timed out" if self.abandoned else ""
+        return (
+            f"all {self.max_workers} worker threads for sync tools are busy{stuck}; the call was not "
+            f"started. Try again later, or raise the limit: {ENV_MAX_WORKERS}={2 * self.max_workers} "
+            f"or echo_tools.runtime.set_max_workers({2 * self.max_workers})"
+        )
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            with self._lock:
+                start = job.state == _QUEUED
+                if start:
+                    job.state = _RUNNING
+            if start:
+                fn, job.fn = job.fn, None
+                try:
+                    job.result = fn() if fn is not None else None
+                except (
+                    BaseException
+                ) as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
+                    job.error = exc
+                with self._lock:
+                    abandoned = job.state == _ABANDONED
+                    if abandoned:
+                        self.abandoned -= 1
+                        if self._threads >= self.max_workers:
+                            return  # others took this thread's place meanwhile: it ends here
+                        self._threads += 1  # room again: it rejoins the pool
+                    else:
+                        job.state = _DONE
+                    # idle before the caller hears back, so its next call finds this worker free
+                    self._idle.put(None)
+                if not abandoned:
+                    job.notify(job)
+            else:
+                self._idle.put(None)  # a job cancelled before it started: still idle
+            del job  # do not keep the last result alive while idle
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+_pool: WorkerPool | None = None
+_pool_lock = threading.Lock()
+
+
+def _configured_size() -> int:
+    text = os.environ.get(ENV_MAX_WORKERS, "")
+    try:
+        size = int(text) if text else DEFAULT_MAX_WORKERS
+    except ValueError:
+        raise ValueError(f"{ENV_MAX_WORKERS} must be a positive integer, got {text!r}") from None
+    if size < 1:
+        raise ValueError(f"{ENV_MAX_WORKERS} must be a positive integer, got {text!r}")
+    return size
+
+
+def worker_pool() -> WorkerPool:
+    """The process-wide pool that sync tools of every backend run in."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = WorkerPool(_configured_size())
+    return _pool
+
+
+def set_max_workers(max_workers: int) -> None:
+    """Change how many sync tool calls may run at once in this process (threads already running stay)."""
+    if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
+        raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
+    pool = worker_pool()
+    with pool._lock:
+        pool.max_workers = max_workers
+        pool.max_abandoned = 4 * max_workers
+
+
+async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` on a worker thread, with the caller's context variables.
+
+    If the awaiting task is cancelled (a timeout), the call keeps running to its end on its thread and
+    its result is dropped: Python threads cannot be killed. Use `isolation: "process"` for work that must stop.
+
+    Raises:
+        WorkersBusy: every worker is busy; nothing ran.
+    """
+    ctx = contextvars.copy_context()
+    return await worker_pool().run(functools.partial(ctx.run, fn, *args, **kwargs))
+
+
+def call_in_worker(fn: Callable[..., Any], timeout_s: float, *args: Any) -> Any:
+    """`fn(*args)` on a worker thread, with the caller's context variables, waited for up to `timeout_s`.
+
+    Raises:
+        WorkersBusy: every worker is busy; nothing ran.
+        WaitTimedOut: the timeout passed (the thread is abandoned, the result dropped).
+    """
+    ctx = contextvars.copy_context()
+    return worker_pool().call(functools.partial(ctx.run, fn, *args), timeout_s)

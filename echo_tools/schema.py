@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema_rs
 
 from echo_tools.errors import ToolRegistrationError
-from echo_tools.events import is_secret_key, redact
+from echo_tools.redaction import contains_secret, is_secret_key
 
 Validator = Callable[[Any], "list[str]"]
 
@@ -86,7 +86,7 @@ def _describe(error: Any, prefix: str) -> str:
 def _holds_secret(path: list[Any], instance: Any) -> bool:
     if any(isinstance(part, str) and is_secret_key(part) for part in path):
         return True
-    return isinstance(instance, (dict, list)) and redact(instance) != instance
+    return isinstance(instance, (dict, list)) and contains_secret(instance)
 
 
 class SchemaValidator:

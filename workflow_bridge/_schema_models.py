@@ -2,36 +2,23 @@
 
 A `ToolView` applies a canvas binding (fixed parameters hidden from the LLM and merged into every call, a
 description override) to a `ToolDef`; it builds the pydantic `args_schema` CrewAI needs from the JSON Schema,
-strips the `None`s LLMs send for optional fields, and turns a `ToolResult` into the text the LLM reads.
+strips the `None`s LLMs send for optional fields. The text the LLM reads of a result: `echo_tools.llm_text`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import math
-import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, create_model
 
 from echo_tools.errors import ToolNotFoundError
-from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus
+from echo_tools.models import ToolContext, ToolDef, ToolStatus
 from echo_tools.schema import allows_null
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
-
-_HINTS = {
-    "validation": "Fix the arguments and try again.",
-    "output_validation": "The tool returned malformed output; try different arguments or another tool.",
-    "timeout": "The call timed out; try a smaller request or another approach.",
-    "permission_denied": "This tool is not permitted here; do not call it again.",
-    "not_found": "Use one of the tools you were given.",
-    "disabled": "Use one of the tools you were given.",
-    "execution": "Check the arguments, or try another approach.",
-}
 
 
 class UnsetAwareArgs(BaseModel):
@@ -223,35 +210,6 @@ def _without(schema: dict[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]
     if isinstance(schema.get("required"), list):
         out["required"] = [k for k in schema["required"] if k not in fixed]
     return out
-
-
-def output_text(output: Any) -> str:
-    """The text an LLM reads for a tool's output: strings as they are, anything else as JSON."""
-    kind = type(output)
-    if kind is str:
-        return typing.cast(str, output)
-    if kind is int or (kind is float and math.isfinite(output)):
-        return repr(output)  # the JSON text of a number, without json.dumps' cost
-    if isinstance(output, str):
-        return output
-    try:
-        return json.dumps(output, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(output)
-
-
-def failure_text(name: str, result: ToolResult) -> str:
-    """`Tool 'x' failed (validation): input.values[2]: ... Fix the arguments and try again.`"""
-    error = result.error or "unknown error"
-    prefix = f"Tool {result.tool_id!r}: "
-    if error.startswith(prefix):
-        error = error[len(prefix) :]
-    kind = result.error_type or "execution"
-    hint = _HINTS.get(kind, _HINTS["execution"])
-    error = error.rstrip()
-    if not error.endswith((".", "!", "?")):
-        error += "."  # the hint is a sentence of its own
-    return f"Tool {name!r} failed ({kind}): {error} {hint}"
 
 
 def as_context(context: ToolContext | Mapping[str, Any] | None) -> ToolContext:

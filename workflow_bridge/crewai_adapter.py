@@ -62,7 +62,7 @@ class ToolEventCapture:
             capture = cls._by_executor.get(executor)
             if capture is None:
                 capture = cls._by_executor[executor] = cls()
-                executor.add_sink(capture)
+                executor.add_sink(capture, inline=True)  # cheap, and needed before the node returns
             return capture
 
     def __call__(self, event: ToolEvent) -> None:

@@ -20,15 +20,14 @@ from crewai.tools.tool_failure import ToolFailure, ToolFailureReason
 from crewai.utilities.string_utils import sanitize_tool_name
 from pydantic import Field, PrivateAttr
 
+from echo_tools.llm_text import text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
 from workflow_bridge._schema_models import (
     ToolView,
     args_model,
     as_context,
-    failure_text,
     nullable_optionals,
-    output_text,
     resolve_bindings,
 )
 
@@ -55,7 +54,9 @@ class _Calls:
 
     def run(self, kwargs: dict[str, Any]) -> str | ToolFailure:
         args = self.view.call_args(kwargs)
-        if asyncio._get_running_loop() is None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: wait here
             result = self.executor.invoke_sync(self.tool_id, args, self.context)
         else:
             # a loop runs in this thread (an async crew calling sync tools): never block it re-entrantly,
@@ -69,11 +70,12 @@ class _Calls:
         )
 
     def observation(self, result: ToolResult) -> str | ToolFailure:
+        text = text_for_llm(result, self.view.tool, name=self.name)
         if result.success:
-            return output_text(result.output)
+            return text
         kind = result.error_type or "execution"
         return ToolFailure(
-            message=failure_text(self.name, result),
+            message=text,
             reason=ToolFailureReason.INVALID_INPUT
             if kind == "validation"
             else ToolFailureReason.TOOL_REPORTED,

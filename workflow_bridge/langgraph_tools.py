@@ -16,16 +16,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import InjectedToolArg, StructuredTool, ToolException
-
-# ToolNode itself is built on this small runnable: a sync and an async function, no callback manager
-from langgraph._internal._runnable import RunnableCallable
-from langgraph.types import StreamWriter
+from langgraph.config import get_stream_writer
 
 from echo_tools.events import ToolEvent
+from echo_tools.llm_text import text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
-from workflow_bridge._schema_models import ToolView, as_context, failure_text, output_text, resolve_bindings
+from workflow_bridge._schema_models import ToolView, as_context, resolve_bindings
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -40,7 +39,9 @@ Ref = str | ToolDef | Mapping[str, Any] | tuple[str | ToolDef, Mapping[str, Any]
 def _call_blocking(
     executor: ToolExecutor, tool_id: str, args: dict[str, Any], ctx: ToolContext
 ) -> ToolResult:
-    if asyncio._get_running_loop() is None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop in this thread: wait here
         return executor.invoke_sync(tool_id, args, ctx)
     # a loop is running in this thread: never block it re-entrantly; use the shared background loop
     return run_sync(executor.invoke(tool_id, args, ctx))
@@ -52,10 +53,7 @@ _INJECTED_RUNTIME = {"runtime": Annotated[Any, InjectedToolArg()], "kwargs": Any
 def _with_call_id(ctx: ToolContext, call_id: str | None) -> ToolContext:
     if not call_id:
         return ctx
-    # pydantic's shallow copy plus one plain field: half the cost of model_copy(update=...) per call
-    copied = ctx.__copy__()
-    copied.__dict__["tool_call_id"] = call_id
-    return copied
+    return ctx.model_copy(update={"tool_call_id": call_id})
 
 
 # -- StructuredTool ------------------------------------------------------------------------------------
@@ -93,9 +91,9 @@ def to_langchain_tool(
     tool_name = name or view.name
 
     def respond(result: ToolResult, call_id: str | None) -> tuple[Any, Any]:
+        text = text_for_llm(result, tool, name=tool_name)
         if result.success:
-            return output_text(result.output), result
-        text = failure_text(tool_name, result)
+            return text, result
         if call_id is None:
             raise ToolException(text)
         # a returned error message keeps the ToolResult; a raised ToolException would drop the artifact
@@ -149,21 +147,22 @@ _WRITER: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.Cont
 _FORWARDING: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def event_dict(event: ToolEvent) -> dict[str, Any]:
-    """`event.to_dict()` without its deep copy (which costs more than a whole fast tool call)."""
-    out = {k: v for k, v in vars(event).items() if v is not None and v != {} and not k.startswith("_")}
-    out["event_id"], out["timestamp"] = event.event_id, event.timestamp  # formatted lazily by the executor
-    return out
-
-
 def _forward_to_stream(event: ToolEvent) -> None:
     """Executor sink: hand each event to the LangGraph stream writer of the node running the call."""
     writer = _WRITER.get()
     if writer is not None:
-        writer(event_dict(event))
+        writer(event.to_dict())
 
 
-class ExecutorToolNode(RunnableCallable):
+def _stream_writer() -> Callable[[Any], None] | None:
+    """The custom-stream writer of the graph run calling the node; None outside a graph run."""
+    try:
+        return get_stream_writer()
+    except (RuntimeError, KeyError):  # called directly, not as a node of a running graph
+        return None
+
+
+class ExecutorToolNode(Runnable[Any, Any]):
     """A LangGraph node running the tool calls of the last AI message through the `ToolExecutor`.
 
     Use it where `ToolNode` goes (`builder.add_node("tools", node)`, routed by `tools_condition`). The
@@ -194,7 +193,8 @@ class ExecutorToolNode(RunnableCallable):
         max_concurrency: int = 8,
         tags: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(self._func, self._afunc, name=name, tags=tags, trace=False)
+        self.name = name
+        self.tags = list(tags) if tags else None
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
         self.registry = registry
@@ -211,7 +211,8 @@ class ExecutorToolNode(RunnableCallable):
                 self._views.setdefault(tool.tool_id, view)
         if executor not in _FORWARDING:
             _FORWARDING.add(executor)
-            executor.add_sink(_forward_to_stream)
+            # inline: it needs the calling node's context (its stream writer), and it never blocks
+            executor.add_sink(_forward_to_stream, inline=True)
 
     @property
     def tool_names(self) -> list[str]:
@@ -255,27 +256,38 @@ class ExecutorToolNode(RunnableCallable):
         return ToolMessage(text, tool_call_id=call.get("id") or "", name=call["name"], status="error")
 
     def _message(self, call: dict[str, Any], view: ToolView, result: ToolResult) -> ToolMessage:
-        if result.success:
-            content, status = output_text(result.output), "success"
-        else:
-            content, status = failure_text(view.name, result), "error"
+        content = text_for_llm(result, view.tool, name=view.name)
+        status = "success" if result.success else "error"
         return ToolMessage(
             content, tool_call_id=call.get("id") or "", name=call["name"], status=status, artifact=result
         )
 
-    def _func(self, input: Any, writer: StreamWriter) -> Any:
+    # A plain Runnable, not a RunnableLambda: a node's calls need no callback run of their own (LangGraph
+    # traces the node), and the executor emits the events; LangGraph's own ToolNode skips it likewise.
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the tool calls of the last AI message (sync callers)."""
+        return self._func(input)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run the tool calls of the last AI message, concurrently."""
+        return await self._afunc(input)
+
+    def _func(self, input: Any) -> Any:
         calls, as_dict = self._parse(input)
-        token = _WRITER.set(writer)
+        token = _WRITER.set(_stream_writer())
         try:
-            if len(calls) == 1 and asyncio._get_running_loop() is None:
-                return self._output([self._run_one_sync(calls[0])], as_dict)
+            if len(calls) == 1:
+                try:
+                    asyncio.get_running_loop()
+                except RuntimeError:  # no loop in this thread: run the one call here
+                    return self._output([self._run_one_sync(calls[0])], as_dict)
             return self._output(run_sync(self._run_all(calls)), as_dict)
         finally:
             _WRITER.reset(token)
 
-    async def _afunc(self, input: Any, writer: StreamWriter) -> Any:
+    async def _afunc(self, input: Any) -> Any:
         calls, as_dict = self._parse(input)
-        token = _WRITER.set(writer)
+        token = _WRITER.set(_stream_writer())
         try:
             return self._output(await self._run_all(calls), as_dict)
         finally:

@@ -100,7 +100,7 @@ def _child() -> None:
     sys.stdout = sys.stderr  # the tool's prints must not corrupt the reply line
     request = json.loads(sys.stdin.read())
     from echo_tools.backends.local import import_target, plan_call
-    from echo_tools.metrics import to_json_value
+    from echo_tools.jsonvalue import to_json_value
     from echo_tools.models import ToolDef
 
     tool = ToolDef.model_validate(request["tool"])

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.errors import ToolError, ToolRegistrationError
+from echo_tools.errors import ToolRegistrationError
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolContext, ToolDef
@@ -42,15 +42,17 @@ class BackendOutput:
 
 
 @dataclass(frozen=True)
-class InlineCall:
-    """An `inline` offer for a plain function taking the input as keyword arguments.
+class SyncCall:
+    """A tool whose work is a plain sync function, offered by its backend as such (`ToolBackend.sync_call`).
 
-    The executor calls `fn(**args)` itself, a frame less on its fastest path, and hands anything but a
-    `ToolError` that the function raises to `translate`, as the backend's own wrapper would have.
+    The executor then runs `fn(args)` itself: in the calling thread when `inline` (the tool opted in to
+    `isolation: "inline"`), otherwise on a worker thread of `echo_tools.runtime`, which a sync caller can
+    wait on directly instead of going through an event loop. `fn` raises `ToolError`s, the tool's own
+    exceptions translated as the backend's `call` would.
     """
 
-    fn: Callable[..., Any]
-    translate: Callable[[Exception], ToolError]
+    fn: Callable[[dict[str, Any]], Any]
+    inline: bool = False
 
 
 class ToolBackend(ABC):
@@ -59,6 +61,14 @@ class ToolBackend(ABC):
     @abstractmethod
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         """Run one call and return its raw output (or a `BackendOutput`)."""
+
+    def sync_call(self, tool: ToolDef) -> SyncCall | None:
+        """`tool`'s work as a plain sync function, when it is one; None (the default): only `call` runs it.
+
+        Asked once per tool version, in a worker thread (it may import the tool's module). Raises
+        `ToolError` when the tool cannot be loaded (the executor then reports it through `call`).
+        """
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - most backends hold nothing to close
         """Release pooled sessions and clients."""

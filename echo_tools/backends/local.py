@@ -16,21 +16,17 @@ Isolation (`execution_config.isolation`):
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import dataclasses
-import functools
 import importlib
 import inspect
-import queue
 import threading
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import InlineCall, ToolBackend, module_allowed
+from echo_tools.backends.base import SyncCall, ToolBackend, module_allowed
 from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError, ToolInputRejectedError
+from echo_tools.runtime import run_in_worker, run_sync
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -38,7 +34,7 @@ if TYPE_CHECKING:
 
 # Unannotated single parameters with these names receive the whole input (EchoAI's tools use them).
 WHOLE_INPUT_NAMES = frozenset({"data", "input", "input_data", "payload", "params", "args", "kwargs_dict"})
-_WORKERS = 32
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # results that are never awaitable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,127 +124,6 @@ def import_target(tool: ToolDef, allowed_modules: typing.Sequence[str]) -> tuple
         return None, fn
     instance = build_instance(tool, module, allowed_modules)
     return instance, _attribute(tool, instance, config.get("method"), "method")
-
-
-class WorkerPool:
-    """Daemon worker threads for sync tools, started on demand up to `max_workers`.
-
-    Not `ThreadPoolExecutor` and not the loop's default executor: a timed-out call leaves its thread
-    running (threads cannot be killed), and such an abandoned thread must neither keep the process from
-    exiting (ThreadPoolExecutor joins its threads at exit) nor make `asyncio.run` wait at loop shutdown.
-    Queue and idle tokens are C-level `SimpleQueue`s: a hand-off costs two thread switches and little else.
-    """
-
-    def __init__(self, max_workers: int = _WORKERS, name: str = "echo-tools-worker") -> None:
-        self.max_workers = max_workers
-        self._name = name
-        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._idle: queue.SimpleQueue[None] = queue.SimpleQueue()  # one token per idle worker
-        self._lock = threading.Lock()
-        self._threads = 0
-
-    def submit(self, job: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        """Run `job()` on a worker; the future holds its result or exception."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._dispatch(functools.partial(_run_for_future, future, job))
-        return future
-
-    def call(self, job: Callable[[], Any], timeout_s: float) -> Any:
-        """Run `job()` on a worker and wait for its result (or exception) in this thread.
-
-        Raises:
-            WaitTimedOut: `timeout_s` passed first; a job not yet started never starts, a running one is
-                left to finish on its own (threads cannot be killed). The job's own exceptions, a
-                `TimeoutError` included, are raised as they are.
-        """
-        handoff = _Handoff(job)
-        self._dispatch(handoff)
-        if not handoff.done.acquire(timeout=min(timeout_s, threading.TIMEOUT_MAX)):
-            handoff.cancelled = True
-            raise WaitTimedOut(f"the job did not finish within {timeout_s:g} s")
-        if handoff.error is not None:
-            error, handoff.error = handoff.error, None  # no cycle through the traceback
-            raise error
-        return handoff.result
-
-    def _dispatch(self, item: Callable[[], None]) -> None:
-        self._queue.put(item)
-        try:
-            self._idle.get_nowait()  # an idle worker will take it
-        except queue.Empty:
-            with self._lock:
-                if self._threads < self.max_workers:
-                    self._threads += 1
-                    name = f"{self._name}-{self._threads}"
-                    threading.Thread(target=self._work, name=name, daemon=True).start()
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            item()
-            del item  # do not keep the last result alive while idle
-            self._idle.put(None)
-
-
-class WaitTimedOut(TimeoutError):
-    """`WorkerPool.call` stopped waiting (told apart from a `TimeoutError` the job itself raised)."""
-
-
-class _Handoff:
-    """One `WorkerPool.call`: the worker runs the job, stores its outcome and releases the waiting caller."""
-
-    __slots__ = ("cancelled", "done", "error", "job", "result")
-
-    def __init__(self, job: Callable[[], Any]) -> None:
-        self.job: Callable[[], Any] | None = job
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.cancelled = False
-        self.done = threading.Lock()
-        self.done.acquire()
-
-    def __call__(self) -> None:
-        job, self.job = self.job, None
-        if self.cancelled or job is None:  # the caller gave up before the job started
-            return
-        try:
-            self.result = job()
-        except BaseException as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
-            self.error = exc
-        finally:
-            self.done.release()
-
-
-def _run_for_future(future: concurrent.futures.Future[Any], job: Callable[[], Any]) -> None:
-    if future.set_running_or_notify_cancel():
-        try:
-            future.set_result(job())
-        except BaseException as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
-            future.set_exception(exc)
-
-
-_pool: WorkerPool | None = None
-_pool_lock = threading.Lock()
-
-
-def worker_pool() -> WorkerPool:
-    """The process-wide pool that sync tools of every backend run in."""
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = WorkerPool()
-    return _pool
-
-
-async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` on a worker thread, with the caller's context variables.
-
-    If the awaiting task is cancelled (a timeout), the call keeps running to its end on its thread and
-    its result is dropped: Python threads cannot be killed. Use `isolation: "process"` for work that must stop.
-    """
-    ctx = contextvars.copy_context()
-    return await asyncio.wrap_future(worker_pool().submit(functools.partial(ctx.run, fn, *args, **kwargs)))
 
 
 def _decorated_function(target: Any) -> Any:
@@ -364,66 +239,31 @@ class LocalBackend(ToolBackend):
                 self._plans[tool.tool_id] = plan
         return plan
 
-    def inline(self, tool: ToolDef) -> InlineCall | Callable[[dict[str, Any]], Any] | None:
-        """How to run `tool` in the calling thread, when it opted in to `inline`.
-
-        A keyword-argument function is offered as itself (`InlineCall`); others as `call(args)`.
-        """
-        if tool.execution_config.get("isolation") != "inline":
+    def sync_call(self, tool: ToolDef) -> SyncCall | None:
+        """A sync `thread` or `inline` tool as the plain function it is; None for async or process tools."""
+        isolation = tool.execution_config.get("isolation", "thread")
+        if isolation not in ("thread", "inline"):
             return None
         plan = self.plan(tool)
         if plan.is_async:
             return None
         fn, style, model = plan.fn, plan.style, plan.model
-        if style == "kwargs":
-            return InlineCall(fn, functools.partial(_translate, tool, fn=fn))
 
         def call(args: dict[str, Any]) -> Any:
             try:
                 if style == "kwargs":
-                    return fn(**args)
-                return fn(model(**args) if style == "model" else dict(args))
+                    result = fn(**args)
+                else:
+                    result = fn(model(**args) if style == "model" else dict(args))
             except ToolError:
                 raise
             except Exception as exc:  # boundary: the tool's own code
                 raise _translate(tool, exc, fn) from exc
-
-        return call
-
-    def blocking(self, tool: ToolDef) -> Callable[[dict[str, Any], float], Any] | None:
-        """For sync callers: `call(args, timeout_s)` running a `thread` tool on a worker and waiting for it.
-
-        At the timeout it raises `TimeoutError` and leaves the thread to finish on its own, as the async
-        path does. None for tools that are async, inline or process-isolated.
-        """
-        if tool.execution_config.get("isolation", "thread") != "thread":
-            return None
-        plan = self.plan(tool)
-        if plan.is_async:
-            return None
-        fn = plan.fn
-
-        def call(args: dict[str, Any], timeout_s: float) -> Any:
-            try:
-                positional, keywords = plan.arguments(args)
-            except Exception as exc:  # boundary: building the tool's own model from the input
-                raise _translate(tool, exc, fn) from exc
-            job = functools.partial(contextvars.copy_context().run, fn, *positional, **keywords)
-            try:
-                result = worker_pool().call(job, timeout_s)
-            except WaitTimedOut:  # a TimeoutError: the executor reports the call's timeout
-                raise
-            except ToolError:
-                raise
-            except Exception as exc:  # boundary: the tool's own code
-                raise _translate(tool, exc, fn) from exc
-            if inspect.isawaitable(result):  # a sync wrapper returning a coroutine
-                from echo_tools.runtime import run_sync
-
-                result = run_sync(_awaited(result), timeout_s)
+            if type(result) not in _PLAIN and inspect.isawaitable(result):  # a sync wrapper of a coroutine
+                result = run_sync(_awaited(result))
             return result
 
-        return call
+        return SyncCall(call, inline=isolation == "inline")
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         plan = self._plans.get(tool.tool_id)

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolNotFoundError
-from echo_tools.models import SideEffect
+from echo_tools.models import SideEffect, ToolDef, ToolType
 
 if TYPE_CHECKING:
     from mcp import types
 
     from echo_tools.executor import ToolExecutor
     from echo_tools.mcp_sessions import MCPSessionPool
-    from echo_tools.models import ToolContext, ToolDef
+    from echo_tools.models import ToolContext
 
 logger = logging.getLogger("echo_tools.mcp")
 
@@ -43,6 +43,7 @@ class MCPBackend(ToolBackend):
         self.executor = executor
         self._pool: MCPSessionPool | None = None
         self._lock = threading.Lock()
+        self._connector_requests: dict[tuple[str, str], ToolDef] = {}  # the api tool posting for each
 
     @property
     def pool(self) -> MCPSessionPool:
@@ -60,7 +61,7 @@ class MCPBackend(ToolBackend):
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         """Call the tool on its server's pooled session (or post it to the connector service)."""
         if "connector_id" in tool.execution_config:
-            return await self._call_connector(tool, args)
+            return await self._call_connector(tool, args, context)
         from echo_tools.mcp_config import server_config
 
         server, name = tool.execution_config["server"], tool.execution_config["tool"]
@@ -88,45 +89,37 @@ class MCPBackend(ToolBackend):
         tools = await asyncio.to_thread(apply_listing, registry, server, listing)
         logger.info("MCP server %r changed its tools; %d active now", server, len(tools))
 
-    async def _call_connector(self, tool: ToolDef, args: dict[str, Any]) -> BackendOutput:
-        import httpx
-
+    async def _call_connector(
+        self, tool: ToolDef, args: dict[str, Any], context: ToolContext
+    ) -> BackendOutput:
+        # The connector service is an HTTP API: the `api` backend posts to it, with its egress check,
+        # response cap, redirect handling and error mapping; this only says which route and body.
         connector_id = tool.execution_config["connector_id"]
         url = os.environ.get(CONNECTOR_BASE_ENV, DEFAULT_CONNECTOR_BASE).rstrip("/") + CONNECTOR_PATH
-        egress = self.executor.egress
-        await asyncio.to_thread(egress.check_resolved, url)  # resolves the host: blocking DNS off the loop
-        body = bytearray()
-        try:
-            client = self.executor.http_client()
-            async with client.stream(
-                "POST",
-                url,
-                json={"connector_id": connector_id, "payload": args},
-                timeout=tool.timeout_ms / 1000,
-                follow_redirects=False,
-            ) as response:
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > egress.max_response_bytes:
-                        raise ToolExecutionError(
-                            f"Connector {connector_id!r}: the response of {url} is larger than "
-                            f"{egress.max_response_bytes} bytes",
-                            tool_id=tool.tool_id,
-                        )
-        except httpx.HTTPError as exc:
-            raise ToolExecutionError(
-                f"Connector {connector_id!r}: POST {url} failed: {exc or type(exc).__name__}",
+        request = self._connector_requests.get((tool.tool_id, url))
+        if request is None or request.timeout_ms != tool.timeout_ms:
+            request = ToolDef(
                 tool_id=tool.tool_id,
-            ) from exc
-        text = body.decode("utf-8", "replace")
-        if not 200 <= response.status_code < 300:
-            raise ToolExecutionError(
-                f"Connector {connector_id!r}: POST {url} answered HTTP {response.status_code}: {text[:300]}",
-                tool_id=tool.tool_id,
+                name=tool.name,
+                tool_type=ToolType.API,
+                timeout_ms=tool.timeout_ms,
+                execution_config={
+                    "url": url,
+                    "method": "POST",
+                    "body": {"connector_id": connector_id},
+                    "timeout": tool.timeout_ms / 1000,
+                },
             )
-        return BackendOutput(
-            _json_or_text(text), {"connector_id": connector_id, "status": response.status_code}
-        )
+            self._connector_requests[(tool.tool_id, url)] = request
+        try:
+            answer = await self.executor.backend_for(ToolType.API).call(request, {"payload": args}, context)
+        except ToolExecutionError as exc:
+            raise ToolExecutionError(
+                f"Connector {connector_id!r}: {exc.message}", tool_id=tool.tool_id
+            ) from exc
+        if isinstance(answer, BackendOutput):
+            return BackendOutput(answer.output, {**answer.metadata, "connector_id": connector_id})
+        return BackendOutput(answer, {"connector_id": connector_id})
 
     async def aclose(self) -> None:
         """Close every pooled session (stdio servers are asked to exit, then terminated)."""

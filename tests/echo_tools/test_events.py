@@ -165,3 +165,21 @@ def test_the_bus_redacts_before_any_sink_sees_the_event() -> None:
         {"secret": "***"},
         {"api_key": "***"},
     )
+
+
+def test_redaction_has_one_home_and_copies_only_what_it_changes() -> None:
+    from echo_tools import redaction
+
+    assert redact is redaction.redact and is_secret_key is redaction.is_secret_key
+    plain = {"query": "q", "nested": [{"limit": 3}]}
+    assert redaction.redact(plain) is plain and not redaction.contains_secret(plain)
+    secret = {"query": "q", "nested": [{"apiKey": "k"}]}
+    assert redaction.redact(secret) == {"query": "q", "nested": [{"apiKey": "***"}]}
+    assert secret["nested"][0]["apiKey"] == "k" and redaction.contains_secret(secret)
+
+
+def test_hidden_values_keep_only_environment_references() -> None:
+    from echo_tools.redaction import hide_values
+
+    shown = hide_values({"Authorization": "Bearer abc", "X-Key": "${KEY}", "Mode": "fast"})
+    assert shown == {"Authorization": "***", "X-Key": "${KEY}", "Mode": "***"}

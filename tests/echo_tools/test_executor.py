@@ -51,6 +51,7 @@ def test_permission_denied_does_not_run_the_tool() -> None:
     context = ToolContext(granted_permissions=[ToolPermission.FS_READ], run_id="r1")
     result = executor.invoke_sync("counter", {"key": "perm"}, context)
     assert result.error_type == "permission_denied" and "fs:write" in result.error
+    assert result.error_field == "permissions"
     assert "perm" not in basic.COUNTERS
     assert log.events[0].type == "tool.failed" and log.events[0].run_id == "r1"
 
@@ -67,6 +68,7 @@ def test_validation_error_names_the_path_and_the_value() -> None:
     result = executor.invoke_sync("add", {"a": 1, "b": "seven"})
     assert result.error_type == "validation"
     assert "input.b" in result.error and "seven" in result.error
+    assert result.error_field == "input.b"  # as data: nobody parses it back out of the message
     assert [e.type for e in log.events] == ["tool.failed"]
     with pytest.raises(ToolValidationError):
         result.raise_for_error()
@@ -75,7 +77,27 @@ def test_validation_error_names_the_path_and_the_value() -> None:
 def test_non_object_input_is_a_validation_error_naming_the_value() -> None:
     executor, _ = make_executor(ADD)
     result = executor.invoke_sync("add", "1 + 2")  # type: ignore[arg-type]
-    assert result.error_type == "validation" and "'1 + 2'" in result.error
+    assert result.error_type == "validation" and "'1 + 2'" in result.error and result.error_field == "input"
+
+
+def test_the_most_specific_field_is_named_when_several_are_wrong() -> None:
+    executor, _ = make_executor(ADD)
+    result = executor.invoke_sync("add", {"a": "1"})  # b missing (names only "input"), a of the wrong type
+    assert result.error_type == "validation" and result.error_field == "input.a"
+
+
+async def test_invoke_and_invoke_sync_give_the_same_result_for_every_outcome() -> None:
+    executor, _ = make_executor(ADD, local_tool("boom", "boom"))
+    for ref, args in (
+        ("add", {"a": 1, "b": 2}),
+        ("add", {"a": "x", "b": 2}),
+        ("boom", {"message": "bad"}),
+        ("nope", {}),
+    ):
+        awaited = await executor.invoke(ref, args)
+        blocking = await asyncio.to_thread(executor.invoke_sync, ref, args)
+        same = ("success", "output", "error", "error_type", "error_field", "attempts")
+        assert {k: getattr(awaited, k) for k in same} == {k: getattr(blocking, k) for k in same}
 
 
 def test_none_for_optional_fields_is_dropped_and_defaults_are_filled() -> None:

@@ -209,15 +209,14 @@ def test_the_latency_reservoir_stays_bounded_and_percentiles_are_nearest_rank() 
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0 and percentile([], 0.99) == 0.0
 
 
-def test_events_are_plain_tool_events_when_the_fast_construction_is_off(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from echo_tools import metrics
-
-    monkeypatch.setattr(metrics, "_FAST", False)
-    event = metrics.make_event("tool.invoked", "t", "T", "local", CONTEXT, input={"a": 1})
-    assert type(event) is ToolEvent and event.run_id == "run-1" and event.input == {"a": 1}
-    assert len(event.event_id) == 32 and event.timestamp.endswith("Z")
+def test_the_executor_emits_plain_tool_events_with_the_context_ids() -> None:
+    executor, log = make_executor(ADD)
+    executor.invoke_sync("add", {"a": 1, "b": 2}, CONTEXT)
+    invoked, completed = log.events
+    assert type(invoked) is ToolEvent and type(completed) is ToolEvent
+    assert invoked.run_id == completed.run_id == "run-1" and invoked.input == {"a": 1, "b": 2}
+    assert invoked.event_id != completed.event_id and len(completed.event_id) == 32
+    assert completed.timestamp.endswith("Z")
 
 
 def test_a_call_without_a_context_has_events_whose_ids_read_as_none() -> None:

@@ -197,3 +197,37 @@ def read_request_id() -> str:
 
 def raise_timeout(host: str) -> None:
     raise TimeoutError(f"connecting to {host} timed out")  # the tool's own failure, not the call's deadline
+
+
+HOLD = threading.Event()  # released by the test that holds calls
+HELD: dict[str, int] = {}
+ALL_HELD = threading.Event()
+
+
+def held(key: str, until: int) -> str:
+    """Waits for HOLD (at most 30 s); sets ALL_HELD once `until` calls of `key` are waiting at once."""
+    with _lock:
+        HELD[key] = HELD.get(key, 0) + 1
+        if HELD[key] >= until:
+            ALL_HELD.set()
+    HOLD.wait(30)
+    return "released"
+
+
+def long_text(chars: int) -> str:
+    """Readable text of exactly `chars` characters."""
+    return ("lorem ipsum " * (chars // 12 + 1))[:chars]
+
+
+def picture(size: int) -> dict[str, Any]:
+    """An image as MCP tools return it: base64 data with its MIME type, and a caption."""
+    import base64
+
+    data = base64.b64encode(bytes(range(256)) * (size // 256 + 1))[: size * 4 // 3].decode()
+    return {"caption": "a chart", "image": {"type": "image", "mimeType": "image/png", "data": data}}
+
+
+def data_uri(size: int) -> str:
+    import base64
+
+    return "data:image/png;base64," + base64.b64encode(os.urandom(size)).decode()
