@@ -79,6 +79,15 @@ def new_event_id() -> str:
     return _format_event_id(next(_ID_COUNTER))
 
 
+def _new_id_prefix() -> None:
+    # a forked child would otherwise repeat its parent's ids, and a history keyed by event id would merge them
+    global _ID_PREFIX
+    _ID_PREFIX = os.urandom(10).hex()
+
+
+os.register_at_fork(after_in_child=_new_id_prefix)
+
+
 def _format_event_id(number: int) -> str:
     return f"{_ID_PREFIX}{number & 0xFFFFFFFFFFFF:012x}"
 
@@ -240,6 +249,7 @@ class EventBus:
         self._queue: queue.Queue[tuple[tuple[EventSink, ...], Any]] = queue.Queue(queue_size)
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._pending = 0  # events queued and not yet delivered
         for sink in sinks:
             self.add(sink)
 
@@ -286,9 +296,10 @@ class EventBus:
             event.output = redact(event.output)
         if event.metadata:
             event.metadata = redact(event.metadata)
-        if not on_loop:
+        if not on_loop and not self._pending:
             _deliver(sinks, event)
             return
+        # on a loop, or behind events still queued (delivered in place it would overtake them): queue it
         inline = self._inline
         later = tuple(s for s in sinks if s not in inline) if inline else sinks
         if inline:
@@ -314,8 +325,12 @@ class EventBus:
                     self._worker = threading.Thread(target=self._drain, name="echo-tools-events", daemon=True)
                     self._worker.start()
         try:
+            with self._lock:
+                self._pending += 1
             self._queue.put_nowait((sinks, event))
         except queue.Full:
+            with self._lock:
+                self._pending -= 1
             with self._lock:
                 self.dropped += 1
                 first = self.dropped == 1
@@ -333,6 +348,8 @@ class EventBus:
                 item.set()
             else:
                 _deliver(sinks, item)
+                with self._lock:
+                    self._pending -= 1
             del sinks, item  # keep nothing alive while idle
 
 

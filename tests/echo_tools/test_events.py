@@ -183,3 +183,40 @@ def test_hidden_values_keep_only_environment_references() -> None:
 
     shown = hide_values({"Authorization": "Bearer abc", "X-Key": "${KEY}", "Mode": "fast"})
     assert shown == {"Authorization": "***", "X-Key": "${KEY}", "Mode": "***"}
+
+
+def test_an_event_emitted_in_place_never_overtakes_events_still_queued() -> None:
+    import threading as _threading
+
+    from echo_tools.events import EventBus, ToolEvent
+
+    gate = _threading.Event()
+    seen: list[str] = []
+
+    def slow_sink(event: ToolEvent) -> None:
+        gate.wait(10)  # holds the delivery thread until the sync event has been emitted
+        seen.append(event.type)
+
+    bus = EventBus([slow_sink])
+    bus.emit(ToolEvent(type="tool.invoked"), on_loop=True)  # queued for the delivery thread
+    bus.emit(ToolEvent(type="tool.completed"))  # in place would overtake the queued one
+    gate.set()
+    assert bus.flush(10)
+    assert seen == ["tool.invoked", "tool.completed"]
+
+
+def test_a_forked_child_makes_event_ids_of_its_own() -> None:
+    import os as _os
+
+    from echo_tools.events import ToolEvent
+
+    read, write = _os.pipe()
+    pid = _os.fork()
+    if pid == 0:  # the child: report one id and leave at once
+        _os.write(write, ToolEvent(type="tool.invoked").event_id.encode())
+        _os._exit(0)
+    _os.close(write)
+    child_id = _os.read(read, 200).decode()
+    _os.waitpid(pid, 0)
+    parent_id = ToolEvent(type="tool.invoked").event_id
+    assert child_id and child_id[:20] != parent_id[:20]
