@@ -2,7 +2,8 @@
 
 Creating a client per call costs a TLS handshake and a connection pool each time; one per loop keeps
 connections alive across calls while staying safe to use from any loop (an async client is bound to the
-loop that created it).
+loop that created it). Bodies are read with `echo_tools.bounded_body.read_bounded`, never `.content`: httpx
+decodes a whole chunk before it can be counted, so a compressed body could grow without bound.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import asyncio
 import weakref
 
 import httpx
+
+from echo_tools.bounded_body import ACCEPT_ENCODING
 
 USER_AGENT = "echo-tools/0.1 (+https://github.com/echo-tools)"
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
@@ -25,7 +28,7 @@ def shared_client() -> httpx.AsyncClient:
     if client is None or client.is_closed:
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(10.0, connect=5.0),
-            headers={"User-Agent": USER_AGENT},
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
             limits=httpx.Limits(max_connections=20, max_keepalive_connections=10),
             follow_redirects=False,
         )

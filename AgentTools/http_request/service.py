@@ -5,7 +5,8 @@ Every URL, including each redirect hop, is checked before it is contacted: loopb
 (`ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK=1`, `ECHO_TOOLS_EGRESS_ALLOW_PRIVATE=1`,
 `ECHO_TOOLS_EGRESS_ALLOWED_HOSTS=host1,10.0.0.0/8`). Host names are resolved and every address checked;
 a DNS answer that changes between the check and the connection (rebinding) is not defended against.
-Responses are read up to a size cap.
+Responses are read up to `max_response_bytes` of decoded body (any Content-Encoding, decoded in bounded
+steps), then cut with `truncated: true`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import urljoin
 import httpx
 
 from AgentTools._http import shared_client
+from echo_tools.bounded_body import UndecodableBodyError, read_bounded
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import ToolExecutionError
 
@@ -55,15 +57,6 @@ def _body_args(body: Any, headers: dict[str, str]) -> dict[str, Any]:
     if isinstance(body, (int, float, bool)):
         return {"json": body}
     return {"content": str(body).encode("utf-8")}
-
-
-async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
-    kept = bytearray()
-    async for chunk in response.aiter_bytes():
-        kept += chunk
-        if len(kept) > cap:
-            return bytes(kept[:cap]), True
-    return bytes(kept), False
 
 
 def _checked_headers(headers: dict[str, Any] | None) -> dict[str, str]:
@@ -131,7 +124,7 @@ class _Call:
 
 
 def _result(
-    response: httpx.Response, data: bytes, truncated: bool, call: _Call, started: float
+    response: httpx.Response, data: bytes, truncated: bool, max_bytes: int, call: _Call, started: float
 ) -> dict[str, Any]:
     text = data.decode(response.encoding or "utf-8", errors="replace")
     out: dict[str, Any] = {
@@ -143,6 +136,10 @@ def _result(
         "truncated": truncated,
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
     }
+    if truncated:
+        encoding = response.headers.get("content-encoding")
+        decoded = f" of Content-Encoding {encoding!r}" if encoding else ""
+        out["note"] = f"the body{decoded} was cut at max_response_bytes ({max_bytes} bytes, decoded)"
     if call.hops:
         out["redirects"] = call.hops
     if "json" in response.headers.get("content-type", "") and not truncated and text.strip():
@@ -185,8 +182,11 @@ class HttpRequestService:
                 if follow_redirects and response.is_redirect and location:
                     call.redirect(response, location)
                     continue
-                data, truncated = await _read_capped(response, max_response_bytes)
-                return _result(response, data, truncated, call, started)
+                try:
+                    data, truncated = await read_bounded(response, max_response_bytes)
+                except UndecodableBodyError as exc:
+                    raise ToolExecutionError(f"{call.method} {call.url!r}: {exc}") from exc
+                return _result(response, data, truncated, max_response_bytes, call, started)
             finally:
                 await response.aclose()
         raise ToolExecutionError(f"{url!r} redirected more than {MAX_REDIRECTS} times")

@@ -1,8 +1,10 @@
 """The text_tools tool: length and counts, split, regex extract and replace, template rendering, case.
 
-Regular expressions are guarded: the pattern is at most 500 characters, the text at most 1 MB, nested
-quantifiers such as `(a+)+` (the usual catastrophic-backtracking shape) are refused, and at most 1000
-matches are returned. Templates use `string.Template` (`$name`, `${name}`): substitution only, no code.
+Every size input can inflate is bounded before it is built: the text and template at most 1 M characters,
+the pattern at most 500, at most 1000 matches, and every result (replaced text, rendered template,
+extracted matches) at most `MAX_RESULT_CHARS`, computed before the string exists. Patterns run with RE2
+(`patterns.py`): linear time, no backtracking, the GIL released while matching. Templates use
+`string.Template` (`$name`, `${name}`): substitution only, no code.
 """
 
 from __future__ import annotations
@@ -11,37 +13,23 @@ import re
 import string
 from typing import Any
 
+from AgentTools.text_tools.patterns import MAX_PATTERN_CHARS, InputError, compile_pattern, parse_replacement
+
 OPERATIONS = ("length", "split", "regex_extract", "regex_replace", "template", "case", "truncate")
 MAX_TEXT_CHARS = 1_000_000
-MAX_PATTERN_CHARS = 500
+MAX_RESULT_CHARS = 2_000_000
 MAX_MATCHES = 1000
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*(?:[+*]|\{\d*,)")
-_FLAGS = {"ignorecase": re.IGNORECASE, "multiline": re.MULTILINE, "dotall": re.DOTALL}
 _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
 
+__all__ = ["MAX_PATTERN_CHARS", "OPERATIONS", "InputError", "TextToolsService", "compile_pattern"]
 
-def compile_pattern(pattern: str, flags: list[str] | None) -> re.Pattern[str]:
-    """Compile a user pattern after the guards; errors name the pattern."""
-    if not pattern:
-        raise ValueError("pattern is empty; give a regular expression")
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise ValueError(
-            f"pattern is {len(pattern)} characters long; at most {MAX_PATTERN_CHARS} are allowed"
-        )
-    if _NESTED_QUANTIFIER.search(pattern):
-        raise ValueError(
-            f"pattern {pattern!r} repeats a group that itself repeats (like '(a+)+'), which can take exponential "
-            "time; rewrite it without the nested quantifier"
-        )
-    value = 0
-    for flag in flags or []:
-        if flag not in _FLAGS:
-            raise ValueError(f"flags entry {flag!r} is unknown; expected: {', '.join(_FLAGS)}")
-        value |= _FLAGS[flag]
-    try:
-        return re.compile(pattern, value)
-    except re.error as exc:
-        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+
+def _too_large(what: str, size: int, field: str) -> InputError:
+    return InputError(
+        f"{what} would be {size} characters or more; at most {MAX_RESULT_CHARS} are allowed "
+        f"(check {field}, or work on a smaller text)",
+        field.split(" ")[0],
+    )
 
 
 class TextToolsService:
@@ -92,14 +80,7 @@ class TextToolsService:
         if operation == "regex_extract":
             return self._extract(text, compile_pattern(pattern or "", flags), group)
         if operation == "regex_replace":
-            compiled = compile_pattern(pattern or "", flags)
-            try:
-                result, count = compiled.subn(replacement, text)
-            except (re.error, IndexError) as exc:
-                raise ValueError(
-                    f"replacement {replacement!r} is invalid for pattern {pattern!r}: {exc}"
-                ) from exc
-            return {"operation": operation, "result": result, "replacements": count}
+            return self._replace(text, compile_pattern(pattern or "", flags), replacement)
         if operation == "template":
             return self._template(template, variables or {}, strict)
         if operation == "case":
@@ -124,7 +105,7 @@ class TextToolsService:
         if mode == "lines":
             parts = text.splitlines()
         elif mode == "words":
-            parts = text.split()
+            parts = text.split(None, max_parts)
         elif mode == "sentences":
             parts = [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
         elif mode == "paragraphs":
@@ -132,7 +113,7 @@ class TextToolsService:
         elif mode == "separator":
             if separator == "":
                 raise ValueError("separator must not be empty; use mode 'words' to split on whitespace")
-            parts = text.split(separator) if separator is not None else text.split()
+            parts = text.split(separator, max_parts)  # None: whitespace; the rest stays in one part
         else:
             raise ValueError(
                 f"mode {mode!r} is unknown; expected separator, lines, words, sentences or paragraphs"
@@ -140,18 +121,25 @@ class TextToolsService:
         return parts[:max_parts]
 
     @staticmethod
-    def _extract(text: str, compiled: re.Pattern[str], group: int | str) -> dict[str, Any]:
+    def _extract(text: str, compiled: Any, group: int | str) -> dict[str, Any]:
         exists = group in compiled.groupindex if isinstance(group, str) else 0 <= group <= compiled.groups
         if not exists:
             raise ValueError(f"group {group!r} does not exist in pattern {compiled.pattern!r}")
+        named = compiled.groupindex
+        index = named[group] if isinstance(group, str) else group
         matches: list[Any] = []
         spans: list[list[int]] = []
-        named: list[dict[str, Any]] = []
+        groups: list[dict[str, Any]] = []
+        size = 0
         for match in compiled.finditer(text):
-            matches.append(match.group(group))
+            # groups may overlap (nested), so count their spans before copying them out of the text
+            size += sum(_span_len(match, g) for g in (index, *named.values()))
+            if size > MAX_RESULT_CHARS:
+                raise _too_large("the extracted matches", size, "pattern and group")
+            matches.append(match.group(index))
             spans.append([match.start(), match.end()])
-            if compiled.groupindex:
-                named.append(match.groupdict())
+            if named:
+                groups.append({name: match.group(number) for name, number in named.items()})
             if len(matches) >= MAX_MATCHES:
                 break
         out: dict[str, Any] = {
@@ -160,9 +148,28 @@ class TextToolsService:
             "count": len(matches),
             "spans": spans,
         }
-        if compiled.groupindex:
-            out["groups"] = named
+        if named:
+            out["groups"] = groups
         return out
+
+    @staticmethod
+    def _replace(text: str, compiled: Any, replacement: str) -> dict[str, Any]:
+        pieces = parse_replacement(replacement, compiled)
+        chunks: list[str] = []
+        size = end = count = 0
+        for match in compiled.finditer(text):
+            start = match.start()
+            size += start - end + sum(len(p) if isinstance(p, str) else _span_len(match, p) for p in pieces)
+            if size > MAX_RESULT_CHARS:
+                raise _too_large("the replaced text", size + len(text) - match.end(), "replacement")
+            chunks.append(text[end:start])
+            chunks.extend(p if isinstance(p, str) else match.group(p) or "" for p in pieces)
+            end = match.end()
+            count += 1
+        if size + len(text) - end > MAX_RESULT_CHARS:
+            raise _too_large("the replaced text", size + len(text) - end, "replacement")
+        chunks.append(text[end:])
+        return {"operation": "regex_replace", "result": "".join(chunks), "replacements": count}
 
     @staticmethod
     def _template(template: str | None, variables: dict[str, Any], strict: bool) -> dict[str, Any]:
@@ -174,6 +181,9 @@ class TextToolsService:
             )
         compiled = string.Template(template)
         values = {k: v if isinstance(v, str) else str(v) for k, v in variables.items()}
+        size = _rendered_size(compiled, values)
+        if size > MAX_RESULT_CHARS:
+            raise _too_large("the rendered template", size, "template and variables")
         missing = sorted({n for n in compiled.get_identifiers() if n not in values})
         if strict and missing:
             raise ValueError(
@@ -184,6 +194,27 @@ class TextToolsService:
         except ValueError as exc:
             raise ValueError(f"template {template[:60]!r} is malformed: {exc}") from exc
         return {"operation": "template", "result": result, "missing": missing}
+
+
+def _span_len(match: Any, group: int) -> int:
+    start, end = match.span(group)
+    return end - start if start >= 0 else 0
+
+
+def _rendered_size(compiled: string.Template, values: dict[str, str]) -> int:
+    """How long `safe_substitute(values)` would be, without building it."""
+    size = end = 0
+    for match in compiled.pattern.finditer(compiled.template):
+        size += match.start() - end
+        name = match.group("named") or match.group("braced")
+        if match.group("escaped") is not None:
+            size += 1
+        elif name is not None and name in values:
+            size += len(values[name])
+        else:
+            size += match.end() - match.start()  # left as written
+        end = match.end()
+    return size + len(compiled.template) - end
 
 
 def _snake(text: str) -> str:

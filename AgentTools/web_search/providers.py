@@ -18,7 +18,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from AgentTools._http import shared_client
+from echo_tools.bounded_body import UndecodableBodyError, read_bounded
 from echo_tools.errors import ToolConfigError, ToolExecutionError
+
+MAX_RESPONSE_BYTES = 5 * 1024 * 1024
+_DECODED_AWAY = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 @dataclass
@@ -63,13 +67,30 @@ class SearchProvider(ABC):
             )
 
     async def get(self, url: str, **kwargs: Any) -> httpx.Response:
-        """GET through the shared client; HTTP and network failures become readable `ToolExecutionError`s."""
+        """GET through the shared client; HTTP and network failures become readable `ToolExecutionError`s.
+
+        The body is decoded under `MAX_RESPONSE_BYTES` (any Content-Encoding); a larger one fails the call.
+        """
+        client = shared_client()
         try:
-            response = await shared_client().get(url, **kwargs)
+            async with client.stream("GET", url, **kwargs) as streamed:
+                body, cut = await read_bounded(streamed, MAX_RESPONSE_BYTES)
         except httpx.HTTPError as exc:
             raise ToolExecutionError(
                 f"Search provider {self.name!r} could not be reached at {url!r}: {exc!r}"
             ) from exc
+        except UndecodableBodyError as exc:
+            raise ToolExecutionError(f"Search provider {self.name!r}: {exc}") from exc
+        if cut:
+            raise ToolExecutionError(
+                f"Search provider {self.name!r} answered more than {MAX_RESPONSE_BYTES} bytes "
+                f"(decoded, Content-Encoding {streamed.headers.get('content-encoding', 'identity')!r}); "
+                "reading stopped"
+            )
+        headers = {k: v for k, v in streamed.headers.items() if k.lower() not in _DECODED_AWAY}
+        response = httpx.Response(
+            streamed.status_code, headers=headers, content=body, request=streamed.request
+        )
         if response.status_code in (401, 403):
             raise ToolExecutionError(
                 f"Search provider {self.name!r} refused the request (HTTP {response.status_code}); check its key: {self.env_help}"

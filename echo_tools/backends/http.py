@@ -4,7 +4,8 @@
 the input is the JSON body, or the query string for GET, DELETE and HEAD. `${NAME}` in header values is
 read from the environment at call time and never stored resolved. Every URL, and every redirect hop, is
 checked against the executor's egress policy; redirects are followed by hand (at most 5). Responses are
-streamed and cut at `egress.max_response_bytes`.
+streamed and decoded under `egress.max_response_bytes` (`bounded_body`): a larger body, compressed or not,
+fails the call.
 
 Transport: one `httpx.AsyncClient` per executor and event loop (httpx clients are bound to the loop they
 first ran on), on httpx-aiohttp's aiohttp transport: httpx's API with aiohttp's connection pool, which
@@ -28,6 +29,7 @@ from urllib.parse import quote, urljoin, urlsplit
 import httpx
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.bounded_body import ACCEPT_ENCODING, UndecodableBodyError, read_bounded
 from echo_tools.credentials import credential_for
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
 
@@ -55,6 +57,7 @@ def make_client() -> httpx.AsyncClient:
         trust_env=False,
         follow_redirects=False,
         timeout=DEFAULT_TIMEOUT_S,
+        headers={"Accept-Encoding": ACCEPT_ENCODING},  # only encodings whose decoded size is bounded
         limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
     )
 
@@ -232,23 +235,26 @@ class HttpBackend(ToolBackend):
             self._passed[key] = expires
 
     async def _read_capped(self, tool: ToolDef, response: httpx.Response, declared: bytes | None) -> bytes:
+        """The decoded body, refused once it (or its raw bytes) passes `max_response_bytes`."""
         limit = self.executor.egress.max_response_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: the response of {int(declared)} bytes exceeds the limit of {limit} bytes",
                 tool_id=tool.tool_id,
             )
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise ToolExecutionError(
-                    f"Tool {tool.tool_id!r}: the response exceeds the limit of {limit} bytes; reading stopped",
-                    tool_id=tool.tool_id,
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
+        try:
+            content, cut = await read_bounded(response, limit)
+        except UndecodableBodyError as exc:
+            raise ToolExecutionError(f"Tool {tool.tool_id!r}: {exc}", tool_id=tool.tool_id) from exc
+        if cut:
+            encoding = response.headers.get("content-encoding")
+            decoded = f" (decoded from Content-Encoding {encoding!r})" if encoding else ""
+            raise ToolExecutionError(
+                f"Tool {tool.tool_id!r}: the response{decoded} exceeds the limit of {limit} bytes "
+                "(max_response_bytes); reading stopped",
+                tool_id=tool.tool_id,
+            )
+        return content
 
     async def aclose(self) -> None:
         """Close every client: this loop's directly, a client of another live loop on that loop."""
