@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
-from echo_tools.models import SideEffect, ToolDef, ToolPermission, ToolStatus, ToolType, slugify
+from echo_tools.models import (
+    SideEffect,
+    ToolDef,
+    ToolPermission,
+    ToolSource,
+    ToolStatus,
+    ToolType,
+    slugify,
+)
 
 if TYPE_CHECKING:
     from mcp import types
@@ -361,6 +369,7 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
                 },
                 side_effect=side_effect,
                 permissions=[ToolPermission.MCP_CONNECT],
+                source=ToolSource.MCP,
             )
         )
     return out
