@@ -539,7 +539,12 @@ class ToolRegistry:
                 try:
                     tool = self._read_manifest(manifest)
                     current = self._tools.get(tool.tool_id)
-                    if current is None or current.to_storage_dict() != tool.to_storage_dict():
+                    if current is not None and _unmarked_copy_of(current, tool):
+                        with (
+                            self._lock
+                        ):  # EchoAI's own copy of the manifest: known as builtin, file untouched
+                            self._put(tool)
+                    elif current is None or current.to_storage_dict() != tool.to_storage_dict():
                         self.register(tool)
                     found.append(self._tools.get(tool.tool_id) or tool)
                 except ToolError as exc:
@@ -644,3 +649,17 @@ def _check_depths(tool_id: str | None, data: Mapping[str, Any]) -> None:
     for name in _JSON_FIELDS:
         if name in data:
             check_depth(data[name], field=name, tool_id=tool_id)
+
+
+def _unmarked_copy_of(stored: ToolDef, manifest: ToolDef) -> bool:
+    """True when `stored` is a file without a `source` (EchoAI wrote it) holding `manifest` otherwise."""
+    if "source" in stored.model_fields_set or stored.source == manifest.source:
+        return False
+
+    def unmarked(tool: ToolDef) -> dict[str, Any]:
+        data = tool.to_storage_dict()
+        data.pop("source")
+        data["tags"] = [t for t in tool.tags if not t.startswith(("source:", "category:"))]
+        return data
+
+    return unmarked(stored) == unmarked(manifest)
