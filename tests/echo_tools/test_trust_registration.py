@@ -359,3 +359,32 @@ def test_docs_and_the_openapi_schema_need_the_key_when_one_is_set(registry: Tool
             assert (
                 "/tools/register" in client.get("/openapi.json", headers={"X-API-Key": KEY}).json()["paths"]
             )
+
+
+# -- finding 4 for a router mounted into another app ------------------------------------------------------
+
+
+def test_a_keyless_router_mounted_into_a_gateway_refuses_a_foreign_host(registry: ToolRegistry) -> None:
+    from fastapi import FastAPI
+
+    from echo_tools.api import make_router
+
+    executor = ToolExecutor(registry)
+    gateway = FastAPI()
+    gateway.include_router(make_router(registry, executor, ApiSettings()))
+    with serve_in_thread(gateway) as url, httpx.Client(base_url=url, timeout=30) as client:
+        body = refused(
+            client.get("/tools/list", headers={"Host": "rebound.example"}), 421, "misdirected", "headers.host"
+        )
+        assert "'rebound.example'" in body["message"]
+        assert client.get("/tools/list").status_code == 200
+    executor.close()
+
+
+@pytest.mark.parametrize("name", ["", "A-B", "1ST", "X Y", "${HOME}"])
+def test_allowed_env_entries_must_be_variable_names(name: str) -> None:
+    from echo_tools.errors import ToolConfigError
+
+    with pytest.raises(ToolConfigError) as caught:
+        ApiSettings(allowed_env=(name,)).check()
+    assert caught.value.field == "allowed_env" and repr(name) in caught.value.message
