@@ -26,7 +26,6 @@ from echo_tools.errors import (
     ToolError,
     ToolNameConflictError,
     ToolNotFoundError,
-    ToolReadOnlyError,
     ToolRegistrationError,
     ToolStorageError,
     ToolValidationError,
@@ -35,7 +34,14 @@ from echo_tools.events import EventBus, EventSink, ToolEvent
 from echo_tools.models import ToolDef, ToolSource, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_depth, check_schema, compiled, normalize_args
 from echo_tools.storage import RESERVED_FILES, Problem, ToolStorage, describe_validation_error, gc_paused
-from echo_tools.trust import PYTHON_TYPES, entry_point, remote_definition, with_trust_tags
+from echo_tools.trust import (
+    PYTHON_TYPES,
+    entry_point,
+    remote_definition,
+    unmarked_copy_of,
+    with_trust_tags,
+    writable_remotely,
+)
 
 logger = logging.getLogger("echo_tools.registry")
 
@@ -254,8 +260,8 @@ class ToolRegistry:
         tool = remote_definition(tool, list(self._tools.values()), allowed_env)
         current = self._tools.get(tool.tool_id)
         if current is not None:
-            _writable_remotely(current)
-        return self._store(tool, _writable_remotely)
+            writable_remotely(current)
+        return self._store(tool, writable_remotely)
 
     def _store(self, tool: ToolDef, guard: Callable[[ToolDef], None] | None) -> dict[str, str]:
         with self._lock:
@@ -359,7 +365,7 @@ class ToolRegistry:
         Raises:
             ToolReadOnlyError: the tool's source is not `remote` (nothing is deleted).
         """
-        return self._delete(tool_id, _writable_remotely)
+        return self._delete(tool_id, writable_remotely)
 
     def _delete(self, tool_id: str, guard: Callable[[ToolDef], None] | None) -> bool:
         with self._lock:
@@ -539,7 +545,7 @@ class ToolRegistry:
                 try:
                     tool = self._read_manifest(manifest)
                     current = self._tools.get(tool.tool_id)
-                    if current is not None and _unmarked_copy_of(current, tool):
+                    if current is not None and unmarked_copy_of(current, tool):
                         with (
                             self._lock
                         ):  # EchoAI's own copy of the manifest: known as builtin, file untouched
@@ -633,33 +639,7 @@ class ToolRegistry:
         return remove_mcp_server(self, name)
 
 
-def _writable_remotely(existing: ToolDef) -> None:
-    """Refuse to let a caller over HTTP replace or delete a tool it did not register that way."""
-    if existing.source != ToolSource.REMOTE:
-        raise ToolReadOnlyError(
-            f"Tool {existing.tool_id!r} has source {existing.source.value!r}: only tools registered over "
-            "HTTP (source 'remote') may be replaced or deleted over HTTP; register under another tool_id "
-            "and name, or change it where it comes from (its manifest, MCP server or host application)",
-            tool_id=existing.tool_id,
-            field="tool_id",
-        )
-
-
 def _check_depths(tool_id: str | None, data: Mapping[str, Any]) -> None:
     for name in _JSON_FIELDS:
         if name in data:
             check_depth(data[name], field=name, tool_id=tool_id)
-
-
-def _unmarked_copy_of(stored: ToolDef, manifest: ToolDef) -> bool:
-    """True when `stored` is a file without a `source` (EchoAI wrote it) holding `manifest` otherwise."""
-    if "source" in stored.model_fields_set or stored.source == manifest.source:
-        return False
-
-    def unmarked(tool: ToolDef) -> dict[str, Any]:
-        data = tool.to_storage_dict()
-        data.pop("source")
-        data["tags"] = [t for t in tool.tags if not t.startswith(("source:", "category:"))]
-        return data
-
-    return unmarked(stored) == unmarked(manifest)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from echo_tools.errors import ToolRegistrationError
+from echo_tools.errors import ToolReadOnlyError, ToolRegistrationError
 from echo_tools.models import ToolDef, ToolPermission, ToolSource, ToolType
 
 PYTHON_TYPES = frozenset({ToolType.LOCAL, ToolType.CREWAI, ToolType.LANGCHAIN})
@@ -185,3 +185,29 @@ def remote_definition(
         if permissions != tool.permissions:
             tool = tool.model_copy(update={"permissions": permissions})
     return with_trust_tags(tool)
+
+
+def writable_remotely(existing: ToolDef) -> None:
+    """Refuse to let a caller over HTTP replace or delete a tool it did not register that way."""
+    if existing.source != ToolSource.REMOTE:
+        raise ToolReadOnlyError(
+            f"Tool {existing.tool_id!r} has source {existing.source.value!r}: only tools registered over "
+            "HTTP (source 'remote') may be replaced or deleted over HTTP; register under another tool_id "
+            "and name, or change it where it comes from (its manifest, MCP server or host application)",
+            tool_id=existing.tool_id,
+            field="tool_id",
+        )
+
+
+def unmarked_copy_of(stored: ToolDef, manifest: ToolDef) -> bool:
+    """True when `stored` is a file without a `source` (EchoAI wrote it) holding `manifest` otherwise."""
+    if "source" in stored.model_fields_set or stored.source == manifest.source:
+        return False
+
+    def unmarked(tool: ToolDef) -> dict[str, Any]:
+        data = tool.to_storage_dict()
+        data.pop("source")
+        data["tags"] = [t for t in tool.tags if not t.startswith(("source:", "category:"))]
+        return data
+
+    return unmarked(stored) == unmarked(manifest)
