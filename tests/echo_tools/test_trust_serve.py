@@ -209,11 +209,19 @@ try:
                        "execution_config": {"url": "https://api.example.com/late"}})
     print(json.dumps({"error": None}))
 except ToolStorageError as exc:
-    print(json.dumps({"error": str(exc), "in_memory": registry.get("tool_late_tool") is not None}))
+    outcome = {"error": str(exc), "in_memory": registry.get("tool_late_tool") is not None}
+    try:  # the disk is full now: a delete must not half-happen either
+        registry.delete("tool_weather_station_number_0")
+        outcome["delete_error"] = None
+    except ToolStorageError as exc:
+        outcome["delete_error"] = str(exc)
+    print(json.dumps(outcome))
 """
 
 
-def test_a_register_that_a_full_disk_interrupts_is_not_there_after_a_restart(tmp_path: Path) -> None:
+def test_a_register_or_delete_that_a_full_disk_interrupts_changes_nothing_after_a_restart(
+    tmp_path: Path,
+) -> None:
     store = tmp_path / "tools"
     registry = ToolRegistry(store)
     for n in range(30):  # an index much larger than one tool file
@@ -229,5 +237,8 @@ def test_a_register_that_a_full_disk_interrupts_is_not_there_after_a_restart(tmp
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome["error"] and str(store) in outcome["error"] and "No space left" in outcome["error"]
     assert outcome["in_memory"] is False
+    assert outcome["delete_error"] and "No space left" in outcome["delete_error"]
     assert folder_state(store) == before
-    assert ToolRegistry(store).get("tool_late_tool") is None  # the restart
+    restarted = ToolRegistry(store)
+    assert restarted.get("tool_late_tool") is None
+    assert restarted.get("tool_weather_station_number_0") is not None
