@@ -432,17 +432,22 @@ class ToolStorage:
             index_tmp = self._stage_index(index)
             staged.append(index_tmp)
             backup = None
-            if path.exists():
-                backup = str(path.with_name(f"{_TMP_PREFIX}{path.name}.{time.time_ns()}.old"))
-                os.link(path, backup)
-                staged.append(backup)
+            existed = path.exists()
+            if existed:
+                name = str(path.with_name(f"{_TMP_PREFIX}{path.name}.{time.time_ns()}.old"))
+                try:
+                    os.link(path, name)
+                    backup = name
+                    staged.append(name)
+                except OSError:
+                    pass  # no hard links on this file system: a failed index rename keeps the new file
             os.replace(tool_tmp, path)
             try:
                 os.replace(index_tmp, self._index_path)
             except OSError:
                 if backup is not None:
                     os.replace(backup, path)
-                else:
+                elif not existed:
                     _unlink_quietly(path)
                 raise
         finally:
