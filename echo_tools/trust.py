@@ -158,6 +158,15 @@ def remote_definition(
     if allowed_env is not None:
         check_env_references(tool, allowed_env)
     config = tool.execution_config
+    if "credential" in config:
+        # a named credential is a server secret, like an environment variable: the caller picks the URL
+        raise _refuse(
+            tool,
+            "execution_config.credential",
+            f"execution_config.credential {config['credential']!r}: a tool registered over HTTP may not name "
+            "a stored credential (its secret would go wherever the caller's URL points); register the tool "
+            "in-process, or bind the credential per canvas binding",
+        )
     if tool.tool_type in PYTHON_TYPES and config:
         tools = list(tools)
         declared = declared_entry_points(tools)
