@@ -546,9 +546,8 @@ class ToolRegistry:
                     tool = self._read_manifest(manifest)
                     current = self._tools.get(tool.tool_id)
                     if current is not None and unmarked_copy_of(current, tool):
-                        with (
-                            self._lock
-                        ):  # EchoAI's own copy of the manifest: known as builtin, file untouched
+                        # EchoAI's own copy of the manifest: known as builtin, its file untouched
+                        with self._lock:
                             self._put(tool)
                     elif current is None or current.to_storage_dict() != tool.to_storage_dict():
                         self.register(tool)
