@@ -4,7 +4,9 @@
 gateway; `create_app(...)` builds a whole FastAPI app around it (body limit, CORS, error contract, and the
 `/workflows` routes when the workflow bridge is installed). FastAPI is imported here only, never by
 `import echo_tools`. Paths and response shapes follow EchoAI's routes; its bugs (a shadowed `/health`,
-200 answers for failures, no auth, arbitrary modules over HTTP) are fixed.
+200 answers for failures, no auth, arbitrary modules over HTTP) are fixed. A tool registered here is
+`remote` (`ToolRegistry.register_remote`): it may name only code a manifest declares, reference only the
+allowed environment variables, and replace or delete only other `remote` tools.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from fastapi import APIRouter, Body, Depends, FastAPI, Query
 from fastapi import Path as PathParam
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import echo_tools
 from echo_tools.api_errors import ApiError, contract_route_class, from_failed_result, install_error_handlers
@@ -113,11 +115,17 @@ def make_router(
     router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
     router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
 
-    @router.post("/register", dependencies=secured, summary="Register or update a tool")
+    @router.post("/register", dependencies=secured, summary="Register or update a tool (source 'remote')")
     async def register(tool: ToolDef = Body(...)) -> dict[str, Any]:
         refuse_forbidden(state, tool)
-        outcome = await anyio.to_thread.run_sync(registry.register, tool)
-        return {**outcome, "message": f"Tool {outcome['tool_id']!r} {outcome['status']}"}
+        outcome = await anyio.to_thread.run_sync(
+            lambda: registry.register_remote(tool, allowed_env=settings.allowed_env)
+        )
+        return {
+            **outcome,
+            "source": "remote",
+            "message": f"Tool {outcome['tool_id']!r} {outcome['status']}",
+        }
 
     @router.get("/list", dependencies=secured, summary="Every tool")
     async def list_tools() -> list[dict[str, Any]]:
@@ -230,11 +238,11 @@ def make_router(
     async def get_tool(tool_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
         return registry.require(tool_id).to_storage_dict()
 
-    @router.delete("/{tool_id}", dependencies=secured, summary="Delete a tool")
+    @router.delete("/{tool_id}", dependencies=secured, summary="Delete a tool registered over HTTP")
     async def delete_tool(tool_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
         if registry.get(tool_id) is None:
             raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
-        await anyio.to_thread.run_sync(registry.delete, tool_id)
+        await anyio.to_thread.run_sync(registry.delete_remote, tool_id)
         executor.forget(tool_id)
         return {"status": "deleted", "tool_id": tool_id, "message": f"Tool {tool_id!r} deleted"}
 
@@ -281,6 +289,21 @@ def workflow_runner_available() -> bool:
     return any((Path(p) / "runner.py").is_file() for p in spec.submodule_search_locations)
 
 
+def add_docs_routes(app: FastAPI, settings: ApiSettings) -> None:
+    """`/openapi.json` and `/docs`, behind the same guard as the routes they describe (the key when set)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    secured = [Depends(make_guard(settings))]
+
+    @app.get("/openapi.json", dependencies=secured, include_in_schema=False)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", dependencies=secured, include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="echo-tools")
+
+
 def create_app(
     registry: ToolRegistry, executor: ToolExecutor, settings: ApiSettings | None = None
 ) -> FastAPI:
@@ -291,9 +314,12 @@ def create_app(
             credentials).
     """
     settings = (settings or ApiSettings()).check()
-    app = FastAPI(title="echo-tools", version=echo_tools.__version__, docs_url="/docs", redoc_url=None)
+    app = FastAPI(
+        title="echo-tools", version=echo_tools.__version__, docs_url=None, redoc_url=None, openapi_url=None
+    )
     router = make_router(registry, executor, settings)
     app.include_router(router)
+    add_docs_routes(app, settings)
     app.state.echo_tools = router.state  # type: ignore[attr-defined]
     if workflow_runner_available():
         from echo_tools.api_workflows import make_workflow_router

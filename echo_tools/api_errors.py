@@ -1,8 +1,10 @@
 """The one error contract of the HTTP API: a status per kind of failure and a JSON body.
 
 Every error answers `{"error_type", "message", "tool_id", "field"}`: 404 unknown tool or route, 422 invalid
-input (the field path named), 409 name clash, 403 denied (permission, disabled tool, forbidden
-registration), 401 missing or wrong API key, 413 body too large, 504 timeout, 502 tool failure.
+input (the field path named), 409 name clash or a tool read-only to HTTP callers, 403 denied (permission,
+disabled tool, forbidden registration), 401 missing or wrong API key, 413 body too large, 421 a `Host` the
+keyless server does not answer, 503 storage folder unusable (read-only, full, locked), 504 timeout,
+502 tool failure.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from echo_tools.errors import (
     ToolNameConflictError,
     ToolNotFoundError,
     ToolPermissionError,
+    ToolReadOnlyError,
     ToolRegistrationError,
     ToolStorageError,
     ToolTimeoutError,
@@ -35,12 +38,14 @@ STATUS_BY_ERROR_TYPE = {
     "permission_denied": 403,
     "validation": 422,
     "conflict": 409,
+    "read_only": 409,
+    "misdirected": 421,
     "unauthorized": 401,
     "too_large": 413,
     "timeout": 504,
     "execution": 502,
     "output_validation": 502,
-    "storage": 500,
+    "storage": 503,
     "internal": 500,
 }
 
@@ -87,6 +92,8 @@ def from_tool_error(exc: ToolError) -> ApiError:
     """The `ApiError` of a raised `ToolError` (most specific class first)."""
     if isinstance(exc, ToolNameConflictError):
         status, kind = 409, "conflict"
+    elif isinstance(exc, ToolReadOnlyError):
+        status, kind = 409, "read_only"
     elif isinstance(exc, ToolNotFoundError):
         status, kind = 404, "not_found"
     elif isinstance(exc, ToolDisabledError):
@@ -96,7 +103,8 @@ def from_tool_error(exc: ToolError) -> ApiError:
     elif isinstance(exc, ToolTimeoutError):
         status, kind = 504, "timeout"
     elif isinstance(exc, ToolStorageError):
-        status, kind = 500, "storage"
+        # the server's folder, not the caller's request: read-only, full or locked; worth a retry later
+        status, kind = 503, "storage"
     elif isinstance(exc, (ToolValidationError, ToolRegistrationError)):
         status, kind = 422, "validation"
     else:

@@ -121,6 +121,13 @@ def add_serve_parser(sub: SubParsers, handler: Handler) -> None:
         help="let api tools reach 127.0.0.1 (off by default when serving)",
     )
     serve.add_argument(
+        "--allow-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="environment variable that tools registered over HTTP may reference as ${NAME} (repeatable)",
+    )
+    serve.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     serve.set_defaults(func=handler)

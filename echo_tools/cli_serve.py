@@ -1,7 +1,8 @@
 """`echo-tools serve`: the HTTP API under uvicorn, refusing unsafe settings before it binds.
 
-A bind to anything but loopback needs an API key; `api` tools may not reach loopback unless
-`--allow-loopback-egress` is given (a served registry must not become a proxy into the host).
+A bind to anything but loopback needs an API key, and without one only loopback `Host` names are answered;
+`api` tools may not reach loopback unless `--allow-loopback-egress` is given (a served registry must not
+become a proxy into the host); tools registered over HTTP may reference only the `--allow-env` variables.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def serve(args: argparse.Namespace) -> int:
         agents_dir=Path(args.agents_dir) if args.agents_dir else None,
         cors_origins=tuple(args.cors_origin) or None,
         max_body_bytes=args.max_body_bytes,
+        allowed_env=tuple(getattr(args, "allow_env", None) or ()) or None,
     )
     try:
         settings.check()

@@ -8,7 +8,8 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
     │   └── NotStoredError           no stored workflow or agent has that id
     ├── ToolDisabledError            the tool exists but is disabled
     ├── ToolRegistrationError        a tool definition was refused (bad id, schema, module, name clash)
-    │   └── ToolNameConflictError    another tool already has that name (case-insensitively)
+    │   ├── ToolNameConflictError    another tool already has that name (case-insensitively)
+    │   └── ToolReadOnlyError        the tool's source makes it read-only to this caller
     ├── ToolStorageError             the storage folder cannot be read or written
     ├── ToolValidationError          input failed the tool's input schema
     │   └── ToolOutputValidationError  output failed the tool's output schema
@@ -69,6 +70,10 @@ class ToolRegistrationError(ToolError):
 
 class ToolNameConflictError(ToolRegistrationError):
     """Another tool already has that name, compared case-insensitively."""
+
+
+class ToolReadOnlyError(ToolRegistrationError):
+    """The tool exists and its source (builtin, mcp, openapi, python) makes it read-only to this caller."""
 
 
 class ToolStorageError(ToolError):

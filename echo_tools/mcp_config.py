@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
-from echo_tools.models import SideEffect, ToolDef, ToolPermission, ToolStatus, ToolType, slugify
+from echo_tools.models import (
+    SideEffect,
+    ToolDef,
+    ToolPermission,
+    ToolSource,
+    ToolStatus,
+    ToolType,
+    slugify,
+)
 from echo_tools.redaction import hide_values
 
 if TYPE_CHECKING:
@@ -424,6 +432,7 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
                 status=ToolStatus.DISABLED if task_support == "required" else ToolStatus.ACTIVE,
                 side_effect=side_effect,
                 permissions=[ToolPermission.MCP_CONNECT],
+                source=ToolSource.MCP,
             )
         )
     return out

@@ -1,8 +1,10 @@
 """ToolRegistry: the catalogue of tools, persisted in EchoAI's layout, with name resolution and discovery.
 
 Registration checks everything a tool definition can get wrong before anything is written: the id (never
-a path), the name (unique case-insensitively and after slugging), both schemas against the JSON Schema
-meta-schema, and the `execution_config` of its type (Python targets only inside `allowed_modules`).
+a path, never a reserved file), the name (unique case-insensitively and after slugging), both schemas
+against the JSON Schema meta-schema, how deeply the definition nests, and the `execution_config` of its
+type (Python targets only inside `allowed_modules`). `register_remote` and `delete_remote` add the trust
+rules for definitions that arrived over HTTP (see `echo_tools.trust`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +31,28 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent
-from echo_tools.models import ToolDef, ToolStatus, ToolType, slugify
-from echo_tools.schema import check_schema, compiled, normalize_args
+from echo_tools.models import ToolDef, ToolSource, ToolStatus, ToolType, slugify
+from echo_tools.schema import check_depth, check_schema, compiled, normalize_args
 from echo_tools.skills import check_skill_tools
-from echo_tools.storage import Problem, ToolStorage, describe_validation_error, gc_paused
+from echo_tools.storage import RESERVED_FILES, Problem, ToolStorage, describe_validation_error, gc_paused
 from echo_tools.stored_tools import check_stored_tool
 from echo_tools.stores import AgentStore, WorkflowStore
+from echo_tools.trust import (
+    PYTHON_TYPES,
+    entry_point,
+    remote_definition,
+    unmarked_copy_of,
+    with_trust_tags,
+    writable_remotely,
+)
 
 logger = logging.getLogger("echo_tools.registry")
 
 MANIFEST_NAME = "tool_manifest.json"
 DEFAULT_ALLOWED_MODULES = ("AgentTools",)
 _MAX_MANIFEST_BYTES = 1024 * 1024
+# the fields of a definition that hold free-form JSON, bounded in depth at registration
+_JSON_FIELDS = ("input_schema", "output_schema", "execution_config", "metadata")
 
 
 def _module_list(allowed_modules: Sequence[str] | str) -> tuple[str, ...]:
@@ -165,9 +177,15 @@ class ToolRegistry:
             by_id: dict[str, ToolDef] = {}
             keys: dict[str, str] = {}
             aliases: dict[str, frozenset[str]] = {}
-            for tool in tools:
+            tools = [with_trust_tags(tool) for tool in tools]  # EchoAI's files carry no source tag
+            for position, tool in enumerate(tools):
+                if tool.source == ToolSource.REMOTE:
+                    tool, refusal = self._remote_at_load(tool, tools)
+                    tools[position] = tool
+                else:
+                    refusal = None
                 tool_keys = tool.lookup_keys()
-                refusal = self._load_time_refusal(tool) or _clash_in(tool, tool_keys, by_id, keys)
+                refusal = refusal or self._load_time_refusal(tool) or _clash_in(tool, tool_keys, by_id, keys)
                 if refusal:
                     problems.append(Problem(str(self.storage.path_for(tool.tool_id)), refusal))
                     continue
@@ -213,6 +231,15 @@ class ToolRegistry:
             return f"refused: {exc.message}"
         return None
 
+    @staticmethod
+    def _remote_at_load(tool: ToolDef, tools: Sequence[ToolDef]) -> tuple[ToolDef, str | None]:
+        # A stored remote tool gets the permissions and limits its manifest declares now, and is refused
+        # when no manifest declares its entry point any more.
+        try:
+            return remote_definition(tool, tools, allowed_env=None), None
+        except ToolRegistrationError as exc:
+            return tool, f"refused: {exc.message}"
+
     def problems(self) -> list[Problem]:
         """Files that could not be loaded or discovered, with the reason (latest load and discovery)."""
         return [*self._problems, *self._discovery_problems]
@@ -232,15 +259,42 @@ class ToolRegistry:
         """
         tool = self._coerce(tool)
         self._check(tool)  # the JSON Schema meta-check is the slow part: done before taking the lock
+        return self._store(tool, None)
+
+    def register_remote(
+        self, tool: ToolDef | Mapping[str, Any], *, allowed_env: Collection[str] = ()
+    ) -> dict[str, str]:
+        """Register a definition that arrived over HTTP: its source is `remote`, whatever it says.
+
+        On top of `register`'s checks: a `local` / `crewai` / `langchain` tool must use an entry point a
+        discovered manifest declares, and takes that manifest's permissions, isolation and limits; an
+        `mcp` tool must be one a configured server listed; `${VAR}` references may name only
+        `allowed_env`; and it may replace only another `remote` tool.
+
+        Raises:
+            ToolRegistrationError: as `register`, or a rule above is broken (the field is named).
+            ToolReadOnlyError: a tool with this id exists and its source is not `remote`.
+        """
+        tool = self._coerce(tool, source=ToolSource.REMOTE)
+        self._check(tool)
+        tool = remote_definition(tool, list(self._tools.values()), allowed_env)
+        current = self._tools.get(tool.tool_id)
+        if current is not None:
+            writable_remotely(current)
+        return self._store(tool, writable_remotely)
+
+    def _store(self, tool: ToolDef, guard: Callable[[ToolDef], None] | None) -> dict[str, str]:
         with self._lock:
             clash = self._clash(tool)
             if clash:
                 raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
             current = self._tools.get(tool.tool_id)
+            if guard is not None and current is not None:
+                guard(current)
             existed = current is not None
             if self.storage is not None:
                 existed = existed or self.storage.path_for(tool.tool_id).exists()
-                changed = self.storage.save(tool)
+                changed = self.storage.save(tool, replaces=guard)
             else:
                 changed = True
             if current is not None and current.to_storage_dict() == tool.to_storage_dict():
@@ -261,17 +315,22 @@ class ToolRegistry:
             )
         return {"tool_id": tool.tool_id, "status": status}
 
-    def _coerce(self, tool: ToolDef | Mapping[str, Any]) -> ToolDef:
+    def _coerce(self, tool: ToolDef | Mapping[str, Any], source: ToolSource | None = None) -> ToolDef:
         if isinstance(tool, ToolDef):
+            _check_depths(tool.tool_id, {name: getattr(tool, name) for name in _JSON_FIELDS})
             # re-validated from its dump: a ToolDef is mutable, and `tool.tool_id = "../x"` skips validation
             data: dict[str, Any] = tool.to_storage_dict()
         elif isinstance(tool, Mapping):
             data = dict(tool)
             data.pop("_saved_at", None)
+            raw = data.get("tool_id")
+            _check_depths(raw if isinstance(raw, str) else None, data)
         else:
             raise ToolRegistrationError(f"A tool definition must be a ToolDef or an object, got {tool!r:.80}")
+        if source is not None:
+            data["source"] = source.value
         try:
-            return ToolDef.model_validate(data)
+            return with_trust_tags(ToolDef.model_validate(data))
         except ValidationError as exc:
             errors = exc.errors()
             field = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else None
@@ -283,6 +342,13 @@ class ToolRegistry:
             ) from exc
 
     def _check(self, tool: ToolDef) -> None:
+        if f"{tool.tool_id}.json" in RESERVED_FILES:
+            raise ToolRegistrationError(
+                f"tool_id {tool.tool_id!r} is reserved (the storage folder keeps its own "
+                f"{tool.tool_id}.json); choose another tool_id",
+                tool_id=tool.tool_id,
+                field="tool_id",
+            )
         check_schema(tool.input_schema, field="input_schema", tool_id=tool.tool_id)
         check_schema(tool.output_schema, field="output_schema", tool_id=tool.tool_id)
         check_execution_config(tool, self._allowed_modules, self.egress)
@@ -320,9 +386,22 @@ class ToolRegistry:
 
     def delete(self, tool_id: str) -> bool:
         """Remove a tool from the catalogue and storage; False when it was not there."""
+        return self._delete(tool_id, None)
+
+    def delete_remote(self, tool_id: str) -> bool:
+        """`delete` for a caller over HTTP: only `remote` tools may go.
+
+        Raises:
+            ToolReadOnlyError: the tool's source is not `remote` (nothing is deleted).
+        """
+        return self._delete(tool_id, writable_remotely)
+
+    def _delete(self, tool_id: str, guard: Callable[[ToolDef], None] | None) -> bool:
         with self._lock:
             known = tool_id in self._tools
-            stored = self.storage.delete(tool_id) if self.storage is not None else False
+            if guard is not None and known:
+                guard(self._tools[tool_id])
+            stored = self.storage.delete(tool_id, removes=guard) if self.storage is not None else False
             self._drop(tool_id)
             self._forget_problem(tool_id)
         return known or stored
@@ -481,6 +560,7 @@ class ToolRegistry:
         """
         found: list[ToolDef] = []
         problems: list[Problem] = []
+        declared_before = self._declarations()
         for base in [Path(d) for d in dirs] if dirs is not None else self.discovery_dirs:
             try:
                 folders = sorted(p for p in base.iterdir() if p.is_dir())
@@ -494,7 +574,11 @@ class ToolRegistry:
                 try:
                     tool = self._read_manifest(manifest)
                     current = self._tools.get(tool.tool_id)
-                    if current is None or current.to_storage_dict() != tool.to_storage_dict():
+                    if current is not None and unmarked_copy_of(current, tool):
+                        # EchoAI's own copy of the manifest: known as builtin, its file untouched
+                        with self._lock:
+                            self._put(tool)
+                    elif current is None or current.to_storage_dict() != tool.to_storage_dict():
                         self.register(tool)
                     found.append(self._tools.get(tool.tool_id) or tool)
                 except ToolError as exc:
@@ -503,7 +587,33 @@ class ToolRegistry:
                 except OSError as exc:
                     problems.append(Problem(str(manifest), f"cannot be read: {exc.strerror or exc}"))
         self._discovery_problems = problems
+        if self._declarations() != declared_before:
+            self._refresh_remote_tools()
         return found
+
+    def _declarations(self) -> dict[tuple[str, ...], dict[str, Any]]:
+        return {
+            entry_point(t): t.to_storage_dict()
+            for t in self._tools.values()
+            if t.source == ToolSource.BUILTIN and t.tool_type in PYTHON_TYPES
+        }
+
+    def _refresh_remote_tools(self) -> None:
+        # a changed manifest changes what its remote clones may do: give them its new permissions and
+        # limits, and disable the ones whose entry point no manifest declares any more
+        for tool in [t for t in self._tools.values() if t.source == ToolSource.REMOTE]:
+            try:
+                fresh = remote_definition(tool, list(self._tools.values()), allowed_env=None)
+            except ToolRegistrationError as exc:
+                if tool.status == ToolStatus.DISABLED:
+                    continue
+                logger.warning("remote tool %s disabled: %s", tool.tool_id, exc)
+                fresh = tool.model_copy(update={"status": ToolStatus.DISABLED})
+            if fresh.to_storage_dict() != tool.to_storage_dict():
+                try:
+                    self._store(fresh, None)
+                except ToolError as exc:
+                    logger.warning("remote tool %s not refreshed: %s", tool.tool_id, exc)
 
     def _read_manifest(self, path: Path) -> ToolDef:
         size = path.stat().st_size
@@ -521,7 +631,8 @@ class ToolRegistry:
             )
         if "name" not in data:
             raise ToolRegistrationError("manifest has no 'name' field; every tool needs one", field="name")
-        return self._coerce(data)  # checked by register() when it is new or changed
+        # a manifest found by discovery is what the package ships: `builtin`, whatever the file says
+        return self._coerce(data, source=ToolSource.BUILTIN)  # checked by register() when new or changed
 
     # -- MCP servers (implemented in echo_tools.mcp_config) ------------------------------------------
 
@@ -554,3 +665,9 @@ class ToolRegistry:
         from echo_tools.mcp_config import remove_mcp_server
 
         return remove_mcp_server(self, name)
+
+
+def _check_depths(tool_id: str | None, data: Mapping[str, Any]) -> None:
+    for name in _JSON_FIELDS:
+        if name in data:
+            check_depth(data[name], field=name, tool_id=tool_id)

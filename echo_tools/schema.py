@@ -19,6 +19,38 @@ from echo_tools.redaction import contains_secret, is_secret_key
 Validator = Callable[[Any], "list[str]"]
 
 _MAX_ERRORS = 5
+# JSON containers nested in a schema (or any definition field), at most: real tool schemas stay under 20,
+# and a deeper one exhausts recursion in the meta-check, the serialiser and the validator compiler
+MAX_DEPTH = 64
+
+
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply JSON containers nest in `value` (a scalar is 0); counted without recursion, and the
+    count stops as soon as it passes `limit`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def check_depth(value: Any, *, field: str, tool_id: str | None = None) -> None:
+    """Raise `ToolRegistrationError` naming `field` when `value` nests deeper than `MAX_DEPTH`."""
+    depth = nesting_depth(value)
+    if depth > MAX_DEPTH:
+        who = f"Tool {tool_id!r}: " if tool_id else ""
+        raise ToolRegistrationError(
+            f"{who}{field} nests more than {MAX_DEPTH} levels deep (found {depth}+); flatten it or use $defs",
+            tool_id=tool_id,
+            field=field,
+        )
 
 
 def check_schema(schema: Any, *, field: str, tool_id: str | None = None) -> None:
@@ -36,6 +68,7 @@ def check_schema(schema: Any, *, field: str, tool_id: str | None = None) -> None
             tool_id=tool_id,
             field=field,
         )
+    check_depth(schema, field=field, tool_id=tool_id)
     import jsonschema  # the meta-check only; kept out of import time
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)

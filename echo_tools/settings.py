@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_STORAGE = ".echo_tools"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -49,6 +51,8 @@ class ApiSettings:
         granted_permissions: permissions HTTP callers get (None: unrestricted, the tool's own limits apply).
         event_queue_size: events buffered per `/tools/events` client before the oldest are dropped.
         sse_ping_seconds: keep-alive comment interval of event streams.
+        allowed_env: environment variables a tool registered over HTTP may reference as `${NAME}`
+            (`echo-tools serve --allow-env NAME`); any other reference is refused at registration.
     """
 
     api_key: str | None = None
@@ -63,6 +67,7 @@ class ApiSettings:
     granted_permissions: tuple[str, ...] | None = None
     event_queue_size: int = 1000
     sse_ping_seconds: float = 15.0
+    allowed_env: tuple[str, ...] = ()
 
     @property
     def key_required(self) -> bool:
@@ -92,6 +97,11 @@ class ApiSettings:
             )
         if not 1 <= self.port <= 65535:
             raise ToolConfigError(f"port must be within 1..65535, got {self.port!r}", field="port")
+        for name in self.allowed_env:
+            if not isinstance(name, str) or not ENV_NAME_PATTERN.fullmatch(name):
+                raise ToolConfigError(
+                    f"allowed_env entry {name!r} is not an environment variable name", field="allowed_env"
+                )
         if self.event_queue_size < 1:
             raise ToolConfigError(
                 f"event_queue_size must be positive, got {self.event_queue_size!r}", field="event_queue_size"
@@ -105,7 +115,8 @@ class ApiSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ApiSettings:
         """Settings from `ECHO_TOOLS_API_KEY`, `ECHO_TOOLS_HOME`, `ECHO_TOOLS_AGENTS_DIR`,
-        `ECHO_TOOLS_CORS_ORIGINS` (comma-separated), `ECHO_TOOLS_MAX_BODY_BYTES`; `overrides` win."""
+        `ECHO_TOOLS_CORS_ORIGINS` and `ECHO_TOOLS_ALLOW_ENV` (comma-separated), `ECHO_TOOLS_MAX_BODY_BYTES`;
+        `overrides` win."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         if env.get("ECHO_TOOLS_API_KEY"):
@@ -117,6 +128,10 @@ class ApiSettings:
         if env.get("ECHO_TOOLS_CORS_ORIGINS"):
             values["cors_origins"] = tuple(
                 o.strip() for o in env["ECHO_TOOLS_CORS_ORIGINS"].split(",") if o.strip()
+            )
+        if env.get("ECHO_TOOLS_ALLOW_ENV"):
+            values["allowed_env"] = tuple(
+                n.strip() for n in env["ECHO_TOOLS_ALLOW_ENV"].split(",") if n.strip()
             )
         if env.get("ECHO_TOOLS_MAX_BODY_BYTES"):
             raw = env["ECHO_TOOLS_MAX_BODY_BYTES"]

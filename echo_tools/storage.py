@@ -3,7 +3,8 @@
 Layout (readable by EchoAI, and able to open EchoAI's own folder): `<dir>/<tool_id>.json` per tool, plus
 `<dir>/tool_index.json` (a summary EchoAI never reads back; we repair it when it is damaged or stale). Every
 write goes to a temp file in the same folder, is fsynced and renamed over the target, so a crash leaves either
-the old or the new file. Writers in different processes are serialised by `<dir>/.echo_tools.lock`.
+the old or the new file. A tool and the index are both written in full before either is renamed into place,
+so a full disk leaves the folder as it was. Writers in different processes are serialised by `<dir>/.echo_tools.lock`.
 A file that cannot be read is reported and skipped, and is moved aside (never silently overwritten)
 before a new version is written in its place.
 """
@@ -16,7 +17,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -71,9 +72,23 @@ def atomic_write_json(
             power cut may cost the content but the rename still keeps a crash from leaving half a file.
         indent: JSON indentation; None writes compactly (much faster for big files).
     """
-    directory = path.parent
+    tmp = write_temp(path, data, sync_file=sync_file, indent=indent)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    if sync_folder:
+        sync_directory(path.parent)
+
+
+def write_temp(path: Path, data: Any, *, sync_file: bool = True, indent: int | None = 2) -> str:
+    """Write `data` as JSON to a new temp file beside `path` (fsynced unless told not to); returns its path.
+
+    The caller renames it into place, or removes it. On failure (a full disk) nothing is left behind.
+    """
     # no ".json" suffix: EchoAI globs "*.json" (pathlib matches dot files), and must never read a temp file
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".partial", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(data, indent=indent, ensure_ascii=False))
@@ -81,15 +96,21 @@ def atomic_write_json(
             fh.flush()
             if sync_file:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quietly(tmp)
         raise
-    if not sync_folder:
-        return
+    return tmp
+
+
+def _unlink_quietly(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def sync_directory(directory: Path) -> None:
+    """fsync a folder, making the renames in it durable (best effort: some file systems refuse)."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -167,9 +188,9 @@ class ToolStorage:
                 f"Storage folder {str(self.directory)!r} is locked by another writer (waited "
                 f"{self._lock.timeout} s for {LOCK_FILE})"
             ) from exc
-        except PermissionError as exc:
+        except OSError as exc:  # EACCES, and EROFS on a read-only mount
             raise ToolStorageError(
-                f"Storage folder {str(self.directory)!r} is not writable: {exc.strerror}"
+                f"Storage folder {str(self.directory)!r} is not writable: {exc.strerror or exc}"
             ) from exc
         try:
             yield
@@ -192,13 +213,21 @@ class ToolStorage:
 
     # -- writes --------------------------------------------------------------------------------------
 
-    def save(self, tool: ToolDef, *, check_names: bool = True) -> bool:
+    def save(
+        self,
+        tool: ToolDef,
+        *,
+        check_names: bool = True,
+        replaces: Callable[[ToolDef], None] | None = None,
+    ) -> bool:
         """Write one tool and update the index, atomically and under the lock.
 
         Args:
             tool: the definition to store.
             check_names: refuse a name that another stored tool already has (compared case-insensitively
                 and after slugging, against the index, so writers in other processes are seen too).
+            replaces: called under the lock with the stored copy, when there is one, before anything is
+                written; it raises to refuse the replacement (the trust rules use it).
 
         Returns:
             False when the stored copy was already identical and nothing was written.
@@ -212,6 +241,8 @@ class ToolStorage:
         with self.locked():
             try:
                 self._note_foreign_writes()
+                if replaces is not None:
+                    self._guard(path, replaces)
                 index = self._read_index_for_update()
                 if check_names:
                     self._check_name_free(index, tool)
@@ -223,9 +254,8 @@ class ToolStorage:
                 ):
                     return False
                 data["_saved_at"] = _naive_utc()
-                atomic_write_json(path, data, sync_folder=False)  # the index write below syncs the folder
                 index["tools"][tool.tool_id] = self._index_entry(tool, data["_saved_at"])
-                self._write_index(index)
+                self._write_pair(path, data, index)
             except OSError as exc:
                 raise ToolStorageError(
                     f"Tool {tool.tool_id!r} could not be saved in {str(self.directory)!r}: "
@@ -234,21 +264,39 @@ class ToolStorage:
                 ) from exc
         return True
 
-    def delete(self, tool_id: str) -> bool:
-        """Remove one tool's file and index entry; False when it was not stored."""
+    def delete(self, tool_id: str, *, removes: Callable[[ToolDef], None] | None = None) -> bool:
+        """Remove one tool's file and index entry; False when it was not stored.
+
+        Args:
+            tool_id: the tool to remove.
+            removes: called under the lock with the stored copy before anything is removed; it raises to
+                refuse.
+        """
         path = self.path_for(tool_id)
         with self.locked():
             try:
                 self._note_foreign_writes()
+                if removes is not None:
+                    self._guard(path, removes)
                 existed = path.exists()
-                if existed:
-                    path.unlink()
                 index = self._read_index_for_update()
                 if index["tools"].pop(tool_id, None) is not None or existed:
-                    self._write_index(index)
+                    # the new index is written in full before the tool file goes (a full disk changes nothing)
+                    tmp = self._stage_index(index)
+                    try:
+                        if existed:
+                            path.unlink()
+                        os.replace(tmp, self._index_path)
+                    finally:
+                        if os.path.lexists(tmp):
+                            _unlink_quietly(tmp)
+                    sync_directory(self.directory)
+                    self._index_written()
             except OSError as exc:
                 raise ToolStorageError(
-                    f"Tool {tool_id!r} could not be deleted: {exc.strerror or exc}", tool_id=tool_id
+                    f"Tool {tool_id!r} could not be deleted from {str(self.directory)!r}: "
+                    f"{exc.strerror or exc}",
+                    tool_id=tool_id,
                 ) from exc
         return existed
 
@@ -369,6 +417,46 @@ class ToolStorage:
 
     # -- internals -----------------------------------------------------------------------------------
 
+    def _guard(self, path: Path, check: Callable[[ToolDef], None]) -> None:
+        if path.exists():
+            stored, _ = self._read_tool(path)
+            if stored is not None:
+                check(stored)
+
+    def _write_pair(self, path: Path, data: dict[str, Any], index: dict[str, Any]) -> None:
+        """Replace a tool file and the index together: both are written in full first (a full disk fails
+        there and changes nothing), then renamed; a failed index rename puts the old tool file back."""
+        tool_tmp = write_temp(path, data)
+        staged = [tool_tmp]
+        try:
+            index_tmp = self._stage_index(index)
+            staged.append(index_tmp)
+            backup = None
+            existed = path.exists()
+            if existed:
+                name = str(path.with_name(f"{_TMP_PREFIX}{path.name}.{time.time_ns()}.old"))
+                try:
+                    os.link(path, name)
+                    backup = name
+                    staged.append(name)
+                except OSError:
+                    pass  # no hard links on this file system: a failed index rename keeps the new file
+            os.replace(tool_tmp, path)
+            try:
+                os.replace(index_tmp, self._index_path)
+            except OSError:
+                if backup is not None:
+                    os.replace(backup, path)
+                elif not existed:
+                    _unlink_quietly(path)
+                raise
+        finally:
+            for leftover in staged:
+                if os.path.lexists(leftover):
+                    _unlink_quietly(leftover)
+        sync_directory(self.directory)
+        self._index_written()
+
     def _read_tool(self, path: str | Path) -> tuple[ToolDef | None, Problem | None]:
         where = os.fspath(path)  # plain strings: a Path per file was a tenth of loading 10,000 tools
         try:
@@ -448,14 +536,26 @@ class ToolStorage:
         return index
 
     def _write_index(self, index: dict[str, Any]) -> None:
+        tmp = self._stage_index(index)
+        try:
+            os.replace(tmp, self._index_path)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        sync_directory(self.directory)
+        self._index_written()
+
+    def _stage_index(self, index: dict[str, Any]) -> str:
         now = _naive_utc()
         index.setdefault("created_at", now)
         index["last_updated"] = now
         index["tool_count"] = len(index["tools"])
         # The index is a summary that load repairs when it is damaged or stale, so it skips the file fsync
-        # and is written compactly (10,000 entries: 13 ms instead of 51 ms); it still syncs the folder,
-        # which makes the tool file's rename durable too.
-        atomic_write_json(self._index_path, index, sync_file=False, indent=None)
+        # and is written compactly (10,000 entries: 13 ms instead of 51 ms); the folder's fsync after the
+        # rename makes the tool file's rename durable too.
+        return write_temp(self._index_path, index, sync_file=False, indent=None)
+
+    def _index_written(self) -> None:
         if not self._changed_elsewhere:
             self._known_signature = self.signature()
 

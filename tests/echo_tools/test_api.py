@@ -41,7 +41,7 @@ async def executor(registry: Any) -> AsyncIterator[ToolExecutor]:
 
 
 def client_for(app: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ async def test_list_returns_echoai_list_items(client: httpx.AsyncClient) -> None
         "tool_type": "local",
         "status": "active",
         "version": "1.0",
-        "tags": ["test"],
+        "tags": ["test", "source:python"],  # registered in-process: source `python`, tagged so
     }
 
 
@@ -194,13 +194,22 @@ async def test_validate_answers_valid_or_the_reasons(client: httpx.AsyncClient) 
 # -- registration ------------------------------------------------------------------------------------
 
 
+SHOUT = {
+    "name": "Shout",
+    "tool_id": "tool_shout",
+    "tool_type": "api",
+    "execution_config": {"url": "https://api.example.com/shout", "method": "POST"},
+}
+
+
 async def test_register_stores_the_tool_and_a_name_clash_is_409(
     client: httpx.AsyncClient, storage: Path
 ) -> None:
-    tool = {**ECHO, "name": "Shout", "tool_id": "tool_shout"}
+    tool = SHOUT
     response = await client.post("/tools/register", json=tool)
     assert response.status_code == 200
     assert response.json()["tool_id"] == "tool_shout" and response.json()["status"] == "registered"
+    assert response.json()["source"] == "remote"
     assert (storage / "tool_shout.json").is_file()
     clash = assert_error(
         await client.post("/tools/register", json={**tool, "tool_id": "tool_other", "name": "SHOUT"}),
@@ -273,11 +282,16 @@ async def test_an_api_tool_breaking_the_egress_policy_is_refused(
 
 
 async def test_delete_removes_the_tool_and_its_file(client: httpx.AsyncClient, storage: Path) -> None:
-    assert (storage / "tool_adder.json").is_file()
-    response = await client.delete("/tools/tool_adder")
+    assert (await client.post("/tools/register", json=SHOUT)).status_code == 200
+    assert (storage / "tool_shout.json").is_file()
+    response = await client.delete("/tools/tool_shout")
     assert response.status_code == 200 and response.json()["status"] == "deleted"
-    assert not (storage / "tool_adder.json").exists()
-    assert_error(await client.get("/tools/tool_adder"), 404, "not_found")
+    assert not (storage / "tool_shout.json").exists()
+    assert_error(await client.get("/tools/tool_shout"), 404, "not_found")
+    # a tool the host application registered in-process is not the HTTP caller's to delete
+    body = assert_error(await client.delete("/tools/tool_adder"), 409, "read_only")
+    assert body["field"] == "tool_id" and "'python'" in body["message"]
+    assert (storage / "tool_adder.json").is_file()
 
 
 async def test_discover_registers_the_manifests_of_the_discovery_folders(tmp_path: Path) -> None:

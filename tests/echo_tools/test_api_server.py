@@ -99,7 +99,12 @@ def test_the_event_stream_without_a_filter_sees_failures_and_registrations(serve
         with client.stream("GET", "/tools/events", params={"max_events": 3}) as stream:
             frames = sse_frames(stream.iter_lines())
             assert next(frames)["event"] == "ready"
-            client.post("/tools/register", json={**ECHO, "name": "Echo Two", "tool_id": "tool_echo_two"})
+            remote = {
+                "name": "Echo Two",
+                "tool_type": "api",
+                "execution_config": {"url": "https://api.example.com/echo"},
+            }
+            assert client.post("/tools/register", json=remote).status_code == 200
             client.post("/tools/invoke/exploder", json={"text": "boom"})
             kinds = [next(frames)["event"] for _ in range(3)]
     assert kinds == ["tool.registered", "tool.invoked", "tool.failed"]

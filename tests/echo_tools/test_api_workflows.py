@@ -63,7 +63,7 @@ async def client(registry: Any) -> AsyncIterator[httpx.AsyncClient]:
     executor = ToolExecutor(registry)
     app = create_app(registry, executor, ApiSettings())
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as client:
         yield client
     await executor.aclose()
