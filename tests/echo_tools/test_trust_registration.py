@@ -104,7 +104,7 @@ def test_an_entry_point_no_manifest_declares_is_refused_and_nothing_is_stored(
     body = refused(client.post("/tools/register", json=tool), 422, "validation", field)
     assert repr(value) in body["message"]
     assert folder_state(store) == before
-    refused(client.post("/tools/invoke/root_shell", json={}), 404, "not_found", None)
+    refused(client.post("/tools/invoke/root_shell", json={}), 404, "not_found", "tool")
 
 
 @pytest.mark.parametrize("tool_type", ["crewai", "langchain"])
@@ -182,7 +182,7 @@ def test_a_clone_of_a_declared_entry_point_takes_the_manifests_permissions_and_l
     assert {"source:remote", "category:code_execution", "mine"} <= set(stored["tags"])
     # callers granted nothing cannot run it, as they cannot run the shipped code executor
     denied = client.post("/tools/invoke/my_runner", json={"code": "print(1)"})
-    refused(denied, 403, "permission_denied", None)
+    refused(denied, 403, "permission_denied", "permissions")
 
 
 # -- finding 3: remote callers change only remote tools ------------------------------------------------
@@ -212,7 +212,7 @@ def test_re_registering_the_code_executor_without_permissions_fails_and_leaves_i
     assert client.get("/tools/tool_code_executor").json() == shipped
     assert folder_state(store) == before
     refused(
-        client.post("/tools/invoke/tool_code_executor", json={"code": "1"}), 403, "permission_denied", None
+        client.post("/tools/invoke/tool_code_executor", json={"code": "1"}), 403, "permission_denied", "permissions"
     )
 
 
