@@ -21,7 +21,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg
 
@@ -212,6 +212,18 @@ def main(argv: list[str]) -> int:
             print("lost")
         storage.close()
         return 0
+    if command == "resume":  # DSN THREAD DECISION: resume a paused approval run, print its final value
+        from langgraph.types import Command
+
+        from echo_tools.pg import PgRunHistory
+
+        history = PgRunHistory(argv[1])
+        graph = approval_graph(history.checkpointer())
+        result = graph.invoke(Command(resume=argv[3]), {"configurable": {"thread_id": argv[2]}})
+        print(result["value"])
+        history.set_status(argv[2], "completed")
+        history.close()
+        return 0
     if command == "open":  # DSN: open the database (migrating it) and report the migrations applied
         PgDatabase(argv[1]).close()
         print("opened")
@@ -222,3 +234,28 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+class ApprovalState(TypedDict, total=False):
+    value: str
+    decision: str
+
+
+def approval_graph(checkpointer: Any) -> Any:
+    """A two-node LangGraph graph that pauses for a decision (a HITL node) before it finishes."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    def ask(state: ApprovalState) -> ApprovalState:
+        return {"decision": interrupt({"question": f"approve {state['value']}?"})}
+
+    def finish(state: ApprovalState) -> ApprovalState:
+        return {"value": f"{state['value']}:{state['decision']}"}
+
+    graph = StateGraph(ApprovalState)
+    graph.add_node("ask", ask)
+    graph.add_node("finish", finish)
+    graph.add_edge(START, "ask")
+    graph.add_edge("ask", "finish")
+    graph.add_edge("finish", END)
+    return graph.compile(checkpointer=checkpointer)
