@@ -232,10 +232,6 @@ def main(argv: list[str]) -> int:
     return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-
-
 class ApprovalState(TypedDict, total=False):
     value: str
     decision: str
@@ -259,3 +255,7 @@ def approval_graph(checkpointer: Any) -> Any:
     graph.add_edge("ask", "finish")
     graph.add_edge("finish", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
