@@ -10,6 +10,7 @@ restarts the next call gets a fresh one; a call made while the server is away fa
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -41,7 +42,9 @@ def redact(dsn: str) -> str:
     try:
         parts = conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
-        return "<unparsable database URL>"
+        # not parsable: mask what looks like a password and show the rest, so the message names it
+        masked = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", dsn)
+        return re.sub(r"(password\s*=\s*)\S+", r"\1***", masked)
     if "password" in parts:
         parts["password"] = "***"
     return conninfo.make_conninfo("", **parts)
