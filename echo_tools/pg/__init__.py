@@ -9,18 +9,24 @@ from echo_tools.pg.history import PgRunHistory
 from echo_tools.pg.stores import PgMcpConfigStore, PgSecretStore
 from echo_tools.pg.tool_store import PgToolStorage
 from echo_tools.pg.transfer import Transfer, is_database_url, json_to_postgres, migrate, postgres_to_json
+from echo_tools.pg.wiring import DATABASE_URL_ENV, PgStores, attach, database_url, open_stores
 
 __all__ = [
+    "DATABASE_URL_ENV",
     "PgDatabase",
     "PgMcpConfigStore",
     "PgRunHistory",
     "PgSecretStore",
+    "PgStores",
     "PgToolStorage",
     "Transfer",
+    "attach",
+    "database_url",
     "describe",
     "is_database_url",
     "json_to_postgres",
     "migrate",
+    "open_stores",
     "postgres_to_json",
     "redact",
 ]
