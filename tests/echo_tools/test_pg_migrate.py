@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from echo_tools import ToolDef
 from echo_tools.errors import ToolStorageError
 from echo_tools.pg import PgToolStorage, migrate
 from echo_tools.storage import ToolStorage
-from tests.echo_tools._pg_support import PgServer, shared_server, stop_shared_server, tool_dict
+from tests.echo_tools._pg_support import PgServer, child_env, shared_server, stop_shared_server, tool_dict
 
 
 @pytest.fixture(scope="session")
@@ -87,3 +89,34 @@ def test_migrate_needs_one_folder_and_one_url_and_names_both(source: str, target
 def test_a_missing_source_folder_is_named(tmp_path: Path, dsn: str) -> None:
     with pytest.raises(ToolStorageError, match="nowhere"):
         migrate(tmp_path / "nowhere", dsn)
+
+
+def _module(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "echo_tools.pg", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+
+
+def test_the_command_line_copies_a_store_and_reports_what_the_database_holds(
+    tmp_path: Path, dsn: str
+) -> None:
+    _json_store(tmp_path / "source")
+    copied = _module("migrate", str(tmp_path / "source"), dsn)
+    assert copied.returncode == 1, copied.stderr  # broken.json is reported: a copy with problems says so
+    assert sorted(json.loads(copied.stdout)["written"]) == ["alpha", "beta"]
+    checked = _module("check", dsn)
+    assert checked.returncode == 0, checked.stderr
+    summary = json.loads(checked.stdout)
+    assert (summary["tools"], summary["mcp_servers"], summary["events"]) == (2, ["files"], 0)
+    pruned = _module("prune", dsn, "--days", "7")
+    assert pruned.returncode == 0 and json.loads(pruned.stdout) == {"pruned": 0}
+
+
+def test_the_command_line_names_an_unreachable_database_in_one_line(pg_server: PgServer) -> None:
+    done = _module("check", pg_server.dsn("absent_db"))
+    assert done.returncode == 2
+    assert "'absent_db'" in done.stderr and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
