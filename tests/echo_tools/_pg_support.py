@@ -236,6 +236,8 @@ def main(argv: list[str]) -> int:
         history.set_status(argv[2], "completed")
         history.close()
         return 0
+    if command == "serve":  # DSN PORT: one replica of the HTTP API on the database, wired as deploy.md says
+        return serve_replica(argv[1], int(argv[2]))
     if command == "open":  # DSN: open the database (migrating it) and report the migrations applied
         PgDatabase(argv[1]).close()
         print("opened")
@@ -267,6 +269,27 @@ def approval_graph(checkpointer: Any) -> Any:
     graph.add_edge("ask", "finish")
     graph.add_edge("finish", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def serve_replica(dsn: str, port: int) -> int:
+    """Run the `/tools` API on 127.0.0.1:`port` with every store in PostgreSQL (the integrator's hooks)."""
+    import uvicorn
+
+    from echo_tools import ToolExecutor, ToolRegistry
+    from echo_tools.api import create_app
+    from echo_tools.pg import attach, open_stores
+    from echo_tools.settings import ApiSettings
+
+    stores = open_stores(dsn)
+    registry = ToolRegistry(storage=stores.storage)  # type: ignore[arg-type]
+    attach(registry, stores)
+    executor = ToolExecutor(registry, event_sinks=[stores.history])
+    app = create_app(registry, executor, ApiSettings(host="127.0.0.1", port=port))
+    stores.history.follow(app.state.echo_tools.broadcaster)  # SSE here streams every replica's calls
+    print(f"serving {port}", flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    stores.close()
+    return 0
 
 
 if __name__ == "__main__":
