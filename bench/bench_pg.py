@@ -3,10 +3,13 @@
     (a) a catalogue change on one replica visible in another replica's registry (ms)   goal < 1,000, moonshot < 100
     (b) history query by run id over 100,000 events (ms)                               goal < 50
     (c) write and read throughput of PgToolStorage vs ToolStorage (ratio)
+    (d) invoke throughput through the API, catalogue and history in PostgreSQL vs JSON + SQLite (ratio,
+        goal >= 0.8): the calculator through `POST /tools/invoke/id/...`, in-process over ASGI, 8 at a time
 
 Replicas are two `PgToolStorage` objects, each with its own pool and LISTEN connection (what two
 processes would hold); the second registry reloads on NOTIFY. Medians and 95th percentiles of many runs.
-Run: `.venv/bin/python bench/bench_pg.py` (about a minute). Needs the server binaries (see
+Run: `.venv/bin/python bench/bench_pg.py [PART ...]` (about a minute; parts: change_visibility,
+history_query, throughput, api_throughput). Needs the server binaries (see
 tests/echo_tools/_pg_support.py).
 """
 
@@ -132,10 +135,70 @@ def throughput(dsn: str) -> None:
         print(f"    {op:9s} json {j:9.1f}/s   postgres {p:9.1f}/s   ratio {p / j:5.2f}")
 
 
+def api_throughput(dsn: str, calls: int = 400, concurrency: int = 8) -> None:
+    import asyncio
+
+    import httpx
+
+    from echo_tools import ToolExecutor
+    from echo_tools.api import create_app
+    from echo_tools.history import RunHistory
+    from echo_tools.pg import attach, open_stores
+
+    async def drive(app: object) -> float:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+
+            async def one(i: int) -> None:
+                answer = await client.post(
+                    "/tools/invoke/id/tool_calculator",
+                    params={"run_id": f"bench-{i % 20}"},
+                    json={"operation": "add", "values": [i, 1]},
+                )
+                assert answer.status_code == 200 and answer.json()["success"], answer.text
+
+            await asyncio.gather(*(one(i) for i in range(concurrency)))  # warm up
+            start = time.perf_counter()
+            for first in range(0, calls, concurrency):
+                await asyncio.gather(*(one(i) for i in range(first, first + concurrency)))
+            return calls / (time.perf_counter() - start)
+
+    rates = {}
+    with tempfile.TemporaryDirectory() as folder:
+        registry = ToolRegistry(storage_dir=folder)
+        registry.discover_local_tools([ROOT / "AgentTools"])
+        history = RunHistory(folder)
+        rates["json"] = asyncio.run(
+            drive(create_app(registry, ToolExecutor(registry, event_sinks=[history])))
+        )
+        history.close()
+        stores = open_stores(dsn)
+        pg_registry = ToolRegistry(storage=stores.storage)  # type: ignore[arg-type]
+        attach(pg_registry, stores)
+        for tool in registry.list_all():
+            pg_registry.register(tool)
+        executor = ToolExecutor(pg_registry, event_sinks=[stores.history])
+        rates["pg"] = asyncio.run(drive(create_app(pg_registry, executor)))
+        durable = PgRunHistory(stores.db, durable_events=True)
+        executor = ToolExecutor(pg_registry, event_sinks=[durable])
+        rates["pg_durable"] = asyncio.run(drive(create_app(pg_registry, executor)))
+        stores.close()
+    print(f"(d) invoke through the API ({calls} calls, {concurrency} at a time, events kept in the history):")
+    print(
+        f"    json + sqlite {rates['json']:8.1f}/s   postgres {rates['pg']:8.1f}/s   ratio {rates['pg'] / rates['json']:5.2f}"
+    )
+    print(
+        f"    postgres with durable_events=True (each event waits for the disk, as SQLite does): "
+        f"{rates['pg_durable']:8.1f}/s   ratio {rates['pg_durable'] / rates['json']:5.2f}"
+    )
+
+
 def main() -> None:
     server = PgServer(fsync=True).start()
     try:
-        for part in (change_visibility, history_query, throughput):
+        parts = (change_visibility, history_query, throughput, api_throughput)
+        chosen = [p for p in parts if not sys.argv[1:] or p.__name__ in sys.argv[1:]]
+        for part in chosen:
             dsn = server.new_database()
             PgDatabase(dsn).close()
             part(dsn)

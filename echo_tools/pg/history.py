@@ -39,10 +39,15 @@ class PgRunHistory:
 
     Args:
         database: a DSN (a pool is opened and closed with this object) or a shared `PgDatabase`.
+        durable_events: wait for the disk on each event's commit (slower; see below).
     """
 
-    def __init__(self, database: str | PgDatabase) -> None:
+    def __init__(self, database: str | PgDatabase, *, durable_events: bool = False) -> None:
         self.db, self._owns_db = open_database(database)
+        # Not durable (the default): an event's commit does not wait for the disk. A replica killed loses
+        # nothing it recorded; only a crash of the database server itself can lose its last fraction of a
+        # second of events (never half an event). Runs and checkpoints are always durable.
+        self._commit_mode = "on" if durable_events else "off"
         self.origin = uuid.uuid4().hex
         self._listener: PgListener | None = None
         self._followers: list[Callable[[ToolEvent], None]] = []
@@ -55,12 +60,18 @@ class PgRunHistory:
     def record(self, event: ToolEvent) -> None:
         """Keep one event; an event already kept (same `event_id`) is not kept twice."""
         body = event.to_json()
-        with self.db.transaction() as conn:
-            row = conn.execute(
-                "INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id,"
-                " body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING"
-                " RETURNING seq",
+        small = len(body.encode()) <= _NOTIFY_MAX_BYTES
+        # one statement, so one round trip and its own transaction: the insert and its NOTIFY commit together
+        with self.db.connection() as conn:
+            conn.execute(
+                "WITH commit_mode AS (SELECT set_config('synchronous_commit', %s, true) AS mode),"
+                " kept AS (INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id,"
+                " tool_id, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING"
+                " RETURNING seq)"
+                " SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seq', seq, 'body', %s::text)::text)"
+                " FROM kept, commit_mode",
                 (
+                    self._commit_mode,
                     event.event_id,
                     event.type,
                     event.timestamp,
@@ -69,12 +80,11 @@ class PgRunHistory:
                     event.agent_id,
                     event.tool_id,
                     body,
+                    CHANNEL,
+                    self.origin,
+                    body if small else None,
                 ),
-            ).fetchone()
-            if row is not None:
-                small = len(body.encode()) <= _NOTIFY_MAX_BYTES
-                payload = json.dumps({"origin": self.origin, "seq": row[0], "body": body if small else None})
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+            )
 
     def follow(self, callback: Callable[[ToolEvent], None]) -> None:
         """Call `callback(event)` (on a listener thread) for each event another replica records."""

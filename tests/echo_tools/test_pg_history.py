@@ -157,3 +157,22 @@ def test_a_run_paused_on_one_replica_resumes_in_another_process(dsn: str, histor
     assert child.returncode == 0, err
     assert out.strip() == "order-7:approved"
     assert history.run(thread_id)["status"] == "completed"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_either_commit_mode_keeps_the_event_and_leaves_the_pooled_connection_durable(
+    dsn: str, durable: bool
+) -> None:
+    history = PgRunHistory(dsn, durable_events=durable)
+    try:
+        event = _event(run_id=f"mode-{durable}")
+        history(event)
+        assert [e.event_id for e in history.events(run_id=f"mode-{durable}")] == [event.event_id]
+        with history.db.connection() as conn:  # the pool of one connection hands back the same one
+            row = conn.execute(
+                "SELECT current_setting('synchronous_commit'), reset_val FROM pg_settings"
+                " WHERE name = 'synchronous_commit'"
+            ).fetchone()
+        assert row is not None and row[0] == row[1]  # the event's setting lasted its own transaction only
+    finally:
+        history.close()
