@@ -6,6 +6,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -176,3 +177,38 @@ def test_either_commit_mode_keeps_the_event_and_leaves_the_pooled_connection_dur
         assert row is not None and row[0] == row[1]  # the event's setting lasted its own transaction only
     finally:
         history.close()
+
+
+def test_the_same_calls_answer_the_same_as_the_sqlite_history(history: PgRunHistory, tmp_path: Path) -> None:
+    from echo_tools.history import RunHistory
+
+    sqlite = RunHistory(tmp_path)
+    try:
+        events = [
+            ToolEvent(type="tool.invoked", run_id="a", workflow_id="wf", agent_id="x", tool_id="t1"),
+            ToolEvent(type="tool.failed", run_id="a", workflow_id="wf", agent_id="x", tool_id="t1"),
+            ToolEvent(type="tool.invoked", run_id="b", agent_id="y", tool_id="t2"),
+            ToolEvent(type="tool.timeout", run_id="b", agent_id="y", tool_id="t2"),
+            ToolEvent(type="tool.registered", tool_id="t3"),
+        ]
+        for kept in (sqlite, history):
+            for event in events:
+                kept(event)
+            kept.start_run("a", {"n": 1}, workflow_id="wf")
+            kept.set_status("a", "completed")
+        for query in ({}, {"run_id": "a"}, {"tool_id": "t2"}, {"agent_id": "x"}, {"limit": 2}):
+            assert [e.to_dict() for e in history.events(**query)] == [
+                e.to_dict() for e in sqlite.events(**query)
+            ]
+        assert [r.to_dict() for r in history.runs()] == [r.to_dict() for r in sqlite.runs()]
+        assert [r.to_dict() for r in history.runs(workflow_id="wf")] == [
+            r.to_dict() for r in sqlite.runs(workflow_id="wf")
+        ]
+        mine, theirs = history.run("a"), sqlite.run("a")
+        assert mine is not None and theirs is not None
+        assert {k: mine[k] for k in ("run_id", "workflow_id", "status", "source", "error")} == {
+            k: theirs[k] for k in ("run_id", "workflow_id", "status", "source", "error")
+        }
+        assert history.count() == sqlite.count() == len(events)
+    finally:
+        sqlite.close()
