@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echo_tools.history import DEFAULT_RETENTION_DAYS
-from echo_tools.pg.database import PgDatabase
-from echo_tools.pg.history import PgRunHistory
-from echo_tools.pg.stores import PgMcpConfigStore, PgSecretStore
-from echo_tools.pg.tool_store import PgToolStorage
+
+if TYPE_CHECKING:  # psycopg is imported by `open_stores`, so `database_url` works without the extra
+    from echo_tools.pg.database import PgDatabase
+    from echo_tools.pg.history import PgRunHistory
+    from echo_tools.pg.stores import PgMcpConfigStore, PgSecretStore
+    from echo_tools.pg.tool_store import PgToolStorage
 
 DATABASE_URL_ENV = "ECHO_TOOLS_DATABASE_URL"
 
@@ -64,6 +66,10 @@ def open_stores(
     """
     if isinstance(history_days, bool) or not isinstance(history_days, int | float) or history_days <= 0:
         raise ValueError(f"history_days must be a positive number of days, got {history_days!r}")
+    from echo_tools.pg.database import PgDatabase
+    from echo_tools.pg.history import PgRunHistory
+    from echo_tools.pg.tool_store import PgToolStorage
+
     db = PgDatabase(url, pool_size=pool_size, timeout=timeout)
     try:
         stores = PgStores(db, PgToolStorage(db), PgRunHistory(db))

@@ -15,6 +15,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -132,12 +133,22 @@ class PgServer:
         )
 
     def stop(self) -> None:
-        if self.data.exists():
+        """Stop the server (immediate mode, at most 10 s, then SIGKILL to its postmaster) and remove it."""
+        pid_file = self.data / "postmaster.pid"
+        if pid_file.exists():
             try:
-                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-            except RuntimeError:
-                pass  # not running
+                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "10", "stop")
+            except (RuntimeError, subprocess.TimeoutExpired):
+                self._kill_postmaster(pid_file)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    @staticmethod
+    def _kill_postmaster(pid_file: Path) -> None:
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, signal.SIGKILL)  # the postmaster this object started, by its id
+        except (OSError, ValueError, IndexError):
+            pass  # already gone
 
     def halt(self) -> None:
         """Stop the server (fast shutdown: every connection is cut), keeping its data."""
