@@ -59,3 +59,22 @@ def test_a_bad_retention_is_refused_naming_it(pg_server: PgServer, days: object)
 def test_an_unreachable_url_fails_at_start_naming_the_database(pg_server: PgServer) -> None:
     with pytest.raises(ToolStorageError, match="'missing_db' on host 127.0.0.1"):
         open_stores(pg_server.dsn("missing_db"))
+
+
+def test_the_url_is_read_without_the_postgres_extra_and_opening_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    from tests.echo_tools._pg_support import child_env
+
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"  # as on a machine without the extra
+        "from echo_tools.pg.wiring import database_url, open_stores\n"
+        "print(database_url(None, {'ECHO_TOOLS_DATABASE_URL': 'postgresql://h/d'}))\n"
+        "try:\n    open_stores('postgresql://h/d')\nexcept ImportError as exc:\n    print('ImportError', exc.name)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["postgresql://h/d", "ImportError psycopg"]
