@@ -1,0 +1,118 @@
+"""The PostgreSQL schema of echo-tools, as numbered migrations applied under an advisory lock.
+
+Each migration moves the schema one version up; a new one is appended, never edited. They run in one
+transaction holding `pg_advisory_xact_lock`, so replicas starting at once migrate once and none sees a
+half-made schema. `echo_schema_version` records the versions applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from echo_tools.errors import ToolStorageError
+
+# pg_advisory_xact_lock key: "echotool" in ASCII, so it does not collide with another application's lock
+MIGRATION_LOCK = 0x6563686F746F6F6C
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        # the catalogue: one row per tool, the tool's definition as EchoAI stores it
+        """CREATE TABLE echo_tools (
+            tool_id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            body JSONB NOT NULL,
+            saved_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        )""",
+        # every key a tool is found by (its id, case-folded name, slug): the primary key makes two
+        # replicas racing for one name fail in the database, not in a check either can miss
+        """CREATE TABLE echo_tool_keys (
+            key TEXT PRIMARY KEY,
+            tool_id TEXT NOT NULL REFERENCES echo_tools (tool_id) ON DELETE CASCADE
+        )""",
+        "CREATE INDEX echo_tool_keys_tool ON echo_tool_keys (tool_id)",
+        # bumped by every catalogue write in its transaction: the change counter replicas compare
+        """CREATE TABLE echo_catalogue (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            version BIGINT NOT NULL
+        )""",
+        "INSERT INTO echo_catalogue (id, version) VALUES (1, 0)",
+        """CREATE TABLE echo_mcp_servers (
+            name TEXT PRIMARY KEY,
+            config JSONB NOT NULL,
+            updated TIMESTAMPTZ NOT NULL DEFAULT now()
+        )""",
+        # opaque blobs (the credential store encrypts before it writes)
+        """CREATE TABLE echo_secrets (
+            name TEXT PRIMARY KEY,
+            value BYTEA NOT NULL,
+            updated TIMESTAMPTZ NOT NULL DEFAULT now()
+        )""",
+    ),
+    (
+        """CREATE TABLE echo_events (
+            seq BIGSERIAL PRIMARY KEY,
+            event_id TEXT NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            timestamp TEXT NOT NULL,
+            run_id TEXT,
+            workflow_id TEXT,
+            agent_id TEXT,
+            tool_id TEXT,
+            body TEXT NOT NULL
+        )""",
+        "CREATE INDEX echo_events_run ON echo_events (run_id, seq)",
+        "CREATE INDEX echo_events_tool ON echo_events (tool_id, seq)",
+        "CREATE INDEX echo_events_agent ON echo_events (agent_id, seq)",
+        "CREATE INDEX echo_events_time ON echo_events (timestamp)",
+        """CREATE TABLE echo_runs (
+            run_id TEXT PRIMARY KEY,
+            workflow_id TEXT,
+            status TEXT NOT NULL,
+            source TEXT NOT NULL,
+            error TEXT,
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL
+        )""",
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate_schema(conn: psycopg.Connection[Any], where: str) -> int:
+    """Bring the database to `SCHEMA_VERSION`; returns how many migrations this call applied.
+
+    Raises:
+        ToolStorageError: the database holds a newer schema than this echo-tools knows, or a migration
+            failed (nothing of it is kept).
+    """
+    applied = 0
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS echo_schema_version ("
+                " version INTEGER PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM echo_schema_version").fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise ToolStorageError(
+                    f"PostgreSQL {where} has echo-tools schema version {current}, newer than this "
+                    f"echo-tools knows ({SCHEMA_VERSION}); upgrade echo-tools"
+                )
+            for version, statements in enumerate(MIGRATIONS[current:], start=current + 1):
+                for statement in statements:
+                    conn.execute(statement)  # type: ignore[arg-type]
+                conn.execute("INSERT INTO echo_schema_version (version) VALUES (%s)", (version,))
+                applied += 1
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ToolStorageError(f"PostgreSQL {where}: the user may not create the tables: {exc}") from exc
+    return applied
+
+
+def schema_versions(conn: psycopg.Connection[Any]) -> list[int]:
+    """The migration versions recorded, oldest first (each appears once)."""
+    return [int(r[0]) for r in conn.execute("SELECT version FROM echo_schema_version ORDER BY version")]

@@ -1,0 +1,214 @@
+"""PgRunHistory against a real PostgreSQL server: the RunHistory API, replicas, checkpoints, the index."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from echo_tools.events import ToolEvent
+from echo_tools.history import MAX_LIMIT
+from echo_tools.pg import PgRunHistory
+from tests.echo_tools._pg_support import PgServer, approval_graph, shared_server, spawn, stop_shared_server
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    yield shared_server()
+    stop_shared_server()
+
+
+@pytest.fixture
+def dsn(pg_server: PgServer) -> str:
+    return pg_server.new_database()
+
+
+@pytest.fixture
+def history(dsn: str) -> Iterator[PgRunHistory]:
+    kept = PgRunHistory(dsn)
+    yield kept
+    kept.close()
+
+
+def _event(kind: str = "tool.invoked", **ids: str) -> ToolEvent:
+    return ToolEvent(type=kind, tool_id=ids.pop("tool_id", "tool_a"), **ids)
+
+
+def test_events_come_back_oldest_first_filtered_and_kept_once(history: PgRunHistory) -> None:
+    first, second = _event(run_id="r1", agent_id="a1"), _event("tool.completed", run_id="r1")
+    history(first)
+    history(second)
+    history(first)  # the same event twice is kept once
+    history(_event(run_id="r2", tool_id="tool_b"))
+    assert [e.event_id for e in history.events(run_id="r1")] == [first.event_id, second.event_id]
+    assert [e.run_id for e in history.events(tool_id="tool_b")] == ["r2"]
+    assert [e.event_id for e in history.events(agent_id="a1")] == [first.event_id]
+    assert history.events(run_id="r1")[0].to_dict() == first.to_dict()
+    assert len(history.events(limit=2)) == 2 and history.count() == 3
+    assert history.events(since="2999-01-01T00:00:00Z") == []
+
+
+def test_runs_are_summarised_newest_first(history: PgRunHistory) -> None:
+    history(_event(run_id="r1", workflow_id="wf"))
+    history(_event("tool.failed", run_id="r1", workflow_id="wf"))
+    history(_event(run_id="r2"))
+    runs = history.runs()
+    assert [r.run_id for r in runs] == ["r2", "r1"]
+    assert (runs[1].workflow_id, runs[1].calls, runs[1].failed) == ("wf", 1, 1)
+    assert [r.run_id for r in history.runs(workflow_id="wf")] == ["r1"]
+
+
+@pytest.mark.parametrize("limit", [0, MAX_LIMIT + 1, "10", True])
+def test_a_bad_limit_is_refused_naming_it(history: PgRunHistory, limit: object) -> None:
+    with pytest.raises(ValueError, match=f"limit .*got {limit!r}"):
+        history.events(limit=limit)  # type: ignore[arg-type]
+
+
+def test_a_bad_since_and_a_bad_status_and_bad_days_are_refused_naming_them(history: PgRunHistory) -> None:
+    with pytest.raises(ValueError, match="since .*'yesterday'"):
+        history.events(since="yesterday")
+    with pytest.raises(ValueError, match="status .*'paused'"):
+        history.set_status("r1", "paused")
+    with pytest.raises(ValueError, match="days must be positive, got -1"):
+        history.prune(days=-1)
+
+
+def test_prune_forgets_only_events_older_than_the_retention(history: PgRunHistory) -> None:
+    old = ToolEvent(type="tool.invoked", run_id="old", timestamp="2000-01-01T00:00:00.000000Z")
+    history(old)
+    history(_event(run_id="new"))
+    assert history.prune(days=30) == 1
+    assert [e.run_id for e in history.events()] == ["new"]
+    later = lambda: datetime.now(UTC) + timedelta(days=31)  # noqa: E731
+    assert history.prune(days=30, now=later) == 1 and history.count() == 0
+
+
+def test_a_run_record_moves_through_its_statuses(history: PgRunHistory) -> None:
+    assert history.run("nope") is None
+    history.start_run("r1", {"nodes": [1, 2]}, workflow_id="wf")
+    history.set_status("r1", "interrupted")
+    record = history.run("r1")
+    assert record is not None
+    assert (record["status"], record["source"], record["workflow_id"]) == (
+        "interrupted",
+        {"nodes": [1, 2]},
+        "wf",
+    )
+    history.set_status("r1", "failed", error="tool x failed")
+    assert history.run("r1")["error"] == "tool x failed"  # type: ignore[index]
+
+
+def test_events_from_every_replica_land_in_one_history_and_are_followed(dsn: str) -> None:
+    one, two = PgRunHistory(dsn), PgRunHistory(dsn)
+    try:
+        heard: list[ToolEvent] = []
+        arrived = threading.Event()
+
+        def note(event: ToolEvent) -> None:
+            heard.append(event)
+            arrived.set()
+
+        two.follow(note)
+        mine = _event(run_id="shared")
+        two(mine)  # a replica does not hear its own events back
+        theirs = _event("tool.completed", run_id="shared", tool_id="t" * 10_000)  # too big for a NOTIFY
+        one(theirs)
+        assert arrived.wait(10)
+        assert [e.event_id for e in heard] == [theirs.event_id]
+        assert heard[0].tool_id == "t" * 10_000
+        assert [e.event_id for e in one.events(run_id="shared")] == [mine.event_id, theirs.event_id]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_query_by_run_id_uses_the_index(dsn: str, history: PgRunHistory) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO echo_events (event_id, type, timestamp, run_id, tool_id, body)"
+            " SELECT 'e' || i, 'tool.invoked', '2026-01-01T00:00:00Z', 'run_' || (i % 1000), 't', '{}'"
+            " FROM generate_series(1, 20000) AS i"
+        )
+        conn.execute("ANALYZE echo_events")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT body FROM echo_events WHERE run_id = 'run_7' ORDER BY seq LIMIT 100"
+            )
+        )
+    assert "echo_events_run" in plan
+
+
+def test_a_run_paused_on_one_replica_resumes_in_another_process(dsn: str, history: PgRunHistory) -> None:
+    from langgraph.types import Interrupt
+
+    thread_id = f"run-{uuid.uuid4().hex[:8]}"
+    history.start_run(thread_id, {"graph": "approval"})
+    graph = approval_graph(history.checkpointer())
+    paused = graph.invoke({"value": "order-7"}, {"configurable": {"thread_id": thread_id}})
+    assert isinstance(paused["__interrupt__"][0], Interrupt)
+    history.set_status(thread_id, "interrupted")
+    child = spawn("resume", dsn, thread_id, "approved")
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.strip() == "order-7:approved"
+    assert history.run(thread_id)["status"] == "completed"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_either_commit_mode_keeps_the_event_and_leaves_the_pooled_connection_durable(
+    dsn: str, durable: bool
+) -> None:
+    history = PgRunHistory(dsn, durable_events=durable)
+    try:
+        event = _event(run_id=f"mode-{durable}")
+        history(event)
+        assert [e.event_id for e in history.events(run_id=f"mode-{durable}")] == [event.event_id]
+        with history.db.connection() as conn:  # the pool of one connection hands back the same one
+            row = conn.execute(
+                "SELECT current_setting('synchronous_commit'), reset_val FROM pg_settings"
+                " WHERE name = 'synchronous_commit'"
+            ).fetchone()
+        assert row is not None and row[0] == row[1]  # the event's setting lasted its own transaction only
+    finally:
+        history.close()
+
+
+def test_the_same_calls_answer_the_same_as_the_sqlite_history(history: PgRunHistory, tmp_path: Path) -> None:
+    from echo_tools.history import RunHistory
+
+    sqlite = RunHistory(tmp_path)
+    try:
+        events = [
+            ToolEvent(type="tool.invoked", run_id="a", workflow_id="wf", agent_id="x", tool_id="t1"),
+            ToolEvent(type="tool.failed", run_id="a", workflow_id="wf", agent_id="x", tool_id="t1"),
+            ToolEvent(type="tool.invoked", run_id="b", agent_id="y", tool_id="t2"),
+            ToolEvent(type="tool.timeout", run_id="b", agent_id="y", tool_id="t2"),
+            ToolEvent(type="tool.registered", tool_id="t3"),
+        ]
+        for kept in (sqlite, history):
+            for event in events:
+                kept(event)
+            kept.start_run("a", {"n": 1}, workflow_id="wf")
+            kept.set_status("a", "completed")
+        for query in ({}, {"run_id": "a"}, {"tool_id": "t2"}, {"agent_id": "x"}, {"limit": 2}):
+            assert [e.to_dict() for e in history.events(**query)] == [
+                e.to_dict() for e in sqlite.events(**query)
+            ]
+        assert [r.to_dict() for r in history.runs()] == [r.to_dict() for r in sqlite.runs()]
+        assert [r.to_dict() for r in history.runs(workflow_id="wf")] == [
+            r.to_dict() for r in sqlite.runs(workflow_id="wf")
+        ]
+        mine, theirs = history.run("a"), sqlite.run("a")
+        assert mine is not None and theirs is not None
+        assert {k: mine[k] for k in ("run_id", "workflow_id", "status", "source", "error")} == {
+            k: theirs[k] for k in ("run_id", "workflow_id", "status", "source", "error")
+        }
+        assert history.count() == sqlite.count() == len(events)
+    finally:
+        sqlite.close()

@@ -1,0 +1,150 @@
+"""Three real API server processes on one real PostgreSQL database, wired as docs/deploy.md shows.
+
+Register on one and read on the others; invoke on two and find one history; SSE on one sees another's
+calls; kill one during writes and lose nothing it acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from echo_tools.pg import PgRunHistory, PgToolStorage
+from tests.echo_tools._pg_support import PgServer, free_port, shared_server, spawn, stop_shared_server
+
+MANIFEST = Path(__file__).resolve().parents[2] / "AgentTools" / "calculator" / "tool_manifest.json"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    yield shared_server()
+    stop_shared_server()
+
+
+@pytest.fixture
+def replicas(pg_server: PgServer) -> Iterator[tuple[str, list[str], list[subprocess.Popen[str]]]]:
+    dsn = pg_server.new_database()
+    ports = [free_port() for _ in range(3)]
+    children = [spawn("serve", dsn, str(port)) for port in ports]
+    urls = [f"http://127.0.0.1:{port}/tools" for port in ports]
+    try:
+        for url, child in zip(urls, children, strict=True):
+            _wait_until(lambda u=url, c=child: _healthy(u, c), 90, f"{url} did not become healthy")
+        yield dsn, urls, children
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+            try:
+                child.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()
+
+
+def _healthy(url: str, child: subprocess.Popen[str]) -> bool:
+    if child.poll() is not None:
+        raise AssertionError(f"replica exited: {child.communicate()[1][-2000:]}")
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _wait_until(check: Any, seconds: float, message: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(0.05)
+
+
+def _calculator(tool_id: str, name: str) -> dict[str, Any]:
+    data = json.loads(MANIFEST.read_text())
+    return {**data, "tool_id": tool_id, "name": name}
+
+
+def _invoke(url: str, run_id: str) -> dict[str, Any]:
+    answer = httpx.post(
+        f"{url}/invoke/id/calc_copy",
+        params={"run_id": run_id},
+        json={"operation": "add", "values": [2, 3]},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_replicas_share_the_catalogue_the_history_and_the_event_stream(
+    replicas: tuple[str, list[str], list[subprocess.Popen[str]]],
+) -> None:
+    dsn, urls, _ = replicas
+    created = httpx.post(f"{urls[0]}/register", json=_calculator("calc_copy", "Calc Copy"), timeout=30)
+    assert created.status_code == 200 and created.json()["status"] == "registered", created.text
+    for url in urls[1:]:
+        _wait_until(
+            lambda u=url: httpx.get(f"{u}/calc_copy", timeout=5).status_code == 200, 10, f"{url} never saw it"
+        )
+
+    clash = httpx.post(f"{urls[2]}/register", json=_calculator("calc_other", "calc-copy"), timeout=30)
+    assert clash.status_code in (400, 409, 422) and "calc_copy" in clash.text
+
+    seen: list[dict[str, Any]] = []
+
+    def listen() -> None:
+        with httpx.stream(
+            "GET", f"{urls[2]}/events", params={"run_id": "sse-run", "max_events": 1}, timeout=60
+        ) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:") and "type" in (data := json.loads(line[5:])):
+                    seen.append(data)  # the stream's first message, `ready`, has no type
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    deadline = time.monotonic() + 30
+    while listener.is_alive() and time.monotonic() < deadline:  # until the stream is open and hears one
+        _invoke(urls[0], "sse-run")
+        listener.join(0.3)
+    assert seen and seen[0]["run_id"] == "sse-run" and seen[0]["tool_id"] == "calc_copy"
+
+    for url in urls[1:]:
+        assert _invoke(url, "shared-run")["success"] is True
+    history = PgRunHistory(dsn)
+    try:
+        kinds = [e.type for e in history.events(run_id="shared-run")]
+    finally:
+        history.close()
+    assert kinds.count("tool.invoked") == 2 and kinds.count("tool.completed") == 2
+
+
+def test_a_replica_killed_during_writes_loses_nothing_it_acknowledged(
+    replicas: tuple[str, list[str], list[subprocess.Popen[str]]],
+) -> None:
+    dsn, urls, children = replicas
+    acknowledged: list[str] = []
+    for i in range(200):
+        if i == 10:
+            children[1].kill()  # mid-stream: the next requests to it fail, the acknowledged ones stay
+        try:
+            answer = httpx.post(f"{urls[1]}/register", json=_calculator(f"calc_{i}", f"Calc {i}"), timeout=10)
+        except httpx.TransportError:
+            break
+        assert answer.status_code == 200, answer.text
+        acknowledged.append(f"calc_{i}")
+    assert len(acknowledged) >= 10
+    storage = PgToolStorage(dsn, listen=False)
+    try:
+        stored = {t.tool_id for t in storage.load_all()[0]}
+    finally:
+        storage.close()
+    assert set(acknowledged) <= stored
+    for tool_id in acknowledged:
+        assert httpx.get(f"{urls[0]}/{tool_id}", timeout=10).status_code == 200
