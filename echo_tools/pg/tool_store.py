@@ -146,8 +146,17 @@ class PgToolStorage:
 
     # -- writes --------------------------------------------------------------------------------------
 
-    def save(self, tool: ToolDef, *, check_names: bool = True) -> bool:
+    def save(
+        self,
+        tool: ToolDef,
+        *,
+        check_names: bool = True,
+        replaces: Callable[[ToolDef], None] | None = None,
+    ) -> bool:
         """Store one tool in a transaction; False when the stored copy was already identical.
+
+        `replaces`, as for `ToolStorage.save`: called with the stored copy (its row locked) before anything
+        is written; it raises to refuse the replacement (the trust rules use it).
 
         Raises:
             ToolNameConflictError: `check_names` and another stored tool has one of its lookup keys (its
@@ -162,6 +171,8 @@ class PgToolStorage:
                 row = conn.execute(
                     "SELECT body FROM echo_tools WHERE tool_id = %s FOR UPDATE", (tool.tool_id,)
                 ).fetchone()
+                if row is not None and replaces is not None:
+                    self._guard(tool.tool_id, row[0], replaces)
                 if row is not None and row[0] == data:
                     return False
                 conn.execute(
@@ -182,14 +193,28 @@ class PgToolStorage:
             raise self._conflict(tool, keys) from exc
         return True
 
-    def delete(self, tool_id: str) -> bool:
-        """Remove one tool (and its keys) in a transaction; False when it was not stored."""
+    def delete(self, tool_id: str, *, removes: Callable[[ToolDef], None] | None = None) -> bool:
+        """Remove one tool (and its keys) in a transaction; False when it was not stored.
+
+        `removes` is called with the stored copy (its row locked) first; it raises to refuse.
+        """
         self.path_for(tool_id)
         with self.db.transaction() as conn:
+            if removes is not None:
+                row = conn.execute(
+                    "SELECT body FROM echo_tools WHERE tool_id = %s FOR UPDATE", (tool_id,)
+                ).fetchone()
+                if row is not None:
+                    self._guard(tool_id, row[0], removes)
             gone = conn.execute("DELETE FROM echo_tools WHERE tool_id = %s", (tool_id,)).rowcount
             if gone:
                 self._bump(conn, tool_id)
         return bool(gone)
+
+    def _guard(self, tool_id: str, body: Any, check: Callable[[ToolDef], None]) -> None:
+        stored, _ = self._parse(tool_id, body)
+        if stored is not None:
+            check(stored)  # raises to refuse; the transaction rolls back
 
     def _bump(self, conn: psycopg.Connection[Any], tool_id: str) -> None:
         # the row lock on echo_catalogue orders every catalogue write; NOTIFY is sent at commit

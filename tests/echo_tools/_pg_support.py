@@ -292,8 +292,10 @@ def serve_replica(dsn: str, port: int) -> int:
     from echo_tools.settings import ApiSettings
 
     stores = open_stores(dsn)
-    registry = ToolRegistry(storage=stores.storage)  # type: ignore[arg-type]
+    agent_tools = Path(__file__).resolve().parents[2] / "AgentTools"
+    registry = ToolRegistry(storage=stores.storage, discovery_dirs=[agent_tools])  # type: ignore[arg-type]
     attach(registry, stores)
+    registry.discover_local_tools()  # the manifests declare the entry points remote callers may copy
     executor = ToolExecutor(registry, event_sinks=[stores.history])
     app = create_app(registry, executor, ApiSettings(host="127.0.0.1", port=port))
     stores.history.follow(app.state.echo_tools.broadcaster)  # SSE here streams every replica's calls

@@ -47,7 +47,7 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     registry: Any = ToolRegistry(storage_dir=tmp_path / "tools")
     executor = ToolExecutor(registry)
     app = create_app(registry, executor, ApiSettings())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
         yield c
     await executor.aclose()
 

@@ -45,7 +45,7 @@ def test_it_runs_through_the_executor_with_events(registry):
     finally:
         executor.close()
     assert (counted.success, counted.output) == (True, 2), counted.error
-    assert (shouted.output, registry.get(shouted.tool_id).tags) == ("HI", ["text", "crewai"])
+    assert (shouted.output, registry.get(shouted.tool_id).tags) == ("HI", ["text", "crewai", "source:python"])
     assert [e.type for e in log.events if e.type.startswith("tool.")].count("tool.completed") == 2
 
 

@@ -189,3 +189,19 @@ def test_a_secret_value_that_is_not_bytes_is_refused_naming_it(storage: PgToolSt
     with pytest.raises(ToolStorageError) as caught:
         storage.secrets.put("token", "clear text")  # type: ignore[arg-type]
     assert "'token'" in caught.value.message and "str" in caught.value.message
+
+
+def test_a_guard_that_refuses_leaves_the_stored_tool_as_it_was(storage: PgToolStorage) -> None:
+    # the trust rules pass a guard: a remote caller may not replace or delete a tool of another source
+    original = _tool("tool_guarded", "Guarded", description="the operator's")
+    storage.save(original)
+
+    def refuse(stored: ToolDef) -> None:
+        raise PermissionError(f"{stored.tool_id} is read-only")
+
+    with pytest.raises(PermissionError, match="tool_guarded is read-only"):
+        storage.save(_tool("tool_guarded", "Guarded", description="a caller's"), replaces=refuse)
+    with pytest.raises(PermissionError, match="tool_guarded is read-only"):
+        storage.delete("tool_guarded", removes=refuse)
+    kept = storage.load("tool_guarded")
+    assert kept is not None and kept.description == "the operator's"

@@ -212,7 +212,10 @@ def test_re_registering_the_code_executor_without_permissions_fails_and_leaves_i
     assert client.get("/tools/tool_code_executor").json() == shipped
     assert folder_state(store) == before
     refused(
-        client.post("/tools/invoke/tool_code_executor", json={"code": "1"}), 403, "permission_denied", "permissions"
+        client.post("/tools/invoke/tool_code_executor", json={"code": "1"}),
+        403,
+        "permission_denied",
+        "permissions",
     )
 
 
