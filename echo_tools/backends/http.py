@@ -32,6 +32,7 @@ from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.bounded_body import ACCEPT_ENCODING, UndecodableBodyError, read_bounded
 from echo_tools.credentials import credential_for
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
+from echo_tools.redaction import is_secret_key
 
 if TYPE_CHECKING:
     from echo_tools.egress import EgressPolicy
@@ -83,6 +84,15 @@ def resolve_headers(tool: ToolDef, headers: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
+
+
+def _carries_secret(name: str, configured: Any) -> bool:
+    return is_secret_key(name) or (isinstance(configured, str) and bool(ENV_REFERENCE.search(configured)))
+
+
 def build_request(tool: ToolDef, args: dict[str, Any]) -> tuple[str, str, dict[str, Any], Any]:
     """`(method, url, query, json_body)` for one call: placeholders filled, the rest as body or query."""
     config = tool.execution_config
@@ -93,6 +103,15 @@ def build_request(tool: ToolDef, args: dict[str, Any]) -> tuple[str, str, dict[s
         if args.get(name) is None:
             raise ToolValidationError(
                 f"Tool {tool.tool_id!r}: input.{name} is required to fill the URL placeholder {{{name}}}",
+                tool_id=tool.tool_id,
+                field=f"input.{name}",
+            )
+    for name in names:
+        if str(args[name]) in (".", ".."):
+            # a dot segment would climb the URL path to another endpoint of the same API
+            raise ToolValidationError(
+                f"Tool {tool.tool_id!r}: input.{name} {args[name]!r} cannot fill a URL path segment "
+                "('.' and '..' would move to another path)",
                 tool_id=tool.tool_id,
                 field=f"input.{name}",
             )
@@ -152,10 +171,16 @@ class HttpBackend(ToolBackend):
         client = self.client()
         # a named credential (echo_tools.credentials), sent to the tool's own origin only, never on redirects
         auth = await credential_for(self.executor, tool, url, client) if "credential" in config else None
+        origin = _origin(url)
+        # headers that carry a secret (a `${VAR}` or a secret-looking name) go to the tool's own origin only
+        public = {
+            k: v for k, v in headers.items() if not _carries_secret(k, (config.get("headers") or {}).get(k))
+        }
         for _ in range(MAX_REDIRECTS + 1):
             await self._check_egress(url)
             send_json = body if method not in QUERY_METHODS else None
-            hop_headers, hop_query = auth.add_to(url, headers, query) if auth else (headers, query)
+            own = headers if _origin(url) == origin else public
+            hop_headers, hop_query = auth.add_to(url, own, query) if auth else (own, query)
             try:
                 request = client.build_request(
                     method,

@@ -129,6 +129,11 @@ class LocalHttpServer:
         app.router.add_get("/redirect/metadata", redirect("http://169.254.169.254/latest/meta-data/"))
         app.router.add_get("/redirect/ok", redirect("/echo?via=redirect"))
         app.router.add_get("/redirect/loop", redirect("/redirect/loop"))
+
+        async def redirect_to(request: web.Request) -> web.Response:
+            raise web.HTTPFound(request.query["url"])
+
+        app.router.add_get("/redirect/to", redirect_to)
         self.runner = web.AppRunner(app, handler_cancellation=True)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)

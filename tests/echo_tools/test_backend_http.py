@@ -219,3 +219,50 @@ async def test_replacing_the_executors_egress_policy_takes_effect_at_once(server
 async def test_charset_of_text_responses_is_honoured(server: LocalHttpServer, run) -> None:
     result = await run(api_tool("latin", f"{server.base}/latin1", config={"method": "GET"}))
     assert result.output == "café"
+
+
+async def test_a_redirect_to_another_origin_never_receives_secret_headers(
+    server: LocalHttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the attack: a tool whose headers carry a server secret follows a redirect to a host its caller controls
+    other = LocalHttpServer().start()
+    try:
+        monkeypatch.setenv("ECHO_TEST_REDIRECT_SECRET", "s3cr3t-value")
+        headers = {
+            "Authorization": "Bearer ${ECHO_TEST_REDIRECT_SECRET}",
+            "X-Api-Key": "literal-key",
+            "X-Plain": "p",
+        }
+        away = api_tool(
+            "away",
+            f"{server.base}/redirect/to?url={other.base}/echo",
+            config={"method": "GET", "headers": headers},
+        )
+        executor, _ = make_executor(away)
+        result = await executor.invoke("away", {})
+        await executor.aclose()
+        assert result.success, result.error
+        seen = result.output["headers"]
+        assert "authorization" not in seen and "x-api-key" not in seen
+        assert seen["x-plain"] == "p"
+        assert "s3cr3t-value" not in str(result.output)
+
+        same = api_tool("same", f"{server.base}/redirect/ok", config={"method": "GET", "headers": headers})
+        executor, _ = make_executor(same)
+        kept = await executor.invoke("same", {})
+        await executor.aclose()
+        assert kept.output["headers"]["authorization"] == "Bearer s3cr3t-value"  # its own origin: kept
+    finally:
+        other.stop()
+
+
+@pytest.mark.parametrize("segment", [".", ".."])
+async def test_a_dot_segment_cannot_fill_a_url_placeholder(
+    server: LocalHttpServer, run, segment: str
+) -> None:
+    result = await run(
+        api_tool("item", f"{server.base}/items/{{item_id}}", config={"method": "GET"}), {"item_id": segment}
+    )
+    assert result.error_type == "validation"
+    assert result.error_field == "input.item_id"
+    assert repr(segment) in result.error
