@@ -615,8 +615,30 @@ async def list_all_tools(conn: _Connection, timeout_s: float) -> list[types.Tool
     server's resources and prompts when it declares them (see `catalogue_tools`)."""
     from mcp import types
 
-    tools = catalogue_tools(conn.session.get_server_capabilities() if conn.session else None)
-    return tools + await _list_all(conn, types.ListToolsRequest, types.ListToolsResult, "tools", timeout_s)
+    tools = await _list_all(conn, types.ListToolsRequest, types.ListToolsResult, "tools", timeout_s)
+    capabilities = conn.session.get_server_capabilities() if conn.session else None
+    resources = prompts = False
+    if capabilities is not None and capabilities.resources is not None:
+        # declared is not enough (FastMCP declares both always): the server must have something to read
+        resources = await _offers(conn, types.ListResourcesRequest, types.ListResourcesResult, timeout_s)
+        resources = resources or await _offers(
+            conn, types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult, timeout_s
+        )
+    if capabilities is not None and capabilities.prompts is not None:
+        prompts = await _offers(conn, types.ListPromptsRequest, types.ListPromptsResult, timeout_s)
+    return catalogue_tools(resources=resources, prompts=prompts) + tools
+
+
+async def _offers(conn: _Connection, request_type: Any, result_type: Any, timeout_s: float) -> bool:
+    """Whether the first page of a `*/list` request names anything (a refused request: no)."""
+    from mcp import types
+
+    try:
+        page = await conn.request(types.ClientRequest(request_type(params=None)), result_type, timeout_s)
+    except ToolExecutionError:
+        return False
+    items = (getattr(page, key, None) for key in ("resources", "resourceTemplates", "prompts"))
+    return any(items)
 
 
 async def _list_all(
@@ -637,14 +659,14 @@ async def _list_all(
     raise MCPConnectionError(f"MCP server {conn.name!r} returned more than {MAX_PAGES} pages of {key}")
 
 
-def catalogue_tools(capabilities: types.ServerCapabilities | None) -> list[types.Tool]:
-    """Tools standing for `resources/read` and `prompts/get` of a server declaring resources or prompts
+def catalogue_tools(*, resources: bool, prompts: bool) -> list[types.Tool]:
+    """Tools standing for `resources/read` and `prompts/get` of a server offering resources or prompts
     (marked in their `_meta`, so the registry gives them the ids `mcp_<server>_read_resource` and
     `mcp_<server>_get_prompt`)."""
     from mcp import types
 
     out: list[types.Tool] = []
-    if capabilities is not None and capabilities.resources is not None:
+    if resources:
         schema = {
             "type": "object",
             "properties": {"uri": {"type": "string", "description": "the resource's URI"}},
@@ -663,7 +685,7 @@ def catalogue_tools(capabilities: types.ServerCapabilities | None) -> list[types
                 _meta={CATALOGUE_META: "resources/read"},
             )
         )
-    if capabilities is not None and capabilities.prompts is not None:
+    if prompts:
         schema = {
             "type": "object",
             "properties": {
