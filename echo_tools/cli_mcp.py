@@ -1,13 +1,17 @@
-"""`echo-tools mcp add|list|refresh|remove`: MCP servers in the `mcpServers` shape, their tools registered.
+"""`echo-tools mcp add|load|list|refresh|remove|resources|prompts`: MCP servers in the `mcpServers` shape.
 
-`add NAME --command CMD --arg A --env K=V` (stdio) or `add NAME --url URL --header K=V` (streamable HTTP)
-stores the server and registers every tool it lists; `refresh NAME` re-lists them.
+`add NAME -- CMD ARG...` or `add NAME --command CMD --arg A --env K=V` (stdio), or `add NAME --url URL
+--header K=V` (streamable HTTP) stores the server and registers every tool it lists; a relative command
+(`.venv/bin/python`) is stored as an absolute path, a bare name (`npx`) as given. `load FILE` adds every
+server of a config file; `refresh NAME` re-lists the tools; `resources NAME` and `prompts NAME` list what
+the server offers beside its tools.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +35,20 @@ def pairs(values: list[str], option: str) -> dict[str, str]:
 
 
 def server_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The `mcpServers` entry the options describe."""
-    if args.command:
-        config: dict[str, Any] = {"command": args.command, "args": list(args.arg)}
+    """The `mcpServers` entry the options describe (`-- CMD ARG...`, `--command`, or `--url`)."""
+    from echo_tools.cli import CliError
+
+    rest = list(getattr(args, "server_command", None) or [])
+    if rest and (args.command or args.url):
+        option = "--command" if args.command else "--url"
+        raise CliError(
+            f"give the server's command either after -- or with {option}, not both: {rest!r}", code=2
+        )
+    if not (rest or args.command or args.url):
+        raise CliError("mcp add needs the server: -- CMD ARG..., --command CMD, or --url URL", code=2)
+    if rest or args.command:
+        command, arguments = (rest[0], rest[1:] + list(args.arg)) if rest else (args.command, list(args.arg))
+        config: dict[str, Any] = {"command": absolute_command(command), "args": arguments}
         if args.env:
             config["env"] = pairs(args.env, "--env")
         return config
@@ -43,6 +58,14 @@ def server_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
+def absolute_command(command: str) -> str:
+    """A command with a folder in it (`.venv/bin/python`, `./server`) as an absolute path against the
+    current folder, so the stored server starts from anywhere; a bare name (`npx`) is found on PATH."""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        return os.path.abspath(command)
+    return command
+
+
 def run_mcp(args: argparse.Namespace, registry: ToolRegistry) -> int:
     if args.mcp_command == "add":
         tools = registry.add_mcp_server(args.name, server_config(args))
@@ -50,6 +73,16 @@ def run_mcp(args: argparse.Namespace, registry: ToolRegistry) -> int:
         for tool in tools:
             sys.stdout.write(f"  {tool.tool_id}  {tool.name}\n")
         return 0
+    if args.mcp_command == "load":
+        added = registry.load_mcp_config(args.file)
+        sys.stdout.write(f"{len(added)} MCP servers added from {args.file}\n")
+        for name, tools in added.items():
+            sys.stdout.write(f"MCP server {name!r}: {len(tools)} tools registered\n")
+            for tool in tools:
+                sys.stdout.write(f"  {tool.tool_id}  {tool.name}\n")
+        return 0
+    if args.mcp_command in ("resources", "prompts"):
+        return show_catalogue(registry, args.name, args.mcp_command)
     if args.mcp_command == "refresh":
         tools = registry.refresh_mcp_server(args.name)
         sys.stdout.write(f"MCP server {args.name!r}: {len(tools)} tools\n")
@@ -70,6 +103,30 @@ def run_mcp(args: argparse.Namespace, registry: ToolRegistry) -> int:
         sys.stdout.write(describe_server(name, entry) + "\n")
     if not count:
         sys.stdout.write("No MCP servers configured (add one with: echo-tools mcp add NAME --command CMD)\n")
+    return 0
+
+
+def show_catalogue(registry: ToolRegistry, name: str, kind: str) -> int:
+    """Print the server's resources (and resource templates) or prompts, one per line."""
+    from echo_tools.mcp_config import check_server_name, server_config
+    from echo_tools.mcp_sessions import list_catalogue
+    from echo_tools.runtime import run_sync
+
+    name = check_server_name(name)
+    items = run_sync(list_catalogue(name, server_config(registry, name), registry.egress, kind))
+    sys.stdout.write(f"MCP server {name!r}: {len(items)} {kind}\n")
+    for item in items:
+        if kind == "prompts":
+            arguments = ", ".join(a.name + ("" if a.required else "?") for a in item.arguments or [])
+            line = f"  {item.name}({arguments})"
+        else:
+            where = getattr(item, "uri", None) or item.uriTemplate
+            line = f"  {where}  {item.mimeType or ''}".rstrip()
+        about = item.description or item.title
+        sys.stdout.write(f"{line}  {about.splitlines()[0]}\n" if about else f"{line}\n")
+    reader = "read_resource" if kind == "resources" else "get_prompt"
+    if items:
+        sys.stdout.write(f"(agents read them with the tool mcp_{name}_{reader})\n")
     return 0
 
 

@@ -32,14 +32,35 @@ def add_late_allow_module(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _RestAfterDashes(argparse.ArgumentParser):
+    """A parser that, when its defaults say `takes_rest`, keeps everything after the first `--` as
+    `server_command`, verbatim (argparse alone would take `-y` for an option, or refuse the words as
+    extra positionals once the options before `--` were read)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if args is not None and self.get_default("takes_rest") and "--" in args:
+            args = list(args)
+            cut = args.index("--")
+            namespace, extras = super().parse_known_args(args[:cut], namespace)
+            namespace.server_command = args[cut + 1 :]
+            return namespace, extras
+        return super().parse_known_args(args, namespace)
+
+
 def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
-    mcp = sub.add_parser("mcp", help="MCP servers: add, list, refresh, remove")
-    actions = mcp.add_subparsers(dest="mcp_command", metavar="ACTION")
+    mcp = sub.add_parser("mcp", help="MCP servers: add, load, list, refresh, remove, resources, prompts")
+    actions = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", parser_class=_RestAfterDashes)
     actions.required = True
 
-    add = actions.add_parser("add", help="add an MCP server and register its tools")
+    add = actions.add_parser(
+        "add",
+        help="add an MCP server and register its tools",
+        usage="%(prog)s NAME (--command CMD [--arg A ...] | --url URL | -- CMD [ARG ...]) [options]",
+        epilog="After --, the rest of the line is the server's command and its arguments, as typed: "
+        "echo-tools mcp add files -- npx -y @modelcontextprotocol/server-filesystem /tmp",
+    )
     add.add_argument("name", metavar="NAME", help="server name (tools become mcp tools of this server)")
-    how = add.add_mutually_exclusive_group(required=True)
+    how = add.add_mutually_exclusive_group()
     how.add_argument("--command", help="start the server as this process (stdio transport)")
     how.add_argument("--url", help="connect to this streamable-HTTP server URL")
     add.add_argument(
@@ -50,7 +71,16 @@ def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
     )
     add.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
     add_late_allow_module(add)
-    add.set_defaults(func=handler)
+    add.set_defaults(func=handler, server_command=[], takes_rest=True)
+
+    load = actions.add_parser(
+        "load", help="add every server of a config file (Claude's mcpServers or VS Code's servers)"
+    )
+    load.add_argument(
+        "file", metavar="FILE", help='a JSON config: {"mcpServers": {...}} or {"servers": {...}}'
+    )
+    add_late_allow_module(load)
+    load.set_defaults(func=handler)
 
     listing = actions.add_parser("list", help="the configured MCP servers")
     add_late_allow_module(listing)
@@ -65,6 +95,12 @@ def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
     remove.add_argument("name", metavar="NAME")
     add_late_allow_module(remove)
     remove.set_defaults(func=handler)
+
+    for kind in ("resources", "prompts"):
+        shown = actions.add_parser(kind, help=f"list the {kind} one server offers")
+        shown.add_argument("name", metavar="NAME")
+        add_late_allow_module(shown)
+        shown.set_defaults(func=handler)
 
 
 def add_workflow_parsers(sub: SubParsers, handler: Handler) -> None:

@@ -46,6 +46,7 @@ __all__ = [
 logger = logging.getLogger("echo_tools.events")
 
 EVENT_TYPES = ("tool.registered", "tool.invoked", "tool.completed", "tool.failed", "tool.timeout")
+EVENT_TYPES = (*EVENT_TYPES, "tool.progress", "tool.log")  # type: ignore[assignment]  # MCP notifications
 
 EventSink = Callable[["ToolEvent"], Any]
 

@@ -426,7 +426,8 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
                 tool_type=ToolType.MCP,
                 input_schema=tool.inputSchema or {"type": "object"},
                 output_schema=tool.outputSchema or {},
-                execution_config={"server": server, "tool": tool.name},
+                # a catalogue tool (read_resource, get_prompt) also names the request it sends
+                execution_config={"server": server, "tool": tool.name, **_catalogue_method(tool)},
                 tags=["source:mcp", f"mcp_server:{server}"],
                 metadata={"mcp": mcp_meta},
                 status=ToolStatus.DISABLED if task_support == "required" else ToolStatus.ACTIVE,
@@ -436,6 +437,13 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
             )
         )
     return out
+
+
+def _catalogue_method(tool: types.Tool) -> dict[str, str]:
+    from echo_tools.mcp_sessions import CATALOGUE_META
+
+    method = (tool.meta or {}).get(CATALOGUE_META)
+    return {"method": method} if isinstance(method, str) else {}
 
 
 def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]) -> list[ToolDef]:

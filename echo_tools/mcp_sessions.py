@@ -44,6 +44,11 @@ _STDERR_LIMIT = 1024 * 1024
 _SESSION_TERMINATED = 32600  # the SDK's code when an HTTP server answers 404 for an expired session
 
 ToolsChanged = Callable[[str], Awaitable[None]]
+# what a call hears while it runs: ("progress", {progress, total, message}) or ("log", {level, logger, data})
+Listener = Callable[[str, dict[str, Any]], None]
+# catalogue tools standing for a server's resources and prompts (registered with its tools)
+READ_RESOURCE, GET_PROMPT = "read_resource", "get_prompt"
+CATALOGUE_META = "echo-tools/catalogue"
 
 
 async def on_background_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -131,6 +136,7 @@ class _Connection:
         self._calls: set[asyncio.Task[Any]] = set()
         self._lost: set[asyncio.Task[Any]] = set()
         self._by_id: dict[int | None, asyncio.Task[Any]] = {}
+        self._listeners: dict[int, Listener] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._errlog: Any = None
         self._count = 0
@@ -241,8 +247,17 @@ class _Connection:
 
     # -- calls (any task on the background loop) -----------------------------------------------------
 
-    async def request(self, message: types.ClientRequest, result_type: type[R], timeout_s: float) -> R:
+    async def request(
+        self,
+        message: types.ClientRequest,
+        result_type: type[R],
+        timeout_s: float,
+        listener: Listener | None = None,
+    ) -> R:
         """Send one request on this session and return the typed result.
+
+        With a `listener`, the request carries a progress token: the server's progress notifications for
+        it, and its log messages while it runs, are handed to the listener.
 
         Raises:
             _NotSent: the session was dead before the request was sent.
@@ -267,8 +282,15 @@ class _Connection:
                 # send_request takes this id before its first await, so reading it here names our request
                 request_id = session._request_id
                 self._by_id[request_id] = task
+                progress = None
+                if listener is not None:
+                    self._listeners[request_id] = listener
+                    progress = _progress_callback(listener)
                 return await session.send_request(
-                    message, result_type, request_read_timeout_seconds=timedelta(seconds=timeout_s)
+                    message,
+                    result_type,
+                    request_read_timeout_seconds=timedelta(seconds=timeout_s),
+                    progress_callback=progress,
                 )
         except asyncio.CancelledError:
             if task in self._lost:
@@ -302,6 +324,8 @@ class _Connection:
         finally:
             self._calls.discard(task)
             self._by_id.pop(request_id, None)
+            if request_id is not None:
+                self._listeners.pop(request_id, None)
 
     def _send_cancelled(self, request_id: int, reason: str) -> None:
         from mcp import types
@@ -344,9 +368,23 @@ class _Connection:
         if isinstance(message, types.ServerNotification):
             if isinstance(message.root, types.ToolListChangedNotification) and self._on_tools_changed:
                 self._on_tools_changed(self.name)
+            elif isinstance(message.root, types.LoggingMessageNotification):
+                self._log(message.root.params)
         elif isinstance(message, Exception):
             # e.g. the late answer to a request we cancelled, or a line that is not JSON-RPC
             logger.debug("MCP server %r: %s", self.name, message)
+
+    def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        # A log message names no request: it belongs to the call in flight; with several in flight on
+        # this session, each of them hears it, marked with how many shared the session.
+        listeners = list(self._listeners.values())
+        entry: dict[str, Any] = {"level": params.level, "logger": params.logger, "data": params.data}
+        if len(listeners) > 1:
+            entry["calls_in_flight"] = len(listeners)
+        if not listeners:
+            logger.info("MCP server %r logged (%s): %s", self.name, params.level, params.data)
+        for listener in listeners:
+            _hear(listener, "log", entry)
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -400,6 +438,20 @@ class _Connection:
             os.lseek(fd, 0, os.SEEK_SET)
 
 
+def _hear(listener: Listener, kind: str, entry: dict[str, Any]) -> None:
+    try:
+        listener(kind, entry)
+    except Exception:  # boundary: a listener's failure must not break the session that reported
+        logger.exception("MCP %s listener failed", kind)
+
+
+def _progress_callback(listener: Listener) -> Any:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        _hear(listener, "progress", {"progress": progress, "total": total, "message": message})
+
+    return on_progress
+
+
 class MCPSessionPool:
     """One long-lived session per server name, on the background loop, shared by concurrent calls.
 
@@ -425,19 +477,37 @@ class MCPSessionPool:
         timeout_s: float,
         *,
         retry_lost: bool = False,
+        listener: Listener | None = None,
     ) -> types.CallToolResult:
         """`tools/call` on the server's pooled session, without the SDK's client-side output validation.
 
         A session found dead before the request left is replaced once, transparently. A connection lost
         while the call was in flight is retried on a fresh session only with `retry_lost` (tools the
-        server marks read-only or idempotent): the server may already have done the work.
+        server marks read-only or idempotent): the server may already have done the work. `listener`
+        hears the call's progress and log notifications (on the background loop).
         """
         from mcp import types
 
         params = types.CallToolRequestParams(name=tool, arguments=arguments)
         message = types.ClientRequest(types.CallToolRequest(params=params))
+        return await self.request(
+            server, config, message, types.CallToolResult, timeout_s, retry_lost=retry_lost, listener=listener
+        )
+
+    async def request(
+        self,
+        server: str,
+        config: Mapping[str, Any],
+        message: types.ClientRequest,
+        result_type: type[R],
+        timeout_s: float,
+        *,
+        retry_lost: bool = True,
+        listener: Listener | None = None,
+    ) -> R:
+        """Any request (`resources/read`, `prompts/get`, ...) on the server's pooled session."""
         return await on_background_loop(
-            lambda: self._request(server, config, message, types.CallToolResult, timeout_s, retry_lost)
+            lambda: self._request(server, config, message, result_type, timeout_s, retry_lost, listener)
         )
 
     async def list_tools(
@@ -465,12 +535,13 @@ class MCPSessionPool:
         result_type: type[R],
         timeout_s: float,
         retry_lost: bool,
+        listener: Listener | None = None,
     ) -> R:
         conn = self._conns.get(server)
         if conn is None or not conn.alive or conn.session is None or conn.config != config:
             conn = await self._connection(server, config)
         try:
-            return await conn.request(message, result_type, timeout_s)
+            return await conn.request(message, result_type, timeout_s, listener)
         except _NotSent:
             pass  # the server died or the session expired while idle: reconnect once, transparently
         except _Lost as exc:
@@ -478,7 +549,7 @@ class MCPSessionPool:
                 raise MCPConnectionError(str(exc)) from None
         conn = await self._connection(server, config)
         try:
-            return await conn.request(message, result_type, timeout_s)
+            return await conn.request(message, result_type, timeout_s, listener)
         except _Broken as exc:
             raise MCPConnectionError(str(exc)) from None
 
@@ -540,21 +611,103 @@ class MCPSessionPool:
 
 
 async def list_all_tools(conn: _Connection, timeout_s: float) -> list[types.Tool]:
-    """Follow `nextCursor` through every page of `tools/list` (at most `MAX_PAGES`)."""
+    """Every page of `tools/list` (at most `MAX_PAGES`), after the catalogue tools standing for the
+    server's resources and prompts when it declares them (see `catalogue_tools`)."""
     from mcp import types
 
-    tools: list[types.Tool] = []
+    tools = await _list_all(conn, types.ListToolsRequest, types.ListToolsResult, "tools", timeout_s)
+    capabilities = conn.session.get_server_capabilities() if conn.session else None
+    resources = prompts = False
+    if capabilities is not None and capabilities.resources is not None:
+        # declared is not enough (FastMCP declares both always): the server must have something to read
+        resources = await _offers(conn, types.ListResourcesRequest, types.ListResourcesResult, timeout_s)
+        resources = resources or await _offers(
+            conn, types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult, timeout_s
+        )
+    if capabilities is not None and capabilities.prompts is not None:
+        prompts = await _offers(conn, types.ListPromptsRequest, types.ListPromptsResult, timeout_s)
+    return catalogue_tools(resources=resources, prompts=prompts) + tools
+
+
+async def _offers(conn: _Connection, request_type: Any, result_type: Any, timeout_s: float) -> bool:
+    """Whether the first page of a `*/list` request names anything (a refused request: no)."""
+    from mcp import types
+
+    try:
+        page = await conn.request(types.ClientRequest(request_type(params=None)), result_type, timeout_s)
+    except ToolExecutionError:
+        return False
+    items = (getattr(page, key, None) for key in ("resources", "resourceTemplates", "prompts"))
+    return any(items)
+
+
+async def _list_all(
+    conn: _Connection, request_type: Any, result_type: Any, key: str, timeout_s: float
+) -> Any:
+    """Follow `nextCursor` through every page of a `*/list` request (at most `MAX_PAGES`)."""
+    from mcp import types
+
+    items: list[Any] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        request = types.ClientRequest(
-            types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-        )
-        page = await conn.request(request, types.ListToolsResult, timeout_s)
-        tools.extend(page.tools)
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await conn.request(types.ClientRequest(request_type(params=params)), result_type, timeout_s)
+        items.extend(getattr(page, key))
         cursor = page.nextCursor
         if not cursor:
-            return tools
-    raise MCPConnectionError(f"MCP server {conn.name!r} returned more than {MAX_PAGES} pages of tools")
+            return items
+    raise MCPConnectionError(f"MCP server {conn.name!r} returned more than {MAX_PAGES} pages of {key}")
+
+
+def catalogue_tools(*, resources: bool, prompts: bool) -> list[types.Tool]:
+    """Tools standing for `resources/read` and `prompts/get` of a server offering resources or prompts
+    (marked in their `_meta`, so the registry gives them the ids `mcp_<server>_read_resource` and
+    `mcp_<server>_get_prompt`)."""
+    from mcp import types
+
+    out: list[types.Tool] = []
+    if resources:
+        schema = {
+            "type": "object",
+            "properties": {"uri": {"type": "string", "description": "the resource's URI"}},
+            "required": ["uri"],
+        }
+        description = (
+            "Read one resource of this MCP server by its URI (a resource link a tool returned, or one "
+            "the server lists)."
+        )
+        out.append(
+            types.Tool(
+                name=READ_RESOURCE,
+                description=description,
+                inputSchema=schema,
+                annotations=types.ToolAnnotations(readOnlyHint=True),
+                _meta={CATALOGUE_META: "resources/read"},
+            )
+        )
+    if prompts:
+        schema = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "the prompt's name"},
+                "arguments": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "the prompt's arguments",
+                },
+            },
+            "required": ["name"],
+        }
+        out.append(
+            types.Tool(
+                name=GET_PROMPT,
+                description="Get one prompt of this MCP server, its arguments filled in.",
+                inputSchema=schema,
+                annotations=types.ToolAnnotations(readOnlyHint=True),
+                _meta={CATALOGUE_META: "prompts/get"},
+            )
+        )
+    return out
 
 
 async def discover_tools(
@@ -568,6 +721,46 @@ async def discover_tools(
             await conn.wait_ready()
             try:
                 return await list_all_tools(conn, timeout_s)
+            except _Broken as exc:
+                raise MCPConnectionError(str(exc)) from None
+        finally:
+            await conn.close()
+
+    return await on_background_loop(run)
+
+
+async def list_catalogue(
+    server: str, config: Mapping[str, Any], egress: EgressPolicy, kind: str, timeout_s: float = 30.0
+) -> list[Any]:
+    """A server's `resources` (and resource templates) or `prompts`, all pages, on a short-lived session.
+
+    Raises:
+        MCPConnectionError: the server could not be reached, or does not declare that capability.
+    """
+    from mcp import types
+
+    async def run() -> list[Any]:
+        conn = _Connection(server, config, egress)
+        try:
+            session = await conn.wait_ready()
+            capabilities = session.get_server_capabilities()
+            if getattr(capabilities, kind, None) is None:
+                raise MCPConnectionError(f"MCP server {server!r} does not offer {kind}")
+            try:
+                if kind == "prompts":
+                    return await _list_all(
+                        conn, types.ListPromptsRequest, types.ListPromptsResult, "prompts", timeout_s
+                    )
+                items = await _list_all(
+                    conn, types.ListResourcesRequest, types.ListResourcesResult, "resources", timeout_s
+                )
+                return items + await _list_all(
+                    conn,
+                    types.ListResourceTemplatesRequest,
+                    types.ListResourceTemplatesResult,
+                    "resourceTemplates",
+                    timeout_s,
+                )
             except _Broken as exc:
                 raise MCPConnectionError(str(exc)) from None
         finally:

@@ -21,7 +21,7 @@ from langchain_core.tools import InjectedToolArg, StructuredTool, ToolException
 from langgraph.config import get_stream_writer
 
 from echo_tools.events import ToolEvent
-from echo_tools.llm_text import text_for_llm
+from echo_tools.llm_text import content_blocks, text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
 from workflow_bridge._schema_models import ToolView, as_context, resolve_bindings
@@ -69,7 +69,9 @@ def to_langchain_tool(
 ) -> StructuredTool:
     """Wrap one catalogue tool as a `StructuredTool` whose calls go through `executor`.
 
-    The tool returns `(content, ToolResult)` (`response_format="content_and_artifact"`). Under a
+    The tool returns `(content, ToolResult)` (`response_format="content_and_artifact"`); the content is
+    the text a model reads, or LangChain content blocks (text, then base64 image blocks) when an MCP tool
+    returned images. Under a
     `ToolNode` (or `create_react_agent`) the call's `tool_call_id` reaches the executor's context and a
     failure becomes a `ToolMessage(status="error")` that keeps the `ToolResult` as its artifact; called
     directly, a failure is a handled `ToolException` whose text tells the model what to fix.
@@ -91,9 +93,9 @@ def to_langchain_tool(
     tool_name = name or view.name
 
     def respond(result: ToolResult, call_id: str | None) -> tuple[Any, Any]:
+        if result.success:  # text, or text and image blocks when an MCP tool returned images
+            return content_blocks(result, tool, name=tool_name), result
         text = text_for_llm(result, tool, name=tool_name)
-        if result.success:
-            return text, result
         if call_id is None:
             raise ToolException(text)
         # a returned error message keeps the ToolResult; a raised ToolException would drop the artifact
@@ -256,7 +258,10 @@ class ExecutorToolNode(Runnable[Any, Any]):
         return ToolMessage(text, tool_call_id=call.get("id") or "", name=call["name"], status="error")
 
     def _message(self, call: dict[str, Any], view: ToolView, result: ToolResult) -> ToolMessage:
-        content = text_for_llm(result, view.tool, name=view.name)
+        if result.success:
+            content: str | list[Any] = content_blocks(result, view.tool, name=view.name)
+        else:
+            content = text_for_llm(result, view.tool, name=view.name)
         status = "success" if result.success else "error"
         return ToolMessage(
             content, tool_call_id=call.get("id") or "", name=call["name"], status=status, artifact=result

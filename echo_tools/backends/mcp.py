@@ -2,14 +2,19 @@
 
 `{server, tool}` calls go through one long-lived session per server (`echo_tools.mcp_sessions`). The
 SDK's client-side output validation is skipped (the executor validates once); `structuredContent` is the
-output when present, otherwise the text content (JSON parsed when it is JSON); other content blocks are
-kept in the result's metadata; `isError` is a failure carrying the server's message. `{connector_id}`
-posts `{connector_id, payload}` to `<ECHO_CONNECTOR_BASE_URL>/connectors/mcp/invoke`.
+output when present, otherwise the text content (JSON parsed when it is JSON); the other content blocks
+(image, audio, resource link, embedded resource) are kept whole in `metadata["content"]`, where the
+adapters find them (`echo_tools.llm_text`); `isError` is a failure carrying the server's message. Each
+call carries a progress token: the server's progress and log notifications become `tool.progress` and
+`tool.log` events with the call's context ids. The catalogue tools `read_resource` and `get_prompt` send
+`resources/read` and `prompts/get`. `{connector_id}` posts `{connector_id, payload}` to
+`<ECHO_CONNECTOR_BASE_URL>/connectors/mcp/invoke`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
@@ -18,13 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolNotFoundError
+from echo_tools.events import ToolEvent, call_fields
 from echo_tools.models import SideEffect, ToolDef, ToolType
 
 if TYPE_CHECKING:
     from mcp import types
 
     from echo_tools.executor import ToolExecutor
-    from echo_tools.mcp_sessions import MCPSessionPool
+    from echo_tools.mcp_sessions import Listener, MCPSessionPool
     from echo_tools.models import ToolContext
 
 logger = logging.getLogger("echo_tools.mcp")
@@ -75,10 +81,69 @@ class MCPBackend(ToolBackend):
                 field="execution_config.server",
             ) from exc
         timeout_s = (context.timeout_ms or tool.timeout_ms) / 1000 + _BACKSTOP_S
+        listener = self._listener(tool, context)
+        method = tool.execution_config.get("method")
+        if method is not None:
+            return await self._catalogue_call(tool, method, server, config, args, timeout_s, listener)
         # a call lost with its connection is repeated on a fresh session only when repeating is harmless
         retry_lost = tool.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
-        result = await self.pool.call_tool(server, config, name, args, timeout_s, retry_lost=retry_lost)
+        result = await self.pool.call_tool(
+            server, config, name, args, timeout_s, retry_lost=retry_lost, listener=listener
+        )
         return tool_output(tool, result)
+
+    def _listener(self, tool: ToolDef, context: ToolContext) -> Listener | None:
+        """What turns the call's progress and log notifications into `tool.progress` / `tool.log` events.
+
+        The notifications arrive on the background loop; each event is emitted in the caller's context
+        (a copy taken here), so sinks reading context variables (LangGraph's stream writer) see the call's.
+        """
+        events = self.executor.events
+        if not events.sinks:
+            return None
+        fields = call_fields(tool.tool_id, tool.name, tool.tool_type.value, context)
+        server = tool.execution_config["server"]
+        caller = contextvars.copy_context()
+
+        def hear(kind: str, entry: dict[str, Any]) -> None:
+            event = ToolEvent(type=f"tool.{kind}", metadata={"mcp_server": server, **entry}, **fields)
+            caller.run(events.emit, event, on_loop=True)
+
+        return hear
+
+    async def _catalogue_call(
+        self,
+        tool: ToolDef,
+        method: str,
+        server: str,
+        config: dict[str, Any],
+        args: dict[str, Any],
+        timeout_s: float,
+        listener: Listener | None,
+    ) -> BackendOutput:
+        from mcp import types
+
+        if method == "resources/read":
+            request = types.ClientRequest(
+                types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=args["uri"]))
+            )
+            read = await self.pool.request(
+                server, config, request, types.ReadResourceResult, timeout_s, listener=listener
+            )
+            return resource_output(server, args["uri"], read)
+        if method == "prompts/get":
+            params = types.GetPromptRequestParams(name=args["name"], arguments=args.get("arguments"))
+            request = types.ClientRequest(types.GetPromptRequest(params=params))
+            prompt = await self.pool.request(
+                server, config, request, types.GetPromptResult, timeout_s, listener=listener
+            )
+            output = prompt.model_dump(mode="json", by_alias=True, exclude_none=True)
+            return BackendOutput(output, {"mcp_server": server, "mcp_prompt": args["name"]})
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r}: unknown MCP catalogue method {method!r}",
+            tool_id=tool.tool_id,
+            field="execution_config.method",
+        )
 
     async def _refresh(self, server: str) -> None:
         # runs on the background loop when the server sends tools/list_changed
@@ -154,6 +219,27 @@ def tool_output(tool: ToolDef, result: types.CallToolResult) -> BackendOutput:
     metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": name}
     if others:
         metadata["content"] = others
+    return BackendOutput(output, metadata)
+
+
+def resource_output(server: str, uri: str, read: types.ReadResourceResult) -> BackendOutput:
+    """`resources/read`: its text as the output (one text: the text; several: a list of
+    `{uri, mimeType, text}`); binary contents go to `metadata["content"]` as embedded resources."""
+    texts, blobs = [], []
+    for item in read.contents:
+        dumped = item.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if "text" in dumped:
+            texts.append(dumped)
+        else:
+            blobs.append({"type": "resource", "resource": dumped})
+    output: Any = None
+    if len(texts) == 1:
+        output = texts[0]["text"]
+    elif texts:
+        output = texts
+    metadata: dict[str, Any] = {"mcp_server": server, "mcp_resource": uri}
+    if blobs:
+        metadata["content"] = blobs
     return BackendOutput(output, metadata)
 
 
