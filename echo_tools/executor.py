@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from echo_tools.backends.base import SyncCall, ToolBackend
     from echo_tools.registry import ToolRegistry
 
+CLOSE_FLUSH_S = 5.0  # how long closing waits for queued events to reach their sinks
+
 logger = logging.getLogger("echo_tools.executor")
 
 NO_CONTEXT = ToolContext()  # the context of calls made without one (never changed)
@@ -356,7 +358,8 @@ class ToolExecutor:
             backend.forget(tool_id)
 
     async def aclose(self) -> None:
-        """Close every backend (pooled MCP sessions, HTTP clients, worker threads)."""
+        """Close every backend (pooled MCP sessions, HTTP clients, worker threads), then wait (a few seconds
+        at most) until the events already emitted have reached their sinks."""
         with self._lock:
             backends = list(self._backends.values())
             self._backends.clear()
@@ -366,6 +369,8 @@ class ToolExecutor:
                 await backend.aclose()
             except Exception:  # boundary: one backend failing to close must not keep the others open
                 logger.exception("closing backend %r failed", backend)
+        # off the loop: the delivery thread may be inside a slow sink
+        await asyncio.to_thread(self.events.flush, CLOSE_FLUSH_S)
 
     def close(self) -> None:
         """`aclose` for synchronous callers (runs on the background loop).
