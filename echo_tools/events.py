@@ -38,6 +38,7 @@ __all__ = [
     "ToolEvent",
     "call_fields",
     "format_timestamp",
+    "new_call_id",
     "is_secret_key",
     "redact",
     "utc_now",
@@ -77,6 +78,14 @@ def utc_now() -> str:
 def new_event_id() -> str:
     """32 hex digits: a random per-process prefix and a counter, unique across processes."""
     return _format_event_id(next(_ID_COUNTER))
+
+
+def new_call_id() -> str:
+    """A call's id (what its events carry as `call_id`): like an event id, from its own counter."""
+    return f"{_ID_PREFIX}{next(_CALL_COUNTER) & 0xFFFFFFFFFFFF:012x}"
+
+
+_CALL_COUNTER = itertools.count(1)
 
 
 def _new_id_prefix() -> None:
@@ -137,6 +146,8 @@ class ToolEvent:
     node_id: str | None = None
     tool_call_id: str | None = None
     trace_id: str | None = None
+    call_id: str | None = None  # the call this event belongs to
+    parent_call_id: str | None = None  # the composite call (skill, workflow, agent) that made it, if any
     input: Any = None
     output: Any = None
     error: str | None = None
@@ -165,18 +176,24 @@ _FIELD_NAMES = tuple(f.name for f in fields(ToolEvent))
 
 
 def call_fields(
-    tool_id: str | None, tool_name: str | None, tool_type: str | None, context: ToolContext | None
+    tool_id: str | None,
+    tool_name: str | None,
+    tool_type: str | None,
+    context: ToolContext | None,
+    call_id: str | None = None,
 ) -> dict[str, Any]:
-    """The fields every event of one call shares: the tool and the caller's context ids.
+    """The fields every event of one call shares: the tool, the call's id and the caller's context ids.
 
     Without a context the ids are left out: they read as None all the same.
     """
     if context is None:
-        return {"tool_id": tool_id, "tool_name": tool_name, "tool_type": tool_type}
+        return {"tool_id": tool_id, "tool_name": tool_name, "tool_type": tool_type, "call_id": call_id}
     return {
         "tool_id": tool_id,
         "tool_name": tool_name,
         "tool_type": tool_type,
+        "call_id": call_id,
+        "parent_call_id": context.parent_call_id,
         "agent_id": context.agent_id,
         "workflow_id": context.workflow_id,
         "run_id": context.run_id,

@@ -34,7 +34,7 @@ from echo_tools.errors import (
     ToolPermissionError,
     ToolValidationError,
 )
-from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields
+from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, new_call_id
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import MetricsRecorder
@@ -128,14 +128,17 @@ class ToolExecutor:
 
     async def _call(self, ref: Any, input_data: Any, context: ToolContext, wait: type[_Waits]) -> ToolResult:
         started = _perf()
+        # every event of this call carries its id, and the inner calls of a composite tool as their parent's;
+        # a caller may name the call itself (`context.call_id`)
+        call_id = context.call_id or new_call_id()
         # 1. resolve; refuse disabled tools
         tool = self.registry.resolve(ref)
         if tool is None:
             refusal: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
-            return self._refuse(None, ref, input_data, refusal, context, started, wait)
+            return self._refuse(None, ref, input_data, refusal, context, started, wait, call_id)
         if tool.status is ToolStatus.DISABLED:
             refusal = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)
-            return self._refuse(tool, ref, input_data, refusal, context, started, wait)
+            return self._refuse(tool, ref, input_data, refusal, context, started, wait, call_id)
         # 2. permissions: what the tool needs must be within what the caller granted (None: unrestricted)
         granted = context.granted_permissions
         if tool.permissions and granted is not None:
@@ -147,16 +150,16 @@ class ToolExecutor:
                     tool_id=tool.tool_id,
                     field="permissions",
                 )
-                return self._refuse(tool, ref, input_data, refusal, context, started, wait)
+                return self._refuse(tool, ref, input_data, refusal, context, started, wait, call_id)
         # 3. normalise (drop None for optional non-nullable keys, fill defaults) and 4. validate
         route = self._routes.route(tool)
         args = self._checked_input(route, input_data)
         if isinstance(args, ToolError):
-            return self._refuse(tool, ref, input_data, args, context, started, wait)
+            return self._refuse(tool, ref, input_data, args, context, started, wait, call_id)
         # 5. announce the call
         fields = None
         if self.events.sinks:
-            fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context))
+            fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context), call_id)
             event = ToolEvent(type="tool.invoked", input=args, **fields)
             self.events.emit(event, route.flat_keys, on_loop=wait.on_loop)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
@@ -167,13 +170,13 @@ class ToolExecutor:
         while True:
             attempts += 1
             try:
-                output = await wait.attempt(self, route, args, context, timeout_ms / 1000)
+                output = await wait.attempt(self, route, args, context, timeout_ms / 1000, call_id)
                 error = None
                 break
             # the caller gave up (task cancelled, Ctrl-C while waiting): close the call, pass it on
             except (asyncio.CancelledError, KeyboardInterrupt):
                 failure = cancelled_error(tool)
-                self._finish(route, args, context, started, fields, wait, None, failure, attempts)
+                self._finish(route, args, context, started, fields, wait, None, failure, attempts, call_id)
                 raise
             except Exception as exc:  # boundary: translated into the call's error at this one edge
                 error = as_tool_error(exc, tool, timeout_ms)
@@ -181,7 +184,7 @@ class ToolExecutor:
                 break
             await wait.sleep(retry.backoff_s(tool, attempts))
         # 7-9. normalise and check the output, close the call, return the result
-        return self._finish(route, args, context, started, fields, wait, output, error, attempts)
+        return self._finish(route, args, context, started, fields, wait, output, error, attempts, call_id)
 
     def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
         """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
@@ -225,6 +228,7 @@ class ToolExecutor:
         output: Any,
         error: ToolError | None,
         attempts: int,
+        call_id: str,
     ) -> ToolResult:
         """Steps 7-9 for the outcome of step 6: its raw output, or the error of its last attempt."""
         tool = route.tool
@@ -256,7 +260,7 @@ class ToolExecutor:
         # 8. exactly one closing event (a failure also carries the input)
         if self.events.sinks:
             if fields is None:  # a sink added while the call ran
-                fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context))
+                fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context), call_id)
             if error is None:
                 event = ToolEvent(
                     type="tool.completed", output=output, duration_ms=duration_ms, attempts=attempts,
@@ -290,6 +294,7 @@ class ToolExecutor:
         context: ToolContext,
         started: float,
         wait: type[_Waits],
+        call_id: str,
     ) -> ToolResult:
         """A call stopped before it ran (steps 1-4): one `tool.failed` event and no `tool.invoked`."""
         tool_id = tool.tool_id if tool is not None else str(ref)
@@ -297,7 +302,7 @@ class ToolExecutor:
         duration_ms = (_perf() - started) * 1000
         if self.events.sinks:
             kind = tool.tool_type.value if tool is not None else None
-            fields = call_fields(tool_id, name, kind, _ids(context))
+            fields = call_fields(tool_id, name, kind, _ids(context), call_id)
             event = ToolEvent(
                 type="tool.failed", input=input_data, error=error.message, error_type=error.error_type,
                 duration_ms=duration_ms, attempts=0, **fields,
@@ -393,7 +398,12 @@ class _Waits:
 
     @staticmethod
     async def attempt(
-        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+        executor: ToolExecutor,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        timeout_s: float,
+        call_id: str,
     ) -> Any:
         raise NotImplementedError
 
@@ -407,7 +417,12 @@ class _OnLoop(_Waits):
 
     @staticmethod
     async def attempt(
-        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+        executor: ToolExecutor,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        timeout_s: float,
+        call_id: str,
     ) -> Any:
         tool = route.tool
         backend = executor.backend_for(tool.tool_type)
@@ -419,6 +434,8 @@ class _OnLoop(_Waits):
         async with asyncio.timeout(timeout_s):
             if sync is not None:
                 return await run_in_worker(sync.fn, args)
+            if backend.nests and context.call_id != call_id:  # its inner calls name this one as parent
+                context = context.model_copy(update={"call_id": call_id})
             limit = executor._limits.get(tool)
             if limit is None:
                 return await backend.call(tool, args, context)
@@ -437,13 +454,18 @@ class _Blocking(_Waits):
 
     @staticmethod
     async def attempt(
-        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+        executor: ToolExecutor,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        timeout_s: float,
+        call_id: str,
     ) -> Any:
         sync = route.sync
         if sync is UNDECIDED:
             sync = route.decide_sync(executor.backend_for(route.tool.tool_type))
         if sync is None:  # the backend's async call, on the background loop
-            return run_sync(_OnLoop.attempt(executor, route, args, context, timeout_s))
+            return run_sync(_OnLoop.attempt(executor, route, args, context, timeout_s, call_id))
         if sync.inline:
             return _run_inline(sync, args, timeout_s)
         return call_in_worker(sync.fn, timeout_s, args)
