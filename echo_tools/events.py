@@ -154,6 +154,7 @@ class ToolEvent:
     error_type: str | None = None
     duration_ms: float | None = None
     attempts: int | None = None
+    cached: bool | None = None  # a `tool.completed` answered from the executor's result cache
     metadata: dict[str, Any] = field(default_factory=dict)
     event_id: str = _Deferred(_ID_COUNTER.__next__, _format_event_id)  # type: ignore[assignment]
     timestamp: str = _Deferred(time.time, format_timestamp)  # type: ignore[assignment]

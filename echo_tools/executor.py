@@ -40,6 +40,7 @@ from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import MetricsRecorder
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
 from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
+from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
 from echo_tools.runtime import call_in_worker, run_in_worker, run_sync
 from echo_tools.schema import normalize_args
@@ -67,6 +68,8 @@ class ToolExecutor:
             private and link-local addresses. Tests use `EgressPolicy.local()`.
         output_validation: `"error"` makes an output that fails `output_schema` a failed call;
             `"warn"` logs it and keeps the call successful (`metadata["output_warnings"]`).
+        result_cache: where results of deterministic, pure tools with `cache_ttl_s` are kept (default: a
+            `ResultCache` of 1,000 entries). A call answered from it has `metadata["cached"] = True`.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class ToolExecutor:
         egress: EgressPolicy | None = None,
         *,
         output_validation: str = "error",
+        result_cache: ResultCache | None = None,
     ) -> None:
         if output_validation not in ("error", "warn"):
             raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
@@ -83,6 +87,7 @@ class ToolExecutor:
         self.egress = egress if egress is not None else EgressPolicy()
         self.events = EventBus(event_sinks)
         self.output_validation = output_validation
+        self.result_cache = result_cache if result_cache is not None else ResultCache()
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
         self._routes = RouteTable()
@@ -162,6 +167,13 @@ class ToolExecutor:
             fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context), call_id)
             event = ToolEvent(type="tool.invoked", input=args, **fields)
             self.events.emit(event, route.flat_keys, on_loop=wait.on_loop)
+        cache_key = None
+        if route.cache_ttl_s is not None:  # a deterministic, pure tool: the same call gives the same result
+            cache_key = self.result_cache.key(tool, args)
+            hit = self.result_cache.get(cache_key, tool) if cache_key is not None else None
+            if hit is not None:
+                kept = BackendOutput(hit.output, {**hit.metadata, "cached": True})
+                return self._finish(route, args, context, started, fields, wait, kept, None, 0, call_id)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
         timeout_ms = context.timeout_ms or tool.timeout_ms
         output: Any = None
@@ -184,7 +196,10 @@ class ToolExecutor:
                 break
             await wait.sleep(retry.backoff_s(tool, attempts))
         # 7-9. normalise and check the output, close the call, return the result
-        return self._finish(route, args, context, started, fields, wait, output, error, attempts, call_id)
+        result = self._finish(route, args, context, started, fields, wait, output, error, attempts, call_id)
+        if cache_key is not None and result.success and route.cache_ttl_s is not None:
+            self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
+        return result
 
     def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
         """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
@@ -264,7 +279,7 @@ class ToolExecutor:
             if error is None:
                 event = ToolEvent(
                     type="tool.completed", output=output, duration_ms=duration_ms, attempts=attempts,
-                    metadata=metadata, **fields,
+                    metadata=metadata, cached=metadata.get("cached"), **fields,
                 )  # fmt: skip
             else:
                 event = ToolEvent(
@@ -353,10 +368,11 @@ class ToolExecutor:
         return self._metrics.snapshot()
 
     def forget(self, tool_id: str | None = None) -> None:
-        """Drop cached instances and routes (of one tool, or all), e.g. after editing a tool's module."""
+        """Drop cached instances, routes and results (of one tool, or all), e.g. after editing a tool's module."""
         with self._lock:
             self._routes.forget(tool_id)
             backends = list(self._backends.values())
+        self.result_cache.forget(tool_id)
         for backend in backends:
             backend.forget(tool_id)
 
