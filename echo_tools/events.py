@@ -38,6 +38,7 @@ __all__ = [
     "ToolEvent",
     "call_fields",
     "format_timestamp",
+    "format_call_id",
     "new_call_id",
     "is_secret_key",
     "redact",
@@ -82,10 +83,24 @@ def new_event_id() -> str:
 
 def new_call_id() -> str:
     """A call's id (what its events carry as `call_id`): like an event id, from its own counter."""
-    return f"{_ID_PREFIX}{next(_CALL_COUNTER) & 0xFFFFFFFFFFFF:012x}"
+    return format_call_id(next_call_number())
 
 
 _CALL_COUNTER = itertools.count(1)
+next_call_number = _CALL_COUNTER.__next__  # a call's number; its events format it only when read
+
+
+def format_call_id(number: int) -> str:
+    """The text of call number `number`: 32 hex digits, as event ids."""
+    return f"{_ID_PREFIX}{number & 0xFFFFFFFFFFFF:012x}"
+
+
+def _call_id_text(value: Any) -> str | None:
+    return None if value is None else format_call_id(value)
+
+
+def _no_call() -> None:
+    return None
 
 
 def _new_id_prefix() -> None:
@@ -111,7 +126,7 @@ class _Deferred:
     them only if a sink looks: most events of a fast call are never read field by field.
     """
 
-    def __init__(self, capture: Callable[[], Any], render: Callable[[Any], str]) -> None:
+    def __init__(self, capture: Callable[[], Any], render: Callable[[Any], str | None]) -> None:
         self._capture = capture
         self._render = render
         self._slot = ""
@@ -146,7 +161,8 @@ class ToolEvent:
     node_id: str | None = None
     tool_call_id: str | None = None
     trace_id: str | None = None
-    call_id: str | None = None  # the call this event belongs to
+    # the call this event belongs to (given as its number, formatted when read, or as text)
+    call_id: str | None = _Deferred(_no_call, _call_id_text)  # type: ignore[assignment]
     parent_call_id: str | None = None  # the composite call (skill, workflow, agent) that made it, if any
     input: Any = None
     output: Any = None
@@ -181,7 +197,7 @@ def call_fields(
     tool_name: str | None,
     tool_type: str | None,
     context: ToolContext | None,
-    call_id: str | None = None,
+    call_id: str | int | None = None,
 ) -> dict[str, Any]:
     """The fields every event of one call shares: the tool, the call's id and the caller's context ids.
 

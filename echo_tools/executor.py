@@ -34,7 +34,7 @@ from echo_tools.errors import (
     ToolPermissionError,
     ToolValidationError,
 )
-from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, new_call_id
+from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, format_call_id, next_call_number
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import MetricsRecorder
@@ -135,7 +135,7 @@ class ToolExecutor:
         started = _perf()
         # every event of this call carries its id, and the inner calls of a composite tool as their parent's;
         # a caller may name the call itself (`context.call_id`)
-        call_id = context.call_id or new_call_id()
+        call_id: str | int = context.call_id or next_call_number()  # a number: formatted only when read
         # 1. resolve; refuse disabled tools
         tool = self.registry.resolve(ref)
         if tool is None:
@@ -243,7 +243,7 @@ class ToolExecutor:
         output: Any,
         error: ToolError | None,
         attempts: int,
-        call_id: str,
+        call_id: str | int,
     ) -> ToolResult:
         """Steps 7-9 for the outcome of step 6: its raw output, or the error of its last attempt."""
         tool = route.tool
@@ -309,7 +309,7 @@ class ToolExecutor:
         context: ToolContext,
         started: float,
         wait: type[_Waits],
-        call_id: str,
+        call_id: str | int,
     ) -> ToolResult:
         """A call stopped before it ran (steps 1-4): one `tool.failed` event and no `tool.invoked`."""
         tool_id = tool.tool_id if tool is not None else str(ref)
@@ -419,7 +419,7 @@ class _Waits:
         args: dict[str, Any],
         context: ToolContext,
         timeout_s: float,
-        call_id: str,
+        call_id: str | int,
     ) -> Any:
         raise NotImplementedError
 
@@ -438,7 +438,7 @@ class _OnLoop(_Waits):
         args: dict[str, Any],
         context: ToolContext,
         timeout_s: float,
-        call_id: str,
+        call_id: str | int,
     ) -> Any:
         tool = route.tool
         backend = executor.backend_for(tool.tool_type)
@@ -450,8 +450,9 @@ class _OnLoop(_Waits):
         async with asyncio.timeout(timeout_s):
             if sync is not None:
                 return await run_in_worker(sync.fn, args)
-            if backend.nests and context.call_id != call_id:  # its inner calls name this one as parent
-                context = context.model_copy(update={"call_id": call_id})
+            if backend.nests and context.call_id is None:  # its inner calls name this one as parent
+                assert isinstance(call_id, int)
+                context = context.model_copy(update={"call_id": format_call_id(call_id)})
             limit = executor._limits.get(tool)
             if limit is None:
                 return await backend.call(tool, args, context)
@@ -475,7 +476,7 @@ class _Blocking(_Waits):
         args: dict[str, Any],
         context: ToolContext,
         timeout_s: float,
-        call_id: str,
+        call_id: str | int,
     ) -> Any:
         sync = route.sync
         if sync is UNDECIDED:
