@@ -3,7 +3,10 @@
 `_call` is the one pipeline and reads top to bottom as DESIGN.md's nine steps: resolve, permissions,
 normalise, validate, emit `tool.invoked`, run the backend under the deadline (retried as `retry` decides),
 normalise and validate the output, emit exactly one of `tool.completed` / `tool.failed` / `tool.timeout`,
-return the `ToolResult`. Tool failures are results; only misuse of the API raises.
+return the `ToolResult`. Tool failures are results; only misuse of the API raises. A deterministic, pure
+tool with `cache_ttl_s` may be answered after step 5 from `result_cache` (`echo_tools.result_cache`).
+Every call gets an id that all its events carry (`call_id`); a backend that `nests` gets it in the
+context it runs with, so the calls it makes name it as their `parent_call_id`.
 
 `invoke` runs the pipeline on the caller's event loop; `invoke_sync` runs the same coroutine in the
 calling thread with waits that block (`_Blocking`), so it never suspends and needs no loop. Only how step
