@@ -230,9 +230,11 @@ def make_router(
             return {"valid": True, "tool_id": tool.tool_id, "message": "Input is valid"}
         return {"valid": False, "tool_id": tool.tool_id, "error": "; ".join(errors), "errors": errors}
 
+    from echo_tools.api_planning import add_planning_routes  # POST /tools/plan, GET /tools/graph
     from echo_tools.api_thirdparty import add_thirdparty_routes  # OpenAPI import and credentials
 
     add_thirdparty_routes(router, state, secured)  # before `/{tool_id}`, which would shadow them
+    add_planning_routes(router, state, secured)
 
     @router.get("/{tool_id}", dependencies=secured, summary="One tool's full definition")
     async def get_tool(tool_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:

@@ -38,6 +38,8 @@ __all__ = [
     "ToolEvent",
     "call_fields",
     "format_timestamp",
+    "format_call_id",
+    "new_call_id",
     "is_secret_key",
     "redact",
     "utc_now",
@@ -80,6 +82,28 @@ def new_event_id() -> str:
     return _format_event_id(next(_ID_COUNTER))
 
 
+def new_call_id() -> str:
+    """A call's id (what its events carry as `call_id`): like an event id, from its own counter."""
+    return format_call_id(next_call_number())
+
+
+_CALL_COUNTER = itertools.count(1)
+next_call_number = _CALL_COUNTER.__next__  # a call's number; its events format it only when read
+
+
+def format_call_id(number: int) -> str:
+    """The text of call number `number`: 32 hex digits, as event ids."""
+    return f"{_ID_PREFIX}{number & 0xFFFFFFFFFFFF:012x}"
+
+
+def _call_id_text(value: Any) -> str | None:
+    return None if value is None else format_call_id(value)
+
+
+def _no_call() -> None:
+    return None
+
+
 def _new_id_prefix() -> None:
     # a forked child would otherwise repeat its parent's ids, and a history keyed by event id would merge them
     global _ID_PREFIX
@@ -103,7 +127,7 @@ class _Deferred:
     them only if a sink looks: most events of a fast call are never read field by field.
     """
 
-    def __init__(self, capture: Callable[[], Any], render: Callable[[Any], str]) -> None:
+    def __init__(self, capture: Callable[[], Any], render: Callable[[Any], str | None]) -> None:
         self._capture = capture
         self._render = render
         self._slot = ""
@@ -138,12 +162,16 @@ class ToolEvent:
     node_id: str | None = None
     tool_call_id: str | None = None
     trace_id: str | None = None
+    # the call this event belongs to (given as its number, formatted when read, or as text)
+    call_id: str | None = _Deferred(_no_call, _call_id_text)  # type: ignore[assignment]
+    parent_call_id: str | None = None  # the composite call (skill, workflow, agent) that made it, if any
     input: Any = None
     output: Any = None
     error: str | None = None
     error_type: str | None = None
     duration_ms: float | None = None
     attempts: int | None = None
+    cached: bool | None = None  # a `tool.completed` answered from the executor's result cache
     metadata: dict[str, Any] = field(default_factory=dict)
     event_id: str = _Deferred(_ID_COUNTER.__next__, _format_event_id)  # type: ignore[assignment]
     timestamp: str = _Deferred(time.time, format_timestamp)  # type: ignore[assignment]
@@ -166,18 +194,24 @@ _FIELD_NAMES = tuple(f.name for f in fields(ToolEvent))
 
 
 def call_fields(
-    tool_id: str | None, tool_name: str | None, tool_type: str | None, context: ToolContext | None
+    tool_id: str | None,
+    tool_name: str | None,
+    tool_type: str | None,
+    context: ToolContext | None,
+    call_id: str | int | None = None,
 ) -> dict[str, Any]:
-    """The fields every event of one call shares: the tool and the caller's context ids.
+    """The fields every event of one call shares: the tool, the call's id and the caller's context ids.
 
     Without a context the ids are left out: they read as None all the same.
     """
     if context is None:
-        return {"tool_id": tool_id, "tool_name": tool_name, "tool_type": tool_type}
+        return {"tool_id": tool_id, "tool_name": tool_name, "tool_type": tool_type, "call_id": call_id}
     return {
         "tool_id": tool_id,
         "tool_name": tool_name,
         "tool_type": tool_type,
+        "call_id": call_id,
+        "parent_call_id": context.parent_call_id,
         "agent_id": context.agent_id,
         "workflow_id": context.workflow_id,
         "run_id": context.run_id,

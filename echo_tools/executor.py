@@ -3,7 +3,10 @@
 `_call` is the one pipeline and reads top to bottom as DESIGN.md's nine steps: resolve, permissions,
 normalise, validate, emit `tool.invoked`, run the backend under the deadline (retried as `retry` decides),
 normalise and validate the output, emit exactly one of `tool.completed` / `tool.failed` / `tool.timeout`,
-return the `ToolResult`. Tool failures are results; only misuse of the API raises.
+return the `ToolResult`. Tool failures are results; only misuse of the API raises. A deterministic, pure
+tool with `cache_ttl_s` may be answered after step 5 from `result_cache` (`echo_tools.result_cache`).
+Every call gets an id that all its events carry (`call_id`); a backend that `nests` gets it in the
+context it runs with, so the calls it makes name it as their `parent_call_id`.
 
 `invoke` runs the pipeline on the caller's event loop; `invoke_sync` runs the same coroutine in the
 calling thread with waits that block (`_Blocking`), so it never suspends and needs no loop. Only how step
@@ -34,12 +37,13 @@ from echo_tools.errors import (
     ToolPermissionError,
     ToolValidationError,
 )
-from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields
+from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, format_call_id, next_call_number
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import MetricsRecorder
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
 from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
+from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
 from echo_tools.runtime import call_in_worker, run_in_worker, run_sync
 from echo_tools.schema import normalize_args
@@ -69,6 +73,8 @@ class ToolExecutor:
             private and link-local addresses. Tests use `EgressPolicy.local()`.
         output_validation: `"error"` makes an output that fails `output_schema` a failed call;
             `"warn"` logs it and keeps the call successful (`metadata["output_warnings"]`).
+        result_cache: where results of deterministic, pure tools with `cache_ttl_s` are kept (default: a
+            `ResultCache` of 1,000 entries). A call answered from it has `metadata["cached"] = True`.
     """
 
     def __init__(
@@ -78,6 +84,7 @@ class ToolExecutor:
         egress: EgressPolicy | None = None,
         *,
         output_validation: str = "error",
+        result_cache: ResultCache | None = None,
     ) -> None:
         if output_validation not in ("error", "warn"):
             raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
@@ -85,6 +92,7 @@ class ToolExecutor:
         self.egress = egress if egress is not None else EgressPolicy()
         self.events = EventBus(event_sinks)
         self.output_validation = output_validation
+        self.result_cache = result_cache if result_cache is not None else ResultCache()
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
         self._routes = RouteTable()
@@ -130,14 +138,17 @@ class ToolExecutor:
 
     async def _call(self, ref: Any, input_data: Any, context: ToolContext, wait: type[_Waits]) -> ToolResult:
         started = _perf()
+        # every event of this call carries its id, and the inner calls of a composite tool as their parent's;
+        # a caller may name the call itself (`context.call_id`)
+        call_id: str | int = context.call_id or next_call_number()  # a number: formatted only when read
         # 1. resolve; refuse disabled tools
         tool = self.registry.resolve(ref)
         if tool is None:
             refusal: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
-            return self._refuse(None, ref, input_data, refusal, context, started, wait)
+            return self._refuse(None, ref, input_data, refusal, context, started, wait, call_id)
         if tool.status is ToolStatus.DISABLED:
             refusal = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)
-            return self._refuse(tool, ref, input_data, refusal, context, started, wait)
+            return self._refuse(tool, ref, input_data, refusal, context, started, wait, call_id)
         # 2. permissions: what the tool needs must be within what the caller granted (None: unrestricted)
         granted = context.granted_permissions
         if tool.permissions and granted is not None:
@@ -149,18 +160,25 @@ class ToolExecutor:
                     tool_id=tool.tool_id,
                     field="permissions",
                 )
-                return self._refuse(tool, ref, input_data, refusal, context, started, wait)
+                return self._refuse(tool, ref, input_data, refusal, context, started, wait, call_id)
         # 3. normalise (drop None for optional non-nullable keys, fill defaults) and 4. validate
         route = self._routes.route(tool)
         args = self._checked_input(route, input_data)
         if isinstance(args, ToolError):
-            return self._refuse(tool, ref, input_data, args, context, started, wait)
+            return self._refuse(tool, ref, input_data, args, context, started, wait, call_id)
         # 5. announce the call
         fields = None
         if self.events.sinks:
-            fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context))
+            fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context), call_id)
             event = ToolEvent(type="tool.invoked", input=args, **fields)
             self.events.emit(event, route.flat_keys, on_loop=wait.on_loop)
+        cache_key = None
+        if route.cache_ttl_s is not None:  # a deterministic, pure tool: the same call gives the same result
+            cache_key = self.result_cache.key(tool, args)
+            hit = self.result_cache.get(cache_key, tool) if cache_key is not None else None
+            if hit is not None:
+                kept = BackendOutput(hit.output, {**hit.metadata, "cached": True})
+                return self._finish(route, args, context, started, fields, wait, kept, None, 0, call_id)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
         timeout_ms = context.timeout_ms or tool.timeout_ms
         output: Any = None
@@ -169,13 +187,13 @@ class ToolExecutor:
         while True:
             attempts += 1
             try:
-                output = await wait.attempt(self, route, args, context, timeout_ms / 1000)
+                output = await wait.attempt(self, route, args, context, timeout_ms / 1000, call_id)
                 error = None
                 break
             # the caller gave up (task cancelled, Ctrl-C while waiting): close the call, pass it on
             except (asyncio.CancelledError, KeyboardInterrupt):
                 failure = cancelled_error(tool)
-                self._finish(route, args, context, started, fields, wait, None, failure, attempts)
+                self._finish(route, args, context, started, fields, wait, None, failure, attempts, call_id)
                 raise
             except Exception as exc:  # boundary: translated into the call's error at this one edge
                 error = as_tool_error(exc, tool, timeout_ms)
@@ -183,7 +201,10 @@ class ToolExecutor:
                 break
             await wait.sleep(retry.backoff_s(tool, attempts))
         # 7-9. normalise and check the output, close the call, return the result
-        return self._finish(route, args, context, started, fields, wait, output, error, attempts)
+        result = self._finish(route, args, context, started, fields, wait, output, error, attempts, call_id)
+        if cache_key is not None and result.success and route.cache_ttl_s is not None:
+            self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
+        return result
 
     def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
         """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
@@ -227,6 +248,7 @@ class ToolExecutor:
         output: Any,
         error: ToolError | None,
         attempts: int,
+        call_id: str | int,
     ) -> ToolResult:
         """Steps 7-9 for the outcome of step 6: its raw output, or the error of its last attempt."""
         tool = route.tool
@@ -258,11 +280,11 @@ class ToolExecutor:
         # 8. exactly one closing event (a failure also carries the input)
         if self.events.sinks:
             if fields is None:  # a sink added while the call ran
-                fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context))
+                fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context), call_id)
             if error is None:
                 event = ToolEvent(
                     type="tool.completed", output=output, duration_ms=duration_ms, attempts=attempts,
-                    metadata=metadata, **fields,
+                    metadata=metadata, cached=metadata.get("cached"), **fields,
                 )  # fmt: skip
             else:
                 event = ToolEvent(
@@ -292,6 +314,7 @@ class ToolExecutor:
         context: ToolContext,
         started: float,
         wait: type[_Waits],
+        call_id: str | int,
     ) -> ToolResult:
         """A call stopped before it ran (steps 1-4): one `tool.failed` event and no `tool.invoked`."""
         tool_id = tool.tool_id if tool is not None else str(ref)
@@ -299,7 +322,7 @@ class ToolExecutor:
         duration_ms = (_perf() - started) * 1000
         if self.events.sinks:
             kind = tool.tool_type.value if tool is not None else None
-            fields = call_fields(tool_id, name, kind, _ids(context))
+            fields = call_fields(tool_id, name, kind, _ids(context), call_id)
             event = ToolEvent(
                 type="tool.failed", input=input_data, error=error.message, error_type=error.error_type,
                 duration_ms=duration_ms, attempts=0, **fields,
@@ -350,10 +373,11 @@ class ToolExecutor:
         return self._metrics.snapshot()
 
     def forget(self, tool_id: str | None = None) -> None:
-        """Drop cached instances and routes (of one tool, or all), e.g. after editing a tool's module."""
+        """Drop cached instances, routes and results (of one tool, or all), e.g. after editing a tool's module."""
         with self._lock:
             self._routes.forget(tool_id)
             backends = list(self._backends.values())
+        self.result_cache.forget(tool_id)
         for backend in backends:
             backend.forget(tool_id)
 
@@ -398,7 +422,12 @@ class _Waits:
 
     @staticmethod
     async def attempt(
-        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+        executor: ToolExecutor,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        timeout_s: float,
+        call_id: str | int,
     ) -> Any:
         raise NotImplementedError
 
@@ -412,7 +441,12 @@ class _OnLoop(_Waits):
 
     @staticmethod
     async def attempt(
-        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+        executor: ToolExecutor,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        timeout_s: float,
+        call_id: str | int,
     ) -> Any:
         tool = route.tool
         backend = executor.backend_for(tool.tool_type)
@@ -424,6 +458,9 @@ class _OnLoop(_Waits):
         async with asyncio.timeout(timeout_s):
             if sync is not None:
                 return await run_in_worker(sync.fn, args)
+            if backend.nests and context.call_id is None:  # its inner calls name this one as parent
+                assert isinstance(call_id, int)
+                context = context.model_copy(update={"call_id": format_call_id(call_id)})
             limit = executor._limits.get(tool)
             if limit is None:
                 return await backend.call(tool, args, context)
@@ -442,13 +479,18 @@ class _Blocking(_Waits):
 
     @staticmethod
     async def attempt(
-        executor: ToolExecutor, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float
+        executor: ToolExecutor,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        timeout_s: float,
+        call_id: str | int,
     ) -> Any:
         sync = route.sync
         if sync is UNDECIDED:
             sync = route.decide_sync(executor.backend_for(route.tool.tool_type))
         if sync is None:  # the backend's async call, on the background loop
-            return run_sync(_OnLoop.attempt(executor, route, args, context, timeout_s))
+            return run_sync(_OnLoop.attempt(executor, route, args, context, timeout_s, call_id))
         if sync.inline:
             return _run_inline(sync, args, timeout_s)
         return call_in_worker(sync.fn, timeout_s, args)

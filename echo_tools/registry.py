@@ -491,6 +491,12 @@ class ToolRegistry:
         snapshot.sort()
         return [tool for _, tool in snapshot]
 
+    def graph(self) -> dict[str, list[Any]]:
+        """The dependency graph: `{"nodes": [ids], "edges": [[dependency, dependent], ...]}`."""
+        from echo_tools.planning import dependency_graph
+
+        return dependency_graph(self.list_all())
+
     def list_by_type(self, tool_type: ToolType | str) -> list[ToolDef]:
         """Tools of one type (`local`, `mcp`, `api`, `crewai`, `langchain`; any case)."""
         try:

@@ -1,7 +1,7 @@
 """The executor's route per tool version: what it decides once about a tool and reuses on every call.
 
 A `Route` holds the compiled input and output validators, whether step 3 has defaults to fill, the input
-keys with nothing to redact, and, once asked, the backend's `sync_call` for the tool. `RouteTable` keeps
+keys with nothing to redact, how long results may be reused, and, once asked, the backend's `sync_call` for the tool. `RouteTable` keeps
 them by tool id, for as long as the registry holds that very definition.
 """
 
@@ -17,6 +17,7 @@ from echo_tools.backends.base import SyncCall
 from echo_tools.errors import ToolError
 from echo_tools.models import ToolDef
 from echo_tools.redaction import is_secret_key
+from echo_tools.result_cache import cache_ttl
 from echo_tools.schema import SchemaValidator, compiled, scalar_properties
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class Route:
     check_input: Callable[[Any], bool] | None  # the compiled is_valid calls (None: accepts anything)
     check_output: Callable[[Any], bool] | None
     flat_keys: frozenset[str]  # input keys typed scalar and not secret: nothing in them to redact
+    cache_ttl_s: float | None = None  # results are reused this long (a deterministic, pure tool); None: never
     sync: SyncCall | None = UNDECIDED  # the backend's sync_call for the tool (None: run through `call`)
     deciding: concurrent.futures.Future[SyncCall | None] | None = dataclasses.field(default=None, repr=False)
 
@@ -89,6 +91,7 @@ def new_route(tool: ToolDef) -> Route:
         checker.check,
         output.check,
         flat_keys,
+        cache_ttl(tool),
     )
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from echo_tools.models import ToolStatus
+from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolDef
@@ -183,8 +184,25 @@ def _resolve_entry(
     raw_config = as_dict(entry.get("config"))
     config = {k: json_copy(v) for k, v in raw_config.items() if k != "fixed"}
 
-    tool = _lookup(registry, tool_ref, name, entry.get("id"))
-    if tool is not None and isinstance(tool_ref, str) and tool_ref and tool.tool_id != tool_ref:
+    label = tool_ref or name or entry.get("id")
+    if kind in SUBWORKFLOW_KINDS:  # the workflow tool its workflowId names, or the reason it has none
+        tool, problem = subworkflow_tool(registry, kind, config)
+        if tool is None:
+            diags.error(
+                node_id,
+                f"{where}.config",
+                f"Node {node_id!r}: tool entry {where} ({label or kind}): {problem}",
+            )
+            return None
+    else:
+        tool = _lookup(registry, tool_ref, name, entry.get("id"))
+    if (
+        tool is not None
+        and kind not in SUBWORKFLOW_KINDS
+        and isinstance(tool_ref, str)
+        and tool_ref
+        and tool.tool_id != tool_ref
+    ):
         diags.warning(
             node_id,
             f"{where}.tool_id",
@@ -192,7 +210,6 @@ def _resolve_entry(
         )
     if tool is None and kind == "mcp_server":
         tool = _match_mcp_tool(registry, config.get("serverId"), config.get("operationName"))
-    label = tool_ref or name or entry.get("id")
     if tool is None and kind not in BUILTIN_TOOL_TYPES:
         kind = _round_tripped_builtin(tool_ref, name) or kind  # before templates: it is typed as one
     if tool is None and kind == TEMPLATE_TOOL_TYPE:  # {provider, action, credentials}: an imported tool
@@ -285,10 +302,6 @@ def _check_builtin(
             f"{where}.config",
             f"an MCP Server tool needs config.serverId and config.operationName, got {config!r:.120}",
         )
-    elif kind == "subworkflow" and not config.get("workflowId"):
-        diags.warning(node_id, f"{where}.config.workflowId", "the Subworkflow tool names no workflowId")
-    elif kind == "subworkflow_deployment" and not config.get("deploymentId"):
-        diags.warning(node_id, f"{where}.config.deploymentId", "the deployment tool names no deploymentId")
     elif kind == "code" and str(config.get("language") or "python").lower() != "python":
         diags.warning(
             node_id, f"{where}.config.language", f"only python code runs; got {config.get('language')!r}"

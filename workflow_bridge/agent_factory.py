@@ -14,6 +14,7 @@ from typing import Any
 
 from echo_tools.errors import ToolNotFoundError
 from echo_tools.models import ToolContext, ToolDef, ToolStatus
+from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
 
 logger = logging.getLogger("workflow_bridge.agent_factory")
 
@@ -107,11 +108,22 @@ class AgentFactory:
 
     def _builtin(self, agent_def: Mapping[str, Any], ref: Any) -> Any:
         # EchoAI's built-in canvas tools: "Code Execution" runs through the code_executor tool when it is
-        # registered; sub-workflows and raw MCP-server entries have no tool to run and are not bound.
+        # registered; a sub-workflow through the workflow tool its binding's workflowId names (an error
+        # when there is none); raw MCP-server entries have no tool to run and are not bound.
         if not (isinstance(ref, str) and ref.startswith("builtin_")):
             return ref
         if ref == "builtin_code" and self.registry.resolve(CODE_TOOL) is not None:
             return CODE_TOOL
+        kind = ref.removeprefix("builtin_")
+        if kind in SUBWORKFLOW_KINDS:
+            binding = bindings_of(agent_def).get(ref) or {}
+            config = binding.get("config") if isinstance(binding.get("config"), Mapping) else {}
+            tool, problem = subworkflow_tool(self.registry, kind, config or {})
+            if tool is None:
+                raise ToolNotFoundError(
+                    f"Agent {agent_label(agent_def)}: tool {ref!r}: {problem}", field="tools"
+                )
+            return tool.tool_id
         logger.warning(
             "agent %s: built-in tool %r has no registered tool and is not bound", agent_label(agent_def), ref
         )

@@ -138,6 +138,8 @@ def _check_agent(tool: ToolDef, agent: Mapping[str, Any]) -> None:
 class _CompositeBackend(ToolBackend):
     """What both types share: the nesting checks and running a blocking crew under a sub-run id."""
 
+    nests = True
+
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
 

@@ -11,9 +11,11 @@ workflow and agent shapes (echoai-notes §1.4, §1.6), fixing what EchoAI's mapp
   `name` (exact, any case, slug, the round-tripped "Tool Web Search"), then the entry's `id`. An unknown
   tool is an error diagnostic naming the node and the tool, never a placeholder id. `enabled: false`
   entries are kept as bindings but not bound; a tool disabled in the registry is not bound either.
-  Built-in tools (`code`, `subworkflow`, `subworkflow_deployment`, `mcp_server`) become
-  `builtin_<type>` (an `mcp_server` entry whose serverId/operationName match a registered MCP tool binds
-  that tool instead) and keep their config. `"*"` keeps `tools: ["*"]` plus `tools_exclude` (ids).
+  Built-in tools (`code`, `mcp_server`) become `builtin_<type>` (an `mcp_server` entry whose
+  serverId/operationName match a registered MCP tool binds that tool instead) and keep their config. A
+  `subworkflow {workflowId}` entry binds the `workflow` tool running that workflow (registered from the
+  registry's `WorkflowStore` when there is none yet); one that cannot, and every `subworkflow_deployment`
+  (not supported yet), is an error diagnostic naming the node and the entry. `"*"` keeps `tools: ["*"]` plus `tools_exclude` (ids).
 * Each agent carries `tool_bindings`: `[{tool_id, name, type, enabled, fixed, config, description?,
   entry_id?}]`. **Fixed parameters** (values the LLM must not change) are, merged in this order:
   `entry.fixed`, then `entry.config.fixed`, then, for a registered tool whose `entry.config` is not a JSON

@@ -12,7 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from echo_tools.errors import ToolRegistrationError
 
@@ -56,7 +56,13 @@ class SyncCall:
 
 
 class ToolBackend(ABC):
-    """Runs calls of one tool type. One instance per executor; it may pool connections."""
+    """Runs calls of one tool type. One instance per executor; it may pool connections.
+
+    `nests`: the backend makes tool calls of its own (skills, workflows, agents); the executor then hands
+    it a context whose `call_id` is the call's id, which its inner calls carry as `parent_call_id`.
+    """
+
+    nests: ClassVar[bool] = False
 
     @abstractmethod
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:

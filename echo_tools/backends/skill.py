@@ -37,6 +37,8 @@ class _StepFailed(Exception):
 class SkillBackend(ToolBackend):
     """Runs `skill` tools; inner calls go back through the executor (events, limits, permissions)."""
 
+    nests = True
+
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
         self._parsed: dict[str, tuple[ToolDef, SkillConfig]] = {}  # tool id -> (the definition, parsed)

@@ -65,7 +65,7 @@ def test_an_unknown_tool_is_an_error_naming_the_agent_and_the_tool(factory):
 
 def test_builtin_placeholders_without_a_tool_are_not_bound(factory):
     assert names(
-        factory.bind_tools(agent("a", tools=["builtin_subworkflow", "builtin_mcp_server", "Echo"]))
+        factory.bind_tools(agent("a", tools=["builtin_mcp_server", "Echo"]))
     ) == ["echo"]
 
 
