@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from echo_tools.backends import check_execution_config
 from echo_tools.backends.base import MODULE_NAME_PATTERN
+from echo_tools.builtin_tools import builtin_tools_dir, check_builtin_importable
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     ToolConfigError,
@@ -557,15 +558,27 @@ class ToolRegistry:
 
         Returns:
             Every tool whose manifest was valid, registered or not.
+
+        Raises:
+            ToolConfigError: a folder is the shipped tools' (`builtin_tools_dir()`) but `import AgentTools`
+                loads another package (a host's own `AgentTools`): both paths are named.
         """
         found: list[ToolDef] = []
         problems: list[Problem] = []
         declared_before = self._declarations()
-        for base in [Path(d) for d in dirs] if dirs is not None else self.discovery_dirs:
+        bases = [Path(d) for d in dirs] if dirs is not None else self.discovery_dirs
+        if any(_is_builtin_dir(base) for base in bases):
+            check_builtin_importable()  # before anything is registered
+        for base in bases:
             try:
                 folders = sorted(p for p in base.iterdir() if p.is_dir())
             except OSError as exc:
-                problems.append(Problem(str(base), f"discovery folder cannot be read: {exc.strerror or exc}"))
+                # a relative folder is read from the current one: say where it was looked for
+                where = base if base.is_absolute() else Path.cwd() / base
+                logger.warning("discovery folder %s cannot be read: %s", where, exc.strerror or exc)
+                problems.append(
+                    Problem(str(where), f"discovery folder cannot be read: {exc.strerror or exc}")
+                )
                 continue
             for folder in folders:
                 manifest = folder / MANIFEST_NAME
@@ -665,6 +678,13 @@ class ToolRegistry:
         from echo_tools.mcp_config import remove_mcp_server
 
         return remove_mcp_server(self, name)
+
+
+def _is_builtin_dir(base: Path) -> bool:
+    try:
+        return base.resolve() == builtin_tools_dir()
+    except OSError:
+        return False
 
 
 def _check_depths(tool_id: str | None, data: Mapping[str, Any]) -> None:
