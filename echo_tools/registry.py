@@ -625,11 +625,11 @@ class ToolRegistry:
             clash = self._clash(tool)
             if clash:
                 raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
+            replaced = tool.tool_id in self._tools
             self._put(tool)
             self._adopted[tool.tool_id] = tool
-        logger.info(
-            "tool %s: manifest used, the stored file (written by the host) left as it is", tool.tool_id
-        )
+        if replaced:
+            logger.info("tool %s: manifest used over the host's stored file (left as it is)", tool.tool_id)
 
     def _declarations(self) -> dict[tuple[str, ...], dict[str, Any]]:
         return {
