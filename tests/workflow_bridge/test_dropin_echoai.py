@@ -3,6 +3,9 @@ host: the key decides), the error contract for unknown paths and wrong methods u
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +15,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from echo_tools import ToolConfigError, builtin_tools_dir
+from tests.echo_tools._storage_support import child_env
 from workflow_bridge import echoai
 
 KEY = "a-key-for-the-gateway"
@@ -161,3 +165,51 @@ def test_the_hosts_own_answers_are_left_as_they_are(tmp_path: Path) -> None:
     elsewhere = client.get("/nowhere")
     assert elsewhere.status_code == 404 and elsewhere.json() == {"detail": "Not Found"}
     assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_in_a_host_folder_with_its_own_agenttools_install_says_so_naming_both(tmp_path: Path) -> None:
+    host = tmp_path / "echoAI"
+    (host / "AgentTools").mkdir(parents=True)
+    (host / "AgentTools" / "__init__.py").write_text("")
+    code = (
+        "from workflow_bridge import echoai\n"
+        "class Container:\n"
+        "    def __init__(self): self.p = {}\n"
+        "    def register(self, k, f): self.p[k] = f\n"
+        "c = Container()\n"
+        "echoai.install(c, storage_dir='apps/storage/tools')\n"
+        "c.p['tool.registry']()\n"
+    )
+    env = child_env()
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=host, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert "ToolConfigError" in result.stderr
+    assert str(host / "AgentTools") in result.stderr and str(builtin_tools_dir()) in result.stderr
+    assert not (host / "apps" / "storage" / "tools" / "tool_calculator.json").exists()
+
+
+def test_from_another_folder_the_mounted_gateway_serves_the_shipped_tools(tmp_path: Path) -> None:
+    code = (
+        "import json\n"
+        "from fastapi import FastAPI\n"
+        "from fastapi.testclient import TestClient\n"
+        "from workflow_bridge import echoai\n"
+        "app = FastAPI()\n"
+        f"echoai.mount(app, storage_dir='store', api_key={KEY!r})\n"
+        "c = TestClient(app, base_url='http://0.0.0.0:8000')\n"
+        f"r = c.post('/tools/invoke/Calculator', json={{'operation': 'add', 'values': [2, 3]}}, "
+        f"headers={{'X-API-Key': {KEY!r}}})\n"
+        "print(json.dumps([r.status_code, r.json()['output']['result']]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [200, 5]
