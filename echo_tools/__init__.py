@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from echo_tools._telemetry import disable_third_party_telemetry as _disable_telemetry
+from echo_tools.builtin_tools import builtin_tools_dir
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     EgressDeniedError,
@@ -105,6 +106,7 @@ __all__ = [
     "ToolType",
     "ToolValidationError",
     "WorkflowStore",
+    "builtin_tools_dir",
     "create_app",
     "make_router",
     "tool",

@@ -24,7 +24,13 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import echo_tools
-from echo_tools.api_errors import ApiError, contract_route_class, from_failed_result, install_error_handlers
+from echo_tools.api_errors import (
+    ApiError,
+    contract_route_class,
+    error_body,
+    from_failed_result,
+    install_error_handlers,
+)
 from echo_tools.api_events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
 from echo_tools.api_security import install_security, make_guard
 from echo_tools.api_shapes import list_item
@@ -237,18 +243,43 @@ def make_router(
     add_planning_routes(router, state, secured)
 
     @router.get("/{tool_id}", dependencies=secured, summary="One tool's full definition")
-    async def get_tool(tool_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
-        return registry.require(tool_id).to_storage_dict()
+    async def get_tool(tool_id: str = PathParam(..., max_length=200)) -> Any:
+        tool = registry.resolve(tool_id)
+        wrong = _wrong_method(router, "GET", tool_id) if tool is None else None
+        return wrong or registry.require(tool_id).to_storage_dict()
 
     @router.delete("/{tool_id}", dependencies=secured, summary="Delete a tool registered over HTTP")
-    async def delete_tool(tool_id: str = PathParam(..., max_length=200)) -> dict[str, Any]:
+    async def delete_tool(tool_id: str = PathParam(..., max_length=200)) -> Any:
         if registry.get(tool_id) is None:
+            wrong = _wrong_method(router, "DELETE", tool_id)
+            if wrong is not None:
+                return wrong
             raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
         await anyio.to_thread.run_sync(registry.delete_remote, tool_id)
         executor.forget(tool_id)
         return {"status": "deleted", "tool_id": tool_id, "message": f"Tool {tool_id!r} deleted"}
 
     return router
+
+
+def _wrong_method(router: APIRouter, method: str, segment: str) -> JSONResponse | None:
+    """405 under the contract when `/tools/<segment>` is another route's path (`GET /tools/discover` is
+    not a tool named 'discover': `/{tool_id}` would otherwise answer 404 "No tool matches")."""
+    path = f"{router.prefix}/{segment}"
+    allowed = sorted(
+        m
+        for route in router.routes
+        if getattr(route, "path", None) == path
+        for m in getattr(route, "methods", None) or ()
+    )
+    if not allowed:
+        return None
+    message = f"{method} {path} is not allowed; use {', '.join(allowed)}"
+    return JSONResponse(
+        error_body("method_not_allowed", message, field="method"),
+        status_code=405,
+        headers={"Allow": ", ".join(allowed)},
+    )
 
 
 async def _invoke(

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from echo_tools.backends import check_execution_config
 from echo_tools.backends.base import MODULE_NAME_PATTERN
+from echo_tools.builtin_tools import builtin_tools_dir, check_builtin_importable
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
     ToolConfigError,
@@ -140,6 +141,7 @@ class ToolRegistry:
         self._view = (self._tools, self._keys)
         self._problems: list[Problem] = []
         self._discovery_problems: list[Problem] = []
+        self._adopted: dict[str, ToolDef] = {}  # manifests used over files the host wrote (discovery)
         self.mcp_servers: dict[str, dict[str, Any]] = {}
         self._credentials: Any = None  # a CredentialStore, made when first used (echo_tools.credentials)
         if self.storage is not None:
@@ -178,6 +180,10 @@ class ToolRegistry:
             keys: dict[str, str] = {}
             aliases: dict[str, frozenset[str]] = {}
             tools = [with_trust_tags(tool) for tool in tools]  # EchoAI's files carry no source tag
+            if self._adopted:  # manifests used over a host's store (see `_adopt`) stand after a re-read
+                stored = {t.tool_id for t in tools}
+                tools = [self._adopted.get(t.tool_id, t) if _written_by_host(t) else t for t in tools]
+                tools += [t for tool_id, t in sorted(self._adopted.items()) if tool_id not in stored]
             for position, tool in enumerate(tools):
                 if tool.source == ToolSource.REMOTE:
                     tool, refusal = self._remote_at_load(tool, tools)
@@ -559,19 +565,35 @@ class ToolRegistry:
         """Scan `discovery_dirs` (or `dirs`) for `*/tool_manifest.json` and register what changed.
 
         New tools are registered, changed manifests update the stored copy, unchanged ones are left as
-        they are (not rewritten). A bad manifest is reported through `problems()` and does not stop the scan.
+        they are (not rewritten). In a store the host wrote (files without a `source`: EchoAI's), manifests
+        are used in memory only and its files stay byte for byte. A bad manifest is reported through
+        `problems()` and does not stop the scan.
 
         Returns:
             Every tool whose manifest was valid, registered or not.
+
+        Raises:
+            ToolConfigError: a folder is the shipped tools' (`builtin_tools_dir()`) but `import AgentTools`
+                loads another package (a host's own `AgentTools`): both paths are named.
         """
         found: list[ToolDef] = []
         problems: list[Problem] = []
         declared_before = self._declarations()
-        for base in [Path(d) for d in dirs] if dirs is not None else self.discovery_dirs:
+        bases = [Path(d) for d in dirs] if dirs is not None else self.discovery_dirs
+        # a store the host wrote (EchoAI's) is read as is: manifests are used in memory, nothing is written
+        host_store = any(_written_by_host(t) for t in self._tools.values())
+        if any(_is_builtin_dir(base) for base in bases):
+            check_builtin_importable()  # before anything is registered
+        for base in bases:
             try:
                 folders = sorted(p for p in base.iterdir() if p.is_dir())
             except OSError as exc:
-                problems.append(Problem(str(base), f"discovery folder cannot be read: {exc.strerror or exc}"))
+                # a relative folder is read from the current one: say where it was looked for
+                where = base if base.is_absolute() else Path.cwd() / base
+                logger.warning("discovery folder %s cannot be read: %s", where, exc.strerror or exc)
+                problems.append(
+                    Problem(str(where), f"discovery folder cannot be read: {exc.strerror or exc}")
+                )
                 continue
             for folder in folders:
                 manifest = folder / MANIFEST_NAME
@@ -584,6 +606,10 @@ class ToolRegistry:
                         # EchoAI's own copy of the manifest: known as builtin, its file untouched
                         with self._lock:
                             self._put(tool)
+                    elif (current is not None and _written_by_host(current)) or (
+                        current is None and host_store
+                    ):
+                        self._adopt(tool)
                     elif current is None or current.to_storage_dict() != tool.to_storage_dict():
                         self.register(tool)
                     found.append(self._tools.get(tool.tool_id) or tool)
@@ -596,6 +622,20 @@ class ToolRegistry:
         if self._declarations() != declared_before:
             self._refresh_remote_tools()
         return found
+
+    def _adopt(self, tool: ToolDef) -> None:
+        """Use a manifest whose id a file the host wrote holds (EchoAI's own tool of that id), in memory only:
+        the host's file stays byte for byte, and each discovery adopts the manifest again."""
+        self._check(tool)
+        with self._lock:
+            clash = self._clash(tool)
+            if clash:
+                raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
+            replaced = tool.tool_id in self._tools
+            self._put(tool)
+            self._adopted[tool.tool_id] = tool
+        if replaced:
+            logger.info("tool %s: manifest used over the host's stored file (left as it is)", tool.tool_id)
 
     def _declarations(self) -> dict[tuple[str, ...], dict[str, Any]]:
         return {
@@ -671,6 +711,18 @@ class ToolRegistry:
         from echo_tools.mcp_config import remove_mcp_server
 
         return remove_mcp_server(self, name)
+
+
+def _written_by_host(tool: ToolDef) -> bool:
+    # every file this package writes names its source; EchoAI's files never do
+    return "source" not in tool.model_fields_set
+
+
+def _is_builtin_dir(base: Path) -> bool:
+    try:
+        return base.resolve() == builtin_tools_dir()
+    except OSError:
+        return False
 
 
 def _check_depths(tool_id: str | None, data: Mapping[str, Any]) -> None:

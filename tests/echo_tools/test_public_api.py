@@ -59,6 +59,7 @@ def test_the_catalogue_core_is_exported() -> None:
         "ToolEvent",
         "EgressPolicy",
         "ToolResult",
+        "builtin_tools_dir",
     ]:
         assert name in echo_tools.__all__
 

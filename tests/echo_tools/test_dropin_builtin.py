@@ -1,0 +1,161 @@
+"""`builtin_tools_dir()`: the shipped tools are found from echo_tools' own location, from any folder; a host
+package also named `AgentTools` (EchoAI has one) is refused by name instead of silently running its code."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from echo_tools import ToolConfigError, ToolRegistry, builtin_tools_dir
+
+from ._storage_support import REPO_ROOT, child_env
+
+SHIPPED = {
+    "tool_calculator",
+    "tool_code_executor",
+    "tool_http_request",
+    "tool_web_search",
+    "tool_file_reader",
+}
+
+
+def _run(code: str, cwd: Path, *extra_path: Path) -> subprocess.CompletedProcess[str]:
+    env = child_env()
+    env["PYTHONPATH"] = ":".join([*(str(p) for p in extra_path), env["PYTHONPATH"]])
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def _python_blocks(doc: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_builtin_tools_dir_is_the_agenttools_beside_echo_tools() -> None:
+    folder = builtin_tools_dir()
+    assert folder == (REPO_ROOT / "AgentTools").resolve()
+    assert (folder / "calculator" / "tool_manifest.json").is_file()
+
+
+def test_the_shipped_tools_are_discovered_from_another_folder(tmp_path: Path) -> None:
+    code = (
+        "import json; from echo_tools import ToolRegistry, builtin_tools_dir\n"
+        "r = ToolRegistry(discovery_dirs=[builtin_tools_dir()])\n"
+        "print(json.dumps(sorted(t.tool_id for t in r.discover_local_tools())))\n"
+    )
+    result = _run(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert SHIPPED <= set(json.loads(result.stdout))
+
+
+def _host_with_its_own_agenttools(tmp_path: Path) -> Path:
+    host = tmp_path / "echoAI"
+    package = host / "AgentTools" / "calculator"
+    package.mkdir(parents=True)
+    (host / "AgentTools" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "service.py").write_text(
+        "class CalculatorService:\n    def calculate(self, data): return 'host'\n"
+    )
+    return host
+
+
+def test_a_host_package_named_agenttools_is_refused_naming_both_folders(tmp_path: Path) -> None:
+    host = _host_with_its_own_agenttools(tmp_path)
+    code = (
+        "import json\n"
+        "from echo_tools import ToolConfigError, ToolRegistry, builtin_tools_dir\n"
+        "r = ToolRegistry()\n"
+        "try:\n"
+        "    r.discover_local_tools([builtin_tools_dir()])\n"
+        "except ToolConfigError as exc:\n"
+        "    print(json.dumps({'field': exc.field, 'message': exc.message, 'tools': len(r)}))\n"
+    )
+    result = _run(code, host)  # the host's folder first on sys.path, as EchoAI's gateway runs
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["field"] == "discovery_dirs"
+    assert str(host / "AgentTools") in out["message"]
+    assert str(builtin_tools_dir()) in out["message"]
+    assert "Rename or remove" in out["message"]
+    assert out["tools"] == 0  # nothing of the host's was registered
+
+
+def test_the_host_package_first_on_pythonpath_is_refused_too(tmp_path: Path) -> None:
+    host = _host_with_its_own_agenttools(tmp_path)
+    code = (
+        "from echo_tools import ToolRegistry, builtin_tools_dir\n"
+        "ToolRegistry(discovery_dirs=[builtin_tools_dir()]).discover_local_tools()\n"
+    )
+    result = _run(code, tmp_path, host)
+    assert result.returncode != 0
+    assert "ToolConfigError" in result.stderr and str(host / "AgentTools") in result.stderr
+
+
+def test_in_process_a_shadowing_agenttools_raises_before_anything_is_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import echo_tools.builtin_tools as builtin
+
+    monkeypatch.setattr(builtin, "importable_location", lambda: tmp_path / "AgentTools")
+    registry = ToolRegistry()
+    with pytest.raises(ToolConfigError) as caught:
+        registry.discover_local_tools([builtin_tools_dir()])
+    assert caught.value.field == "discovery_dirs"
+    assert str(tmp_path / "AgentTools") in caught.value.message
+    assert len(registry) == 0
+
+
+def test_a_missing_relative_discovery_folder_is_reported_with_where_it_was_looked_for(tmp_path: Path) -> None:
+    code = (
+        "import json; from echo_tools import ToolRegistry\n"
+        "r = ToolRegistry(discovery_dirs=['AgentTools'])\n"
+        "print(json.dumps([len(r.discover_local_tools()), [p.path for p in r.problems()]]))\n"
+    )
+    result = _run(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    count, paths = json.loads(result.stdout)
+    assert count == 0
+    assert paths == [str(tmp_path / "AgentTools")]
+    assert "discovery folder" in result.stderr  # logged as a warning, not only kept in problems()
+
+
+def test_the_readme_python_example_runs_from_another_folder(tmp_path: Path) -> None:
+    first, second = _python_blocks(REPO_ROOT / "README.md")[:2]
+    (tmp_path / "my_tools.py").write_text(first)
+    script = second + (
+        "\nimport json\n"
+        "print(json.dumps([executor.invoke_sync('add', {'a': 2, 'b': 3}).output,\n"
+        "    executor.invoke_sync('Calculator', {'operation': 'mean', 'values': [1, 2, 6]}).output,\n"
+        "    type(node).__name__]))\n"
+    )
+    (tmp_path / "example.py").write_text(script)
+    env = child_env()
+    result = subprocess.run(
+        [sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0, result.stderr
+    added, mean, node = json.loads(result.stdout.strip().splitlines()[-1])
+    assert added == 5
+    assert mean["result"] == 3
+    assert node == "ExecutorToolNode"
+
+
+def test_the_http_api_mount_example_runs_from_another_folder(tmp_path: Path) -> None:
+    block = next(b for b in _python_blocks(REPO_ROOT / "docs" / "http-api.md") if "builtin_tools_dir" in b)
+    script = (
+        "from fastapi import FastAPI\ngateway = FastAPI()\n"
+        + block
+        + "\nimport json\nfrom fastapi.testclient import TestClient\n"
+        "health = TestClient(gateway).get('/tools/health').json()\n"
+        "print(json.dumps([len(registry), health['tool_count']]))\n"
+    )
+    result = _run(script, tmp_path)
+    assert result.returncode == 0, result.stderr
+    count, served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert count == served >= len(SHIPPED)
