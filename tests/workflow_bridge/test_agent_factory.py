@@ -64,9 +64,7 @@ def test_an_unknown_tool_is_an_error_naming_the_agent_and_the_tool(factory):
 
 
 def test_builtin_placeholders_without_a_tool_are_not_bound(factory):
-    assert names(
-        factory.bind_tools(agent("a", tools=["builtin_mcp_server", "Echo"]))
-    ) == ["echo"]
+    assert names(factory.bind_tools(agent("a", tools=["builtin_mcp_server", "Echo"]))) == ["echo"]
 
 
 def test_bound_tools_call_the_executor_with_the_agents_context(factory):
