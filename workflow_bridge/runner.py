@@ -26,6 +26,7 @@ from workflow_bridge.state import initial_state
 
 logger = logging.getLogger("workflow_bridge.runner")
 
+HITL_DECISIONS = ("approve", "reject", "edit")
 EventCallback = Callable[[dict[str, Any]], Any]
 _REHEARSAL: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _MODELS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -366,7 +367,8 @@ def _check_allowed(kind: str, state: Mapping[str, Any], run_id: str) -> None:
     for request in state.get("__interrupt__") or []:
         if not isinstance(request, Mapping):
             continue
-        allowed = [str(d) for d in request.get("decisions") or ("approve", "reject", "edit")]
+        # a canvas may label its own decisions ("publish", "revise"): only the ones the node knows count
+        allowed = [d for d in request.get("decisions") or () if d in HITL_DECISIONS] or list(HITL_DECISIONS)
         if kind == "edit" and request.get("allow_edit") is False:
             allowed = [d for d in allowed if d != "edit"]
         if kind not in allowed:
