@@ -95,6 +95,15 @@ def add_workflow_parsers(sub: SubParsers, handler: Handler) -> None:
     resume.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
     resume.set_defaults(func=handler)
 
+    replay = sub.add_parser(
+        "replay", help="run a recorded run again, each tool call answered from its recorded events"
+    )
+    replay.add_argument("run_id", metavar="RUN_ID", help="the recorded run")
+    replay.add_argument("--run-id", dest="new_run_id", help="the new run's id (default: generated)")
+    replay.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")
+    replay.add_argument("--events", metavar="FILE", help="append the replay's tool events to this JSONL file")
+    replay.set_defaults(func=handler)
+
     compile_ = sub.add_parser(
         "compile", help="map and compile a workflow file; print diagnostics, nodes and edges"
     )

@@ -156,6 +156,25 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _run_live(args, args.run_id, carry_on)
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Run a recorded run's workflow again under a new run id, answering each tool call from the recorded
+    events (no tool runs) and applying the recorded HITL decisions; prints the final `crew_result`."""
+    run_id = getattr(args, "new_run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
+
+    def again(module: Any, registry: Any, executor: Any, on_event: Any, history: Any) -> Any:
+        return module.replay_run(
+            args.run_id,
+            storage=history,
+            new_run_id=run_id,
+            registry=registry,
+            executor=executor,
+            llm=args.llm,
+            on_event=on_event,
+        )
+
+    return _run_live(args, run_id, again)
+
+
 def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> int:
     """Open the registry, executor and run history of `--storage`, call `go` with a live printer, and
     print how the run ended; the shared body of `run` and `resume`."""
@@ -209,12 +228,14 @@ def _is_run_error(exc: BaseException) -> bool:
     from workflow_bridge.conditions import ConditionError
     from workflow_bridge.crewai_adapter import AgentNodeError
     from workflow_bridge.llm import LLMConfigError
+    from workflow_bridge.replay import ReplayMismatchError
     from workflow_bridge.runner import RunResumeError, WorkflowSourceError
 
     return isinstance(
         exc,
         (
             RunResumeError,
+            ReplayMismatchError,
             WorkflowCompileError,
             ConditionError,
             AgentNodeError,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from echo_tools.events import ToolEvent
 from workflow_bridge.compiler import WorkflowCompiler
 from workflow_bridge.llm import check_llm, describe_llm
 from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
@@ -215,7 +216,12 @@ def run_workflow(
         "models": sorted({describe_llm(m) for m in models_of(graph).values()}),
     }
     if history is not None:
-        stored = {"source": data, "llm": llm if isinstance(llm, str) else None}
+        stored = {
+            "source": data,
+            "llm": llm if isinstance(llm, str) else None,
+            "user_input": user_input,
+            "payload": dict(payload or {}),
+        }
         history.start_run(run_id, stored, workflow_id)
     return stream_run(
         graph, state, run_id, executor=executor, on_event=on_event, started=start, history=history
@@ -298,6 +304,8 @@ def resume_run(
         graph, _ = compile_source(source, registry, executor, llm=llm, checkpointer=history.checkpointer())
         start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
         history.set_status(run_id, "running")
+        # kept among the run's events, so a replay applies the same decisions
+        history.record(ToolEvent(type="run.resumed", run_id=run_id, input=resume_value))
         return stream_run(
             graph,
             Command(resume=resume_value),
@@ -310,6 +318,79 @@ def resume_run(
     finally:
         if own_executor:
             executor.close()
+
+
+def replay_run(
+    run_id: str,
+    *,
+    storage: Any,
+    new_run_id: str | None = None,
+    registry: Any = None,
+    executor: Any = None,
+    llm: Any = None,
+    on_event: EventCallback | None = None,
+) -> dict[str, Any]:
+    """Run a recorded run's workflow again under `new_run_id`, answering each tool call from the recorded
+    events in order (no tool runs; the events carry `metadata.replayed: true`) and applying the recorded
+    HITL decisions; returns the final state.
+
+    Raises:
+        RunResumeError: no run has this id (404).
+        ReplayMismatchError: the calls no longer match the recording (names the first call that differs).
+    """
+    from langgraph.types import Command
+
+    from echo_tools.history import MAX_LIMIT
+    from workflow_bridge.replay import ReplayExecutor, ReplayMismatchError
+
+    history = _open_history(storage)
+    record = history.run(run_id)
+    if record is None:
+        raise RunResumeError(
+            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
+        )
+    recorded = history.events(run_id=run_id, limit=MAX_LIMIT)
+    decisions = [e.input for e in recorded if e.type == "run.resumed"]
+    stored = record["source"]
+    own_executor = executor is None
+    if registry is None:
+        from echo_tools.registry import ToolRegistry
+
+        registry = ToolRegistry(storage_dir=history.path.parent)
+    if executor is None:
+        from echo_tools.executor import ToolExecutor
+
+        executor = ToolExecutor(registry)
+    replayer = ReplayExecutor(executor, recorded)
+    new_run_id = new_run_id or f"run_{uuid.uuid4().hex}"
+    try:
+        data = load_source(stored.get("source") or {})
+        graph, mapped = compile_source(data, registry, replayer, llm=llm or stored.get("llm"))
+        workflow_id = mapped.workflow.get("workflow_id")
+        state = initial_state(
+            stored.get("user_input"), workflow_id, new_run_id, **dict(stored.get("payload") or {})
+        )
+        start = {"type": "run.started", "run_id": new_run_id, "workflow_id": workflow_id, "replay_of": run_id}
+        final = stream_run(graph, state, new_run_id, executor=replayer, on_event=on_event, started=start)
+        while final.get("__interrupt__") and decisions:
+            decision = decisions.pop(0)
+            start = {"type": "run.resumed", "run_id": new_run_id, "decision": decision, "replayed": True}
+            final = stream_run(
+                graph,
+                Command(resume=decision),
+                new_run_id,
+                executor=replayer,
+                on_event=on_event,
+                started=start,
+            )
+    finally:
+        if own_executor:
+            executor.close()
+    if replayer.mismatch:
+        raise ReplayMismatchError(
+            f"the replay of run {run_id!r} no longer matches its recording: {replayer.mismatch}"
+        )
+    return final
 
 
 def check_decision(decision: Any, run_id: str = "") -> dict[str, Any]:
