@@ -262,7 +262,8 @@ def resume_run(
         run_id: the id of a run recorded by `run_workflow(..., history=...)` and now `interrupted`.
         decision: `"approve"`, `"reject"`, or `{"decision": "approve"|"reject"|"edit", "edits": {...}}`
             (`edits` replaces the result; `edited_output` and `comment` as `resume_workflow` takes).
-        storage: the folder holding `runs.sqlite`, or a `RunHistory`.
+        storage: the folder holding `runs.sqlite`, a `postgresql://` URL, or a `RunHistory` /
+            `PgRunHistory`.
         registry, executor: default a registry on the storage folder and an executor on it.
         llm: a model or spec for every agent; default the one the run started with.
 
@@ -291,9 +292,7 @@ def resume_run(
     source = stored.get("source", stored) if isinstance(stored, Mapping) else stored
     own_executor = executor is None
     if registry is None:
-        from echo_tools.registry import ToolRegistry
-
-        registry = ToolRegistry(storage_dir=history.path.parent)
+        registry = _storage_registry(history, run_id)
     if executor is None:
         from echo_tools.executor import ToolExecutor
 
@@ -354,9 +353,7 @@ def replay_run(
     stored = record["source"]
     own_executor = executor is None
     if registry is None:
-        from echo_tools.registry import ToolRegistry
-
-        registry = ToolRegistry(storage_dir=history.path.parent)
+        registry = _storage_registry(history, run_id)
     if executor is None:
         from echo_tools.executor import ToolExecutor
 
@@ -488,11 +485,25 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _open_history(storage: Any) -> Any:
+    if isinstance(storage, str) and storage.startswith(("postgresql://", "postgres://")):
+        from echo_tools.pg.history import PgRunHistory
+
+        return PgRunHistory(storage)
     if isinstance(storage, (str, Path)):
         from echo_tools.history import RunHistory
 
         return RunHistory(storage)
     return storage
+
+
+def _storage_registry(history: Any, run_id: str) -> Any:
+    # the catalogue beside an embedded history; a PostgreSQL history needs the caller's registry
+    path = getattr(history, "path", None)
+    if path is None:
+        raise ValueError(f"run {run_id!r}: pass registry= (the run history has no storage folder)")
+    from echo_tools.registry import ToolRegistry
+
+    return ToolRegistry(storage_dir=Path(path).parent)
 
 
 def stream_run(
