@@ -10,13 +10,14 @@ With a `RunHistory` the run is recorded (source, status, tool events) and checkp
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from echo_tools.events import ToolEvent
 from workflow_bridge.compiler import WorkflowCompiler
@@ -27,6 +28,7 @@ from workflow_bridge.state import initial_state
 
 logger = logging.getLogger("workflow_bridge.runner")
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 HITL_DECISIONS = ("approve", "reject", "edit")
 EventCallback = Callable[[dict[str, Any]], Any]
 _REHEARSAL: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
@@ -228,6 +230,22 @@ def run_workflow(
     )
 
 
+def _owning_history(function: _F) -> _F:
+    """`storage=` given as a folder or URL is opened for the call and closed after it; a history object
+    given is the caller's and stays open."""
+
+    @functools.wraps(function)
+    def call(*args: Any, storage: Any, **kwargs: Any) -> Any:
+        history = _open_history(storage)
+        try:
+            return function(*args, storage=history, **kwargs)
+        finally:
+            if history is not storage:
+                history.close()
+
+    return cast(_F, call)
+
+
 def resume_workflow(
     graph: Any, run_id: str, decision: Any, *, executor: Any, on_event: EventCallback | None = None
 ) -> dict[str, Any]:
@@ -245,6 +263,7 @@ def resume_workflow(
     )
 
 
+@_owning_history
 def resume_run(
     run_id: str,
     decision: Any,
@@ -319,6 +338,7 @@ def resume_run(
             executor.close()
 
 
+@_owning_history
 def replay_run(
     run_id: str,
     *,
@@ -459,6 +479,7 @@ def _check_allowed(kind: str, state: Mapping[str, Any], run_id: str) -> None:
             )
 
 
+@_owning_history
 def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
     """`{"run_id", "status", "state"}` of a recorded run: its status and its last checkpointed state.
 
