@@ -1,4 +1,6 @@
-"""The `/workflows` routes: compile a canvas or workflow JSON, and run it with its events streamed (SSE).
+"""The `/workflows` routes: compile a canvas or workflow JSON, run it with its events streamed (SSE), and
+read or resume a recorded run (`/workflows/runs/{run_id}`: a run paused at a HITL node resumes here,
+whichever process started it; runs are recorded in the storage folder's `runs.sqlite`).
 
 Both hand the work to a worker thread (`anyio.to_thread`), never the event loop: a run calls agents and
 tools for minutes, and EchoAI's gateway stalled every other request while one ran. The workflow bridge
@@ -8,6 +10,8 @@ tools for minutes, and EchoAI's gateway stalled every other request while one ra
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -26,6 +30,8 @@ if TYPE_CHECKING:
     from echo_tools.api import ApiState
 
 RUN_OPTIONS = ("user_input", "run_id")
+RESUME_FIELDS = ("decision", "edits", "comment")
+_RESUME_ERROR_TYPES = {404: "not_found", 409: "conflict", 422: "validation"}
 
 
 def _runner() -> Any:
@@ -53,6 +59,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
     """`POST /workflows/compile` and `POST /workflows/run`, secured like the `/tools` routes."""
     secured = [Depends(make_guard(state.settings))]
     router = APIRouter(prefix="/workflows", tags=["workflows"], route_class=contract_route_class())
+    histories = _Histories(state)
 
     @router.post("/compile", dependencies=secured, summary="Map and compile a canvas or {workflow, agents}")
     async def compile_workflow(source: dict[str, Any] = Body(...)) -> dict[str, Any]:
@@ -87,14 +94,101 @@ def make_workflow_router(state: ApiState) -> APIRouter:
                 422, "validation", f"run_id must be a short string, got {run_id!r:.60}", field="body.run_id"
             )
         source = {k: v for k, v in body.items() if k not in RUN_OPTIONS}
-        stream = _run_stream(state, source, user_input, run_id or f"run_{uuid.uuid4().hex[:16]}")
+        stream = _run_stream(
+            state, source, user_input, run_id or f"run_{uuid.uuid4().hex[:16]}", histories.get(required=False)
+        )
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @router.get("/runs/{run_id}", dependencies=secured, summary="A recorded run: status and last state")
+    async def get_run(run_id: str) -> dict[str, Any]:
+        runner = _runner()
+        history = histories.get()
+        try:
+            answer = await anyio.to_thread.run_sync(lambda: runner.run_status(run_id, storage=history))
+        except runner.RunResumeError as exc:
+            raise _resume_error(exc) from exc
+        return _plain(answer)
+
+    @router.post("/runs/{run_id}/resume", dependencies=secured, summary="Resume a run paused at a HITL node")
+    async def resume_run(run_id: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        runner = _runner()
+        unknown = sorted(set(body) - set(RESUME_FIELDS))
+        if unknown:
+            raise ApiError(
+                422,
+                "validation",
+                f"unknown field {unknown[0]!r} in a resume request; it takes {', '.join(RESUME_FIELDS)}",
+                field=f"body.{unknown[0]}",
+            )
+        if "decision" not in body:
+            raise ApiError(
+                422,
+                "validation",
+                "decision is required: 'approve', 'reject' or 'edit'",
+                field="body.decision",
+            )
+        decision = {k: body[k] for k in RESUME_FIELDS if k in body}
+        history = histories.get()
+
+        def work() -> dict[str, Any]:
+            final = runner.resume_run(
+                run_id, decision, storage=history, registry=state.registry, executor=state.executor
+            )
+            record = history.run(run_id) or {}
+            return {"run_id": run_id, "status": record.get("status"), "state": final}
+
+        try:
+            answer = await anyio.to_thread.run_sync(work)
+        except runner.RunResumeError as exc:
+            raise _resume_error(exc) from exc
+        except ValueError as exc:  # the stored source no longer compiles against this catalogue
+            raise ApiError(422, "validation", f"run {run_id!r} cannot be resumed: {exc}") from exc
+        return _plain(answer)
 
     return router
 
 
+class _Histories:
+    """The run history of the catalogue's storage folder, opened on first use (one per router)."""
+
+    def __init__(self, state: ApiState) -> None:
+        self.state = state
+        self._history: Any = None
+        self._lock = threading.Lock()
+
+    def get(self, *, required: bool = True) -> Any:
+        with self._lock:
+            if self._history is None:
+                storage = self.state.registry.storage
+                if storage is None:
+                    if not required:
+                        return None
+                    raise ApiError(
+                        503,
+                        "storage",
+                        "this server keeps no run history: its catalogue has no storage folder",
+                    )
+                from echo_tools.history import RunHistory
+
+                self._history = RunHistory(storage.directory)
+            return self._history
+
+
+def _resume_error(exc: Any) -> ApiError:
+    field = "body." + exc.field if exc.field in RESUME_FIELDS else exc.field
+    return ApiError(exc.status, _RESUME_ERROR_TYPES.get(exc.status, "validation"), str(exc), field=field)
+
+
+def _plain(answer: dict[str, Any]) -> dict[str, Any]:
+    # graph state holds LangChain messages and LangGraph interrupts: JSON as the SSE frames write it
+    state = dict(answer.get("state") or {})
+    if "__interrupt__" in state:
+        state["__interrupt__"] = [getattr(i, "value", i) for i in state["__interrupt__"]]
+    return {**answer, "state": json.loads(json.dumps(state, default=str))}
+
+
 async def _run_stream(
-    state: ApiState, source: dict[str, Any], user_input: str | None, run_id: str
+    state: ApiState, source: dict[str, Any], user_input: str | None, run_id: str, history: Any = None
 ) -> AsyncIterator[str]:
     """Start the run in a worker thread and relay its events as they happen, then the final state."""
     runner = _runner()
@@ -115,6 +209,7 @@ async def _run_stream(
             user_input=user_input,
             on_event=relay,
             run_id=run_id,
+            history=history,
         )
 
     async def job() -> None:

@@ -1,7 +1,8 @@
-"""`echo-tools run`, `compile` and `demo`: workflows from files, with nodes and tool calls shown live.
+"""`echo-tools run`, `resume`, `compile` and `demo`: workflows from files, with nodes and tool calls live.
 
 The workflow bridge (LangGraph, CrewAI) is imported only here, inside the commands. With no LLM configured
 the run uses the offline rehearsal model, announced before the run starts; the tools always run for real.
+Runs are recorded in `<storage>/runs.sqlite`, so a run paused at a HITL node is resumed by `resume`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +100,88 @@ def cmd_run(args: argparse.Namespace) -> int:
     first, the rehearsal notice among them when no LLM is configured), then the final `crew_result`.
 
     Exit code 0 when the run completed (or paused at a HITL node: the run id and `interrupted` are
-    printed), 1 when a tool call or a node failed, or the run stopped on an error.
+    printed; `echo-tools resume RUN_ID` carries it on), 1 when a tool call or a node failed, or the run
+    stopped on an error. The run is recorded in `<storage>/runs.sqlite`.
     """
-    from echo_tools.cli import CliError, open_executor, open_registry, refused_hint, use_rich
-    from echo_tools.cli_output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
-
     source = load_source(args.file)
+    run_id = getattr(args, "run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
+
+    def start(module: Any, registry: Any, executor: Any, on_event: Any, history: Any) -> Any:
+        return module.run_workflow(
+            source,
+            registry=registry,
+            executor=executor,
+            user_input=args.input,
+            llm=args.llm,
+            on_event=on_event,
+            run_id=run_id,
+            check_llms=True,
+            history=history,
+        )
+
+    return _run_live(args, run_id, start)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Resume a run paused at a HITL node (from any process) with `--approve`, `--reject` or `--edit JSON`;
+    the rest runs live as `run` shows it, then the final `crew_result`. Same exit codes as `run`."""
+    from echo_tools.cli import CliError
+
+    decision: Any
+    if args.edit is not None:
+        try:
+            edits = json.loads(args.edit)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--edit must be a JSON object, got {args.edit!r:.80}: {exc.msg}", code=2) from exc
+        if not isinstance(edits, dict):
+            raise CliError(f"--edit must be a JSON object, got {args.edit!r:.80}", code=2)
+        decision = {"decision": "edit", "edits": edits}
+    else:
+        decision = "approve" if args.approve else "reject"
+    if args.comment is not None:
+        decision = {**({"decision": decision} if isinstance(decision, str) else decision)}
+        decision["comment"] = args.comment
+
+    def carry_on(module: Any, registry: Any, executor: Any, on_event: Any, history: Any) -> Any:
+        return module.resume_run(
+            args.run_id,
+            decision,
+            storage=history,
+            registry=registry,
+            executor=executor,
+            llm=args.llm,
+            on_event=on_event,
+        )
+
+    return _run_live(args, args.run_id, carry_on)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Run a recorded run's workflow again under a new run id, answering each tool call from the recorded
+    events (no tool runs) and applying the recorded HITL decisions; prints the final `crew_result`."""
+    run_id = getattr(args, "new_run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
+
+    def again(module: Any, registry: Any, executor: Any, on_event: Any, history: Any) -> Any:
+        return module.replay_run(
+            args.run_id,
+            storage=history,
+            new_run_id=run_id,
+            registry=registry,
+            executor=executor,
+            llm=args.llm,
+            on_event=on_event,
+        )
+
+    return _run_live(args, run_id, again)
+
+
+def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> int:
+    """Open the registry, executor and run history of `--storage`, call `go` with a live printer, and
+    print how the run ended; the shared body of `run` and `resume`."""
+    from echo_tools.cli import CliError, open_executor, open_registry, refused_hint, storage_dir, use_rich
+    from echo_tools.cli_output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
+    from echo_tools.history import RunHistory
+
     registry = open_registry(args)
     events_file = getattr(args, "events", None)
     # the run's events file is written from the run's stream, where tool events carry the agent's name
@@ -113,18 +191,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     module = runner()
     quiet_rehearsal_log()  # the runner also logs the notice; the printer shows it once, from the event
     quiet_framework_logs()
-    run_id = getattr(args, "run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
+    history = RunHistory(storage_dir(args))
     try:
-        state = module.run_workflow(
-            source,
-            registry=registry,
-            executor=executor,
-            user_input=args.input,
-            llm=args.llm,
-            on_event=on_event,
-            run_id=run_id,
-            check_llms=True,
-        )
+        state = go(module, registry, executor, on_event, history)
     except Exception as exc:  # boundary: the run's own errors become the command's one-line error
         if not _is_run_error(exc):
             raise
@@ -133,8 +202,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(message) from exc
     finally:
         executor.close()
+        history.close()
     if isinstance(state, dict) and state.get("__interrupt__"):
-        printer.note(f"run {run_id} interrupted (paused at a HITL node, waiting for a decision)")
+        printer.note(
+            f"run {run_id} interrupted (paused at a HITL node, waiting for a decision): "
+            f"echo-tools resume {run_id} --approve | --reject | --edit JSON"
+        )
     else:
         result = state.get("crew_result") if isinstance(state, dict) else state
         body = result if isinstance(result, str) else json.dumps(result, indent=2, default=str)
@@ -155,11 +228,14 @@ def _is_run_error(exc: BaseException) -> bool:
     from workflow_bridge.conditions import ConditionError
     from workflow_bridge.crewai_adapter import AgentNodeError
     from workflow_bridge.llm import LLMConfigError
-    from workflow_bridge.runner import WorkflowSourceError
+    from workflow_bridge.replay import ReplayMismatchError
+    from workflow_bridge.runner import RunResumeError, WorkflowSourceError
 
     return isinstance(
         exc,
         (
+            RunResumeError,
+            ReplayMismatchError,
             WorkflowCompileError,
             ConditionError,
             AgentNodeError,

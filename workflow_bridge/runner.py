@@ -4,18 +4,22 @@
 its errors are raised with the diagnostics listed). `run_workflow` runs it as EchoAI's runtime does and
 reports progress to `on_event` as it happens: node start and finish (LangGraph's custom stream), every
 tool event of the run (an executor sink), a rehearsal notice when no LLM is configured, and the end.
+With a `RunHistory` the run is recorded (source, status, tool events) and checkpointed in SQLite, so
+`resume_run` can carry on a paused run from any process.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from echo_tools.events import ToolEvent
 from workflow_bridge.compiler import WorkflowCompiler
 from workflow_bridge.llm import check_llm, describe_llm
 from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
@@ -24,10 +28,23 @@ from workflow_bridge.state import initial_state
 
 logger = logging.getLogger("workflow_bridge.runner")
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+HITL_DECISIONS = ("approve", "reject", "edit")
 EventCallback = Callable[[dict[str, Any]], Any]
 _REHEARSAL: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _MODELS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 _NAMES: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+class RunResumeError(ValueError):
+    """A run that cannot be resumed: `status` is the HTTP status the API answers (404 unknown run, 409 not
+    paused, 422 a decision that does not fit the HITL node), `field` what the message names."""
+
+    def __init__(self, message: str, *, status: int, field: str, run_id: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+        self.run_id = run_id
 
 
 class WorkflowSourceError(ValueError):
@@ -98,6 +115,7 @@ def compile_source(
     *,
     llm: Any = None,
     missing_agents: str = "error",
+    checkpointer: Any = None,
 ) -> tuple[Any, MappedWorkflow]:
     """Compile any accepted source; returns (compiled graph, mapped workflow).
 
@@ -106,7 +124,9 @@ def compile_source(
         WorkflowCompileError / ToolNotFoundError: the workflow cannot become a graph.
     """
     mapped = map_source(load_source(source), registry)
-    compiler = WorkflowCompiler(registry, executor, llm, missing_agents=missing_agents)
+    compiler = WorkflowCompiler(
+        registry, executor, llm, missing_agents=missing_agents, checkpointer=checkpointer
+    )
     graph = compiler.compile(mapped.workflow, mapped.agents)
     _REHEARSAL[graph] = compiler.uses_rehearsal
     _MODELS[graph] = compiler.models
@@ -152,6 +172,7 @@ def run_workflow(
     payload: Mapping[str, Any] | None = None,
     missing_agents: str = "error",
     check_llms: bool = False,
+    history: Any = None,
 ) -> dict[str, Any]:
     """Compile and run a workflow; returns the final state (with `__interrupt__` when a HITL node paused).
 
@@ -165,12 +186,22 @@ def run_workflow(
         payload: extra input keys (EchoAI's `input_payload`).
         check_llms: check every model before the run (`check_models`): an unreachable server or a
             missing API key fails in one sentence instead of once per agent call.
+        history: a `echo_tools.history.RunHistory` (or an object with its API): the graph is checkpointed
+            with `history.checkpointer()`, and the run, its tool events and its final status (`interrupted`,
+            `completed`, `failed`) are recorded, so `resume_run` can carry it on from another process.
 
     Raises:
         LLMConfigError: `check_llms`, and a model cannot be used.
     """
     data = load_source(source)
-    graph, mapped = compile_source(data, registry, executor, llm=llm, missing_agents=missing_agents)
+    graph, mapped = compile_source(
+        data,
+        registry,
+        executor,
+        llm=llm,
+        missing_agents=missing_agents,
+        checkpointer=history.checkpointer() if history is not None else None,
+    )
     if check_llms:
         check_models(graph)
     if user_input is None and not payload:
@@ -186,7 +217,33 @@ def run_workflow(
         "name": mapped.workflow.get("name"),
         "models": sorted({describe_llm(m) for m in models_of(graph).values()}),
     }
-    return stream_run(graph, state, run_id, executor=executor, on_event=on_event, started=start)
+    if history is not None:
+        stored = {
+            "source": data,
+            "llm": llm if isinstance(llm, str) else None,
+            "user_input": user_input,
+            "payload": dict(payload or {}),
+        }
+        history.start_run(run_id, stored, workflow_id)
+    return stream_run(
+        graph, state, run_id, executor=executor, on_event=on_event, started=start, history=history
+    )
+
+
+def _owning_history(function: _F) -> _F:
+    """`storage=` given as a folder or URL is opened for the call and closed after it; a history object
+    given is the caller's and stays open."""
+
+    @functools.wraps(function)
+    def call(*args: Any, storage: Any, **kwargs: Any) -> Any:
+        history = _open_history(storage)
+        try:
+            return function(*args, storage=history, **kwargs)
+        finally:
+            if history is not storage:
+                history.close()
+
+    return cast(_F, call)
 
 
 def resume_workflow(
@@ -206,6 +263,270 @@ def resume_workflow(
     )
 
 
+@_owning_history
+def resume_run(
+    run_id: str,
+    decision: Any,
+    *,
+    storage: Any,
+    registry: Any = None,
+    executor: Any = None,
+    llm: Any = None,
+    on_event: EventCallback | None = None,
+) -> dict[str, Any]:
+    """Resume a run a HITL node paused, from any process: the run's stored source is compiled again with
+    the same checkpointer and carried on with the reviewer's decision.
+
+    Args:
+        run_id: the id of a run recorded by `run_workflow(..., history=...)` and now `interrupted`.
+        decision: `"approve"`, `"reject"`, or `{"decision": "approve"|"reject"|"edit", "edits": {...}}`
+            (`edits` replaces the result; `edited_output` and `comment` as `resume_workflow` takes).
+        storage: the folder holding `runs.sqlite`, a `postgresql://` URL, or a `RunHistory` /
+            `PgRunHistory`.
+        registry, executor: default a registry on the storage folder and an executor on it.
+        llm: a model or spec for every agent; default the one the run started with.
+
+    Raises:
+        RunResumeError: the run is unknown (404), not paused (409), or the decision does not fit (422).
+    """
+    from langgraph.types import Command
+
+    history = _open_history(storage)
+    record = history.run(run_id)
+    if record is None:
+        raise RunResumeError(
+            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
+        )
+    if record["status"] != "interrupted":
+        raise RunResumeError(
+            f"run {run_id!r} is {record['status']!r}, not 'interrupted': only a run paused at a HITL node "
+            "can be resumed",
+            status=409,
+            field="status",
+            run_id=run_id,
+        )
+    resume_value = check_decision(decision, run_id)
+    _check_allowed(resume_value["decision"], run_status(run_id, storage=history)["state"], run_id)
+    stored = record["source"]
+    source = stored.get("source", stored) if isinstance(stored, Mapping) else stored
+    own_executor = executor is None
+    if registry is None:
+        registry = _storage_registry(history, run_id)
+    if executor is None:
+        from echo_tools.executor import ToolExecutor
+
+        executor = ToolExecutor(registry)
+    if llm is None and isinstance(stored, Mapping):
+        llm = stored.get("llm")
+    try:
+        graph, _ = compile_source(source, registry, executor, llm=llm, checkpointer=history.checkpointer())
+        start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
+        history.set_status(run_id, "running")
+        # kept among the run's events, so a replay applies the same decisions
+        history.record(ToolEvent(type="run.resumed", run_id=run_id, input=resume_value))
+        return stream_run(
+            graph,
+            Command(resume=resume_value),
+            run_id,
+            executor=executor,
+            on_event=on_event,
+            started=start,
+            history=history,
+        )
+    finally:
+        if own_executor:
+            executor.close()
+
+
+@_owning_history
+def replay_run(
+    run_id: str,
+    *,
+    storage: Any,
+    new_run_id: str | None = None,
+    registry: Any = None,
+    executor: Any = None,
+    llm: Any = None,
+    on_event: EventCallback | None = None,
+) -> dict[str, Any]:
+    """Run a recorded run's workflow again under `new_run_id`, answering each tool call from the recorded
+    events in order (no tool runs; the events carry `metadata.replayed: true`) and applying the recorded
+    HITL decisions; returns the final state.
+
+    Raises:
+        RunResumeError: no run has this id (404).
+        ReplayMismatchError: the calls no longer match the recording (names the first call that differs).
+    """
+    from langgraph.types import Command
+
+    from echo_tools.history import MAX_LIMIT
+    from workflow_bridge.replay import ReplayExecutor, ReplayMismatchError
+
+    history = _open_history(storage)
+    record = history.run(run_id)
+    if record is None:
+        raise RunResumeError(
+            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
+        )
+    recorded = history.events(run_id=run_id, limit=MAX_LIMIT)
+    decisions = [e.input for e in recorded if e.type == "run.resumed"]
+    stored = record["source"]
+    own_executor = executor is None
+    if registry is None:
+        registry = _storage_registry(history, run_id)
+    if executor is None:
+        from echo_tools.executor import ToolExecutor
+
+        executor = ToolExecutor(registry)
+    replayer = ReplayExecutor(executor, recorded)
+    new_run_id = new_run_id or f"run_{uuid.uuid4().hex}"
+    try:
+        data = load_source(stored.get("source") or {})
+        graph, mapped = compile_source(data, registry, replayer, llm=llm or stored.get("llm"))
+        workflow_id = mapped.workflow.get("workflow_id")
+        state = initial_state(
+            stored.get("user_input"), workflow_id, new_run_id, **dict(stored.get("payload") or {})
+        )
+        start = {"type": "run.started", "run_id": new_run_id, "workflow_id": workflow_id, "replay_of": run_id}
+        final = stream_run(graph, state, new_run_id, executor=replayer, on_event=on_event, started=start)
+        while final.get("__interrupt__") and decisions:
+            decision = decisions.pop(0)
+            start = {"type": "run.resumed", "run_id": new_run_id, "decision": decision, "replayed": True}
+            final = stream_run(
+                graph,
+                Command(resume=decision),
+                new_run_id,
+                executor=replayer,
+                on_event=on_event,
+                started=start,
+            )
+    finally:
+        if own_executor:
+            executor.close()
+    if replayer.mismatch:
+        raise ReplayMismatchError(
+            f"the replay of run {run_id!r} no longer matches its recording: {replayer.mismatch}"
+        )
+    return final
+
+
+def check_decision(decision: Any, run_id: str = "") -> dict[str, Any]:
+    """A reviewer's decision in the form the HITL node takes, or `RunResumeError` (422) naming the field.
+
+    `"approve"` / `"reject"` / `"edit"`, or `{"decision": ..., "edits": {...}, "comment": text}`; `edits`
+    (an object) is what an `edit` puts in place of the paused node's `crew_result`.
+    """
+    if isinstance(decision, str):
+        decision = {"decision": decision}
+    if not isinstance(decision, Mapping):
+        raise RunResumeError(
+            f"decision must be 'approve', 'reject' or 'edit', got {decision!r:.80}",
+            status=422,
+            field="decision",
+            run_id=run_id,
+        )
+    kind = decision.get("decision")
+    if kind not in ("approve", "reject", "edit"):
+        raise RunResumeError(
+            f"decision must be 'approve', 'reject' or 'edit', got {kind!r:.80}",
+            status=422,
+            field="decision",
+            run_id=run_id,
+        )
+    value = {k: v for k, v in decision.items() if k != "edits"}
+    edits = decision.get("edits")
+    if kind == "edit":
+        if not isinstance(edits, Mapping):
+            raise RunResumeError(
+                f"edits must be an object for an 'edit' decision, got {edits!r:.80}",
+                status=422,
+                field="edits",
+                run_id=run_id,
+            )
+        # `crew_result` in the edits replaces the paused result as it is; other edits replace it whole
+        value.setdefault("edited_output", edits["crew_result"] if "crew_result" in edits else dict(edits))
+    elif edits is not None:
+        raise RunResumeError(
+            f"edits are only taken with an 'edit' decision, not with {kind!r}",
+            status=422,
+            field="edits",
+            run_id=run_id,
+        )
+    comment = value.get("comment")
+    if comment is not None and not isinstance(comment, str):
+        raise RunResumeError(
+            f"comment must be a string, got {comment!r:.80}", status=422, field="comment", run_id=run_id
+        )
+    return value
+
+
+def _check_allowed(kind: str, state: Mapping[str, Any], run_id: str) -> None:
+    # the paused node says which decisions it takes (the canvas's allowedDecisions, allowEdit)
+    for request in state.get("__interrupt__") or []:
+        if not isinstance(request, Mapping):
+            continue
+        # a canvas may label its own decisions ("publish", "revise"): only the ones the node knows count
+        allowed = [d for d in request.get("decisions") or () if d in HITL_DECISIONS] or list(HITL_DECISIONS)
+        if kind == "edit" and request.get("allow_edit") is False:
+            allowed = [d for d in allowed if d != "edit"]
+        if kind not in allowed:
+            raise RunResumeError(
+                f"decision {kind!r} is not one the HITL node {request.get('node_id')!r} of run {run_id!r} "
+                f"takes; it takes {', '.join(allowed)}",
+                status=422,
+                field="decision",
+                run_id=run_id,
+            )
+
+
+@_owning_history
+def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
+    """`{"run_id", "status", "state"}` of a recorded run: its status and its last checkpointed state.
+
+    Raises:
+        RunResumeError: no run has this id (404).
+    """
+    history = _open_history(storage)
+    record = history.run(run_id)
+    if record is None:
+        raise RunResumeError(
+            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
+        )
+    saver = history.checkpointer()
+    checkpoint = saver.get_tuple({"configurable": {"thread_id": run_id}})
+    values = dict(checkpoint.checkpoint.get("channel_values") or {}) if checkpoint else {}
+    pending = [w for w in (checkpoint.pending_writes or []) if w[1] == "__interrupt__"] if checkpoint else []
+    if pending:
+        values["__interrupt__"] = [getattr(i, "value", i) for w in pending for i in _as_list(w[2])]
+    return {"run_id": run_id, "status": record["status"], "state": values}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _open_history(storage: Any) -> Any:
+    if isinstance(storage, str) and storage.startswith(("postgresql://", "postgres://")):
+        from echo_tools.pg.history import PgRunHistory
+
+        return PgRunHistory(storage)
+    if isinstance(storage, (str, Path)):
+        from echo_tools.history import RunHistory
+
+        return RunHistory(storage)
+    return storage
+
+
+def _storage_registry(history: Any, run_id: str) -> Any:
+    # the catalogue beside an embedded history; a PostgreSQL history needs the caller's registry
+    path = getattr(history, "path", None)
+    if path is None:
+        raise ValueError(f"run {run_id!r}: pass registry= (the run history has no storage folder)")
+    from echo_tools.registry import ToolRegistry
+
+    return ToolRegistry(storage_dir=Path(path).parent)
+
+
 def stream_run(
     graph: Any,
     graph_input: Any,
@@ -214,8 +535,13 @@ def stream_run(
     executor: Any,
     on_event: EventCallback | None = None,
     started: dict[str, Any] | None = None,
+    history: Any = None,
 ) -> dict[str, Any]:
-    """Run a compiled graph on thread `run_id`, reporting progress to `on_event`; returns the final state."""
+    """Run a compiled graph on thread `run_id`, reporting progress to `on_event`; returns the final state.
+
+    With `history` (a `RunHistory`), the run's tool events are kept there and its status set at the end:
+    `interrupted`, `failed` (a tool call failed, or the run stopped on an error) or `completed`.
+    """
     emit = _safe(on_event)
     emit(started or {"type": "run.started", "run_id": run_id})
     if uses_rehearsal(graph):
@@ -226,8 +552,14 @@ def stream_run(
     names = _NAMES.get(graph) or {}
     nested = f"{run_id}/"  # sub-runs of `workflow` / `agent` tools called in this run (composite.py)
 
+    failures: list[str] = []
+
     def forward(event: Any) -> None:
         if event.run_id == run_id or (event.run_id or "").startswith(nested):
+            if history is not None:
+                history.record(event)
+            if event.type in ("tool.failed", "tool.timeout"):
+                failures.append(str(event.tool_id))
             data = event.to_dict()
             name = names.get(str(data.get("agent_id")))
             if name:
@@ -244,12 +576,21 @@ def stream_run(
                 interrupts.extend(chunk["__interrupt__"])
                 values = [getattr(i, "value", i) for i in chunk["__interrupt__"]]
                 emit({"type": "run.interrupted", "run_id": run_id, "interrupts": values})
+    except BaseException as exc:
+        if history is not None:
+            history.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}"[:2000])
+        raise
     finally:
         executor.remove_sink(forward)
     final = dict(graph.get_state(config).values)
     if interrupts:
         final["__interrupt__"] = interrupts
-    emit({"type": "run.finished", "run_id": run_id, "status": "interrupted" if interrupts else "completed"})
+    status = "interrupted" if interrupts else "completed"
+    if history is not None:
+        failed = not interrupts and failures
+        error = f"failed tool calls: {', '.join(failures)}" if failed else None
+        history.set_status(run_id, "failed" if failed else status, error)
+    emit({"type": "run.finished", "run_id": run_id, "status": status})
     return final
 
 

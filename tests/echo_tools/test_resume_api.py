@@ -1,0 +1,108 @@
+"""`GET /workflows/runs/{run_id}` and `POST /workflows/runs/{run_id}/resume`: a run paused by `echo-tools run`
+in another process is read and resumed through a real server on the same storage folder; bad requests get
+the API's error contract naming the field."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from echo_tools.api import create_app
+from echo_tools.executor import ToolExecutor
+from echo_tools.registry import ToolRegistry
+from echo_tools.settings import ApiSettings
+from tests.echo_tools import _api_support as support
+from tests.echo_tools._cli_support import cli
+from tests.echo_tools.test_resume_cli import gated_workflow
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "Cannot set an attribute on 'crewai", ImportWarning)
+    import workflow_bridge.runner  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")
+
+
+@pytest.fixture(scope="module")
+def paused_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A storage folder where `echo-tools run` (its own process) left two runs paused at the HITL gate."""
+    folder = tmp_path_factory.mktemp("resume_api")
+    home = folder / "home"
+    workflow = gated_workflow(folder)
+    for run_id in ("run_api_1", "run_api_2"):
+        paused = cli(home, "run", str(workflow), "--run-id", run_id, timeout=300)
+        assert paused.returncode == 0, paused.stderr[-2000:]
+        assert f"run {run_id} interrupted" in paused.stdout
+    return home
+
+
+@pytest.fixture
+def server(paused_home: Path) -> Iterator[str]:
+    registry = ToolRegistry(storage_dir=paused_home)
+    executor = ToolExecutor(registry)
+    with support.serve_in_thread(create_app(registry, executor, ApiSettings())) as url:
+        yield url
+    executor.close()
+
+
+def _error(response: httpx.Response, status: int, error_type: str, field: str | None) -> str:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert (body["error_type"], body["field"]) == (error_type, field)
+    return str(body["message"])
+
+
+@pytest.mark.slow  # the paused runs are made by `echo-tools run` processes
+def test_a_run_paused_by_another_process_is_read_and_resumed_over_http(server: str) -> None:
+    with httpx.Client(base_url=server, timeout=120) as client:
+        paused = client.get("/workflows/runs/run_api_1")
+        assert paused.status_code == 200, paused.text
+        body = paused.json()
+        assert (body["run_id"], body["status"]) == ("run_api_1", "interrupted")
+        assert body["state"]["__interrupt__"][0]["title"] == "Ship the sum?"
+
+        resumed = client.post(
+            "/workflows/runs/run_api_1/resume", json={"decision": "edit", "edits": {"crew_result": "five"}}
+        )
+        assert resumed.status_code == 200, resumed.text
+        assert resumed.json()["status"] == "completed"
+        assert resumed.json()["state"]["result"] == "five"
+        assert client.get("/workflows/runs/run_api_1").json()["status"] == "completed"
+
+        again = client.post("/workflows/runs/run_api_1/resume", json={"decision": "approve"})
+        assert "'completed'" in _error(again, 409, "conflict", "status")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("body", "field", "shown"),
+    [
+        ({"decision": "maybe"}, "body.decision", "'maybe'"),
+        ({"decision": ["approve"]}, "body.decision", "['approve']"),
+        ({}, "body.decision", "decision is required"),
+        ({"decision": "edit"}, "body.edits", "edits must be an object"),
+        ({"decision": "edit", "edits": "five"}, "body.edits", "'five'"),
+        ({"decision": "approve", "verdict": 1}, "body.verdict", "'verdict'"),
+    ],
+)
+def test_a_resume_request_that_does_not_fit_the_node_is_a_422_naming_the_field(
+    server: str, body: dict[str, Any], field: str, shown: str
+) -> None:
+    with httpx.Client(base_url=server, timeout=60) as client:
+        response = client.post("/workflows/runs/run_api_2/resume", json=body)
+        assert shown in _error(response, 422, "validation", field)
+        assert client.get("/workflows/runs/run_api_2").json()["status"] == "interrupted"
+
+
+@pytest.mark.slow
+def test_an_unknown_run_is_a_404_naming_it(server: str) -> None:
+    with httpx.Client(base_url=server, timeout=60) as client:
+        for response in (
+            client.get("/workflows/runs/run_nope"),
+            client.post("/workflows/runs/run_nope/resume", json={"decision": "approve"}),
+        ):
+            assert "'run_nope'" in _error(response, 404, "not_found", "run_id")
