@@ -146,8 +146,17 @@ class PgToolStorage:
 
     # -- writes --------------------------------------------------------------------------------------
 
-    def save(self, tool: ToolDef, *, check_names: bool = True) -> bool:
+    def save(
+        self,
+        tool: ToolDef,
+        *,
+        check_names: bool = True,
+        replaces: Callable[[ToolDef], None] | None = None,
+    ) -> bool:
         """Store one tool in a transaction; False when the stored copy was already identical.
+
+        `replaces` (as `ToolStorage.save`) is called with the stored copy, under its row lock, before
+        anything is written; it raises to refuse (a `remote` write over a shipped tool).
 
         Raises:
             ToolNameConflictError: `check_names` and another stored tool has one of its lookup keys (its
@@ -164,6 +173,8 @@ class PgToolStorage:
                 ).fetchone()
                 if row is not None and row[0] == data:
                     return False
+                if row is not None and replaces is not None:
+                    self._guard(tool.tool_id, row[0], replaces)
                 conn.execute(
                     "INSERT INTO echo_tools (tool_id, name, body, saved_at) VALUES (%s, %s, %s, now())"
                     " ON CONFLICT (tool_id) DO UPDATE SET name = excluded.name, body = excluded.body,"
@@ -182,14 +193,28 @@ class PgToolStorage:
             raise self._conflict(tool, keys) from exc
         return True
 
-    def delete(self, tool_id: str) -> bool:
-        """Remove one tool (and its keys) in a transaction; False when it was not stored."""
+    def delete(self, tool_id: str, *, removes: Callable[[ToolDef], None] | None = None) -> bool:
+        """Remove one tool (and its keys) in a transaction; False when it was not stored.
+
+        `removes` is called with the stored copy, under its row lock, before anything is removed.
+        """
         self.path_for(tool_id)
         with self.db.transaction() as conn:
+            if removes is not None:
+                row = conn.execute(
+                    "SELECT body FROM echo_tools WHERE tool_id = %s FOR UPDATE", (tool_id,)
+                ).fetchone()
+                if row is not None:
+                    self._guard(tool_id, row[0], removes)
             gone = conn.execute("DELETE FROM echo_tools WHERE tool_id = %s", (tool_id,)).rowcount
             if gone:
                 self._bump(conn, tool_id)
         return bool(gone)
+
+    def _guard(self, tool_id: str, body: Any, check: Callable[[ToolDef], None]) -> None:
+        stored, _ = self._parse(tool_id, body)
+        if stored is not None:  # an unreadable stored copy is replaced, as in the JSON store
+            check(stored)
 
     def _bump(self, conn: psycopg.Connection[Any], tool_id: str) -> None:
         # the row lock on echo_catalogue orders every catalogue write; NOTIFY is sent at commit
