@@ -162,7 +162,8 @@ def open_executor(
     from echo_tools.executor import ToolExecutor
 
     # every call is kept in the run history (`echo-tools events --run ID`, `GET /tools/events/history`)
-    sinks: list[Any] = [run_history(args)]
+    history = run_history(args, required=False)
+    sinks: list[Any] = [history] if history is not None else []
     if getattr(args, "events", None):
         from echo_tools.events import JsonlEventLog
 

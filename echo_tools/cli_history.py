@@ -8,6 +8,7 @@ command opens are kept on its `args` and closed by `close_stores(args)` when the
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,21 +60,35 @@ def open_stores_or_fail(url: str, days: float) -> Any:
         raise CliError(f"--database-url: {exc.message}", code=2) from exc
 
 
-def run_history(args: argparse.Namespace) -> Any:
+def run_history(args: argparse.Namespace, *, required: bool = True) -> Any:
     """The event history of this storage (opened once, pruned past `--history-days` when opened):
-    PostgreSQL's with a database URL, else `<storage>/runs.sqlite`."""
+    PostgreSQL's with a database URL, else `<storage>/runs.sqlite`.
+
+    Not `required` (calls and `serve`), a `runs.sqlite` that cannot be opened (a read-only storage
+    folder) is a warning and None: the calls still run, unrecorded.
+    """
+    from echo_tools.errors import ToolStorageError
+
     stores = pg_stores(args)
     if stores is not None:
         return stores.history
     history = getattr(args, "opened_history", None)
     if history is None:
-        from echo_tools.cli import storage_dir
+        from echo_tools.cli import PROG, storage_dir
         from echo_tools.history import RunHistory
 
         days = check_history_days(args)
-        history = RunHistory(storage_dir(args))
+        try:
+            history = RunHistory(storage_dir(args))
+            history.prune(days=days)
+        except (ToolStorageError, sqlite3.Error) as exc:  # a read-only folder, a damaged file
+            if history is not None:
+                history.close()
+            if required:
+                raise
+            sys.stderr.write(f"{PROG}: warning: calls are not kept in the run history: {exc}\n")
+            return None
         args.opened_history = history
-        history.prune(days=days)
     return history
 
 

@@ -48,7 +48,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         registry = open_registry(args, strict_egress=strict)
         executor = open_executor(registry, args, strict_egress=strict)
-        app = create_app(registry, executor, settings, history=run_history(args))
+        app = create_app(registry, executor, settings, history=run_history(args, required=False))
         stores = pg_stores(args)
         if stores is not None:
             # /tools/events on this replica streams every replica's events
