@@ -227,3 +227,18 @@ def test_a_malformed_database_url_is_named_without_its_password(
     assert "--database-url: database URL" in result.stderr and "is invalid" in result.stderr
     assert "u:***@" in result.stderr
     assert "s3cret" not in result.stderr
+
+
+def test_a_database_url_without_the_postgres_extra_says_what_to_install(
+    run_cli: InProcessCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    for name in [m for m in sys.modules if m.startswith("echo_tools.pg.") and m != "echo_tools.pg.wiring"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if psycopg were not installed
+    result = run_cli(tmp_path, "--database-url", "postgresql://127.0.0.1/echo", "list")
+    assert result.returncode == 2
+    assert "--database-url needs the postgres extra: pip install 'echo-tools[postgres]'" in result.stderr
+    migrated = run_cli(tmp_path, "migrate", "--to", "postgresql://127.0.0.1/echo")
+    assert migrated.returncode == 2 and "migrate needs the postgres extra" in migrated.stderr

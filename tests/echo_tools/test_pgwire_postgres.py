@@ -253,3 +253,14 @@ def test_two_serve_replicas_share_history_and_event_stream(two_replicas: list[st
         listener.join(0.3)
     assert seen and seen[0]["run_id"] == "sse-run" and seen[0]["tool_id"] == "tool_calculator"
     assert os.environ.get("ECHO_TOOLS_DATABASE_URL") is None  # the children had it, this process not
+
+    # the shipped calculator stays read-only over HTTP with the catalogue in PostgreSQL
+    shipped = httpx.get(f"{first}/tool_calculator", timeout=10).json()
+    replaced = httpx.post(f"{second}/register", json={**shipped, "description": "mine now"}, timeout=10)
+    assert replaced.status_code in (403, 409), replaced.text
+    assert "tool_calculator" in replaced.text
+    deleted = httpx.delete(f"{first}/tool_calculator", timeout=10)
+    assert deleted.status_code in (403, 409), deleted.text
+    for url in (first, second):
+        kept = httpx.get(f"{url}/tool_calculator", timeout=10).json()
+        assert kept["description"] == shipped["description"]
