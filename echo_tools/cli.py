@@ -223,7 +223,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(title=f"{len(rows)} tools in {storage_dir(args)}")
+        from echo_tools.cli_history import where
+
+        table = Table(title=f"{len(rows)} tools in {where(args)}")
         for column in ("tool_id", "type", "status", "version", "name"):
             table.add_column(column)
         for cells in rows:

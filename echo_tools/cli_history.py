@@ -8,7 +8,6 @@ command opens are kept on its `args` and closed by `close_stores(args)` when the
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,8 @@ def run_history(args: argparse.Namespace, *, required: bool = True) -> Any:
     Not `required` (calls and `serve`), a `runs.sqlite` that cannot be opened (a read-only storage
     folder) is a warning and None: the calls still run, unrecorded.
     """
+    import sqlite3
+
     from echo_tools.errors import ToolStorageError
 
     stores = pg_stores(args)
