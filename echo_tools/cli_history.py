@@ -74,6 +74,8 @@ def run_history(args: argparse.Namespace, *, required: bool = True) -> Any:
     if stores is not None:
         return stores.history
     history = getattr(args, "opened_history", None)
+    if history is None and not required and getattr(args, "history_unavailable", False):
+        return None  # already warned
     if history is None:
         from echo_tools.cli import PROG, storage_dir
         from echo_tools.history import RunHistory
@@ -88,6 +90,7 @@ def run_history(args: argparse.Namespace, *, required: bool = True) -> Any:
             if required:
                 raise
             sys.stderr.write(f"{PROG}: warning: calls are not kept in the run history: {exc}\n")
+            args.history_unavailable = True
             return None
         args.opened_history = history
     return history
