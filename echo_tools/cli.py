@@ -157,7 +157,7 @@ def require_tool(registry: ToolRegistry, ref: str) -> Any:
 def open_executor(
     registry: ToolRegistry, args: argparse.Namespace, *, strict_egress: bool = False
 ) -> ToolExecutor:
-    from echo_tools.cli_history import run_history
+    from echo_tools.cli_history import feeds_history, run_history
     from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
 
@@ -168,7 +168,10 @@ def open_executor(
         from echo_tools.events import JsonlEventLog
 
         sinks.append(JsonlEventLog(args.events))
-    return ToolExecutor(registry, sinks, egress=EgressPolicy() if strict_egress else EgressPolicy.local())
+    executor = ToolExecutor(registry, sinks, egress=EgressPolicy() if strict_egress else EgressPolicy.local())
+    if history is not None:
+        feeds_history(args, executor.events)
+    return executor
 
 
 def read_input(text: str | None) -> dict[str, Any]:
@@ -436,6 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 failure, 2 usage)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from echo_tools.cli_history import opened
+
+    opened(args)  # before any command copies args: the copies share what is opened
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

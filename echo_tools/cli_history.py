@@ -15,6 +15,15 @@ from typing import Any
 POSTGRES_HINT = "pip install 'echo-tools[postgres]' (from a clone: make install)"
 
 
+def opened(args: argparse.Namespace) -> dict[str, Any]:
+    """What this command opened (`pg_stores`, `history`, `feeds`): one dict shared by copies of `args`
+    made after it exists (`main` makes it first)."""
+    held = getattr(args, "cli_opened", None)
+    if held is None:
+        held = args.cli_opened = {}
+    return held
+
+
 def check_history_days(args: argparse.Namespace) -> float:
     """`--history-days`, a positive number of days, or a usage error naming it."""
     from echo_tools.cli import CliError
@@ -36,12 +45,10 @@ def pg_stores(args: argparse.Namespace) -> Any:
     url = database_url(getattr(args, "database_url", None))
     if url is None:
         return None
-    stores = getattr(args, "opened_pg_stores", None)
-    if stores is not None:
-        return stores
-    stores = open_stores_or_fail(url, check_history_days(args))
-    args.opened_pg_stores = stores
-    return stores
+    held = opened(args)
+    if "pg_stores" not in held:
+        held["pg_stores"] = open_stores_or_fail(url, check_history_days(args))
+    return held["pg_stores"]
 
 
 def open_stores_or_fail(url: str, days: float) -> Any:
@@ -73,8 +80,9 @@ def run_history(args: argparse.Namespace, *, required: bool = True) -> Any:
     stores = pg_stores(args)
     if stores is not None:
         return stores.history
-    history = getattr(args, "opened_history", None)
-    if history is None and not required and getattr(args, "history_unavailable", False):
+    held = opened(args)
+    history = held.get("history")
+    if history is None and not required and held.get("history_unavailable"):
         return None  # already warned
     if history is None:
         from echo_tools.cli import PROG, storage_dir
@@ -90,19 +98,30 @@ def run_history(args: argparse.Namespace, *, required: bool = True) -> Any:
             if required:
                 raise
             sys.stderr.write(f"{PROG}: warning: calls are not kept in the run history: {exc}\n")
-            args.history_unavailable = True
+            held["history_unavailable"] = True
             return None
-        args.opened_history = history
+        held["history"] = history
     return history
 
 
+FLUSH_WAIT_S = 10.0
+
+
+def feeds_history(args: argparse.Namespace, bus: Any) -> None:
+    """Note an `EventBus` that delivers to the history, so `close_stores` waits for its queued events."""
+    opened(args).setdefault("feeds", []).append(bus)
+
+
 def close_stores(args: argparse.Namespace) -> None:
-    """Close what `pg_stores` and `run_history` opened for this command."""
-    for name in ("opened_history", "opened_pg_stores"):
-        opened = getattr(args, name, None)
-        if opened is not None:
-            setattr(args, name, None)
-            opened.close()
+    """Close what `pg_stores` and `run_history` opened for this command, once the events queued for
+    them were delivered (an executor on an event loop delivers from a background thread)."""
+    held = opened(args)
+    for bus in held.pop("feeds", []):
+        bus.flush(FLUSH_WAIT_S)
+    for name in ("history", "pg_stores"):
+        resource = held.pop(name, None)
+        if resource is not None:
+            resource.close()
 
 
 def where(args: argparse.Namespace) -> str:
