@@ -242,3 +242,17 @@ def test_a_database_url_without_the_postgres_extra_says_what_to_install(
     assert "--database-url needs the postgres extra: pip install 'echo-tools[postgres]'" in result.stderr
     migrated = run_cli(tmp_path, "migrate", "--to", "postgresql://127.0.0.1/echo")
     assert migrated.returncode == 2 and "migrate needs the postgres extra" in migrated.stderr
+
+
+def test_runs_shows_the_recorded_status_of_a_workflow_run(run_cli: InProcessCli, tmp_path: Path) -> None:
+    history = RunHistory(tmp_path)
+    try:
+        history.start_run("wf-run", {"workflow": {}}, workflow_id="wf")
+        history.record(ToolEvent("tool.invoked", tool_id="t", run_id="wf-run", workflow_id="wf"))
+        history.set_status("wf-run", "interrupted")
+    finally:
+        history.close()
+    shown = run_cli(tmp_path, "runs")
+    assert shown.stdout.splitlines()[1].split()[:5] == ["wf-run", "wf", "interrupted", "1", "0"]
+    only = json.loads(run_cli(tmp_path, "runs", "--workflow", "other", "--json").stdout)
+    assert only == {"runs": []}
