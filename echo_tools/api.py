@@ -41,6 +41,8 @@ from echo_tools.settings import ApiSettings
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
+    from echo_tools.history import RunHistory
+    from echo_tools.pg.history import PgRunHistory
     from echo_tools.registry import ToolRegistry
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
@@ -106,11 +108,16 @@ def call_context(
 
 
 def make_router(
-    registry: ToolRegistry, executor: ToolExecutor, settings: ApiSettings | None = None
+    registry: ToolRegistry,
+    executor: ToolExecutor,
+    settings: ApiSettings | None = None,
+    *,
+    history: RunHistory | PgRunHistory | None = None,
 ) -> APIRouter:
     """The `/tools` routes, secured by `settings` (API key, body size), ready to mount into any app.
 
-    The router adds an event sink to `executor` and `registry` that feeds `GET /tools/events`.
+    The router adds an event sink to `executor` and `registry` that feeds `GET /tools/events`;
+    `history` (kept by the caller, usually also an executor sink) answers `GET /tools/events/history`.
     """
     settings = settings or ApiSettings()
     broadcaster = EventBroadcaster(settings.event_queue_size)
@@ -162,6 +169,10 @@ def make_router(
     ) -> StreamingResponse:
         stream = event_stream(broadcaster, run_id, settings.sse_ping_seconds, max_events)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+    from echo_tools.api_history import add_history_route
+
+    add_history_route(router, history, secured)
 
     @router.get("/metrics", dependencies=secured, summary="Executor metrics, Prometheus text format")
     async def metrics() -> PlainTextResponse:
@@ -338,9 +349,14 @@ def add_docs_routes(app: FastAPI, settings: ApiSettings) -> None:
 
 
 def create_app(
-    registry: ToolRegistry, executor: ToolExecutor, settings: ApiSettings | None = None
+    registry: ToolRegistry,
+    executor: ToolExecutor,
+    settings: ApiSettings | None = None,
+    *,
+    history: RunHistory | PgRunHistory | None = None,
 ) -> FastAPI:
-    """A FastAPI app serving `/tools` (and `/workflows` when the workflow bridge is installed).
+    """A FastAPI app serving `/tools` (and `/workflows` when the workflow bridge is installed);
+    `history` answers `GET /tools/events/history` (see `make_router`).
 
     Raises:
         ToolConfigError: the settings are unsafe (non-loopback host without an API key, CORS `*` with
@@ -350,7 +366,7 @@ def create_app(
     app = FastAPI(
         title="echo-tools", version=echo_tools.__version__, docs_url=None, redoc_url=None, openapi_url=None
     )
-    router = make_router(registry, executor, settings)
+    router = make_router(registry, executor, settings, history=history)
     app.include_router(router)
     add_docs_routes(app, settings)
     app.state.echo_tools = router.state  # type: ignore[attr-defined]

@@ -55,17 +55,24 @@ def open_registry(args: argparse.Namespace, *, strict_egress: bool = False) -> T
     The CLI is a local tool, so loopback egress is allowed (local API and MCP servers), except for
     `serve`, which keeps the strict default unless `--allow-loopback-egress` is given.
     """
+    from echo_tools.cli_history import pg_stores
     from echo_tools.egress import EgressPolicy
     from echo_tools.registry import DEFAULT_ALLOWED_MODULES, ToolRegistry
 
     tools_dir = agent_tools_dir()
     allowed = tuple(dict.fromkeys((*DEFAULT_ALLOWED_MODULES, *allowed_modules(args))))
+    stores = pg_stores(args)
     registry = ToolRegistry(
-        storage_dir=storage_dir(args),
+        storage_dir=None if stores is not None else storage_dir(args),
+        storage=stores.storage if stores is not None else None,
         discovery_dirs=[tools_dir] if tools_dir else [],
         allowed_modules=allowed,
         egress=EgressPolicy() if strict_egress else EgressPolicy.local(),
     )
+    if stores is not None:
+        from echo_tools.pg.wiring import attach
+
+        attach(registry, stores)  # another replica's catalogue change reloads this one
     if len(registry) == 0 and tools_dir is not None:
         registry.discover_local_tools()
     return registry
@@ -150,15 +157,21 @@ def require_tool(registry: ToolRegistry, ref: str) -> Any:
 def open_executor(
     registry: ToolRegistry, args: argparse.Namespace, *, strict_egress: bool = False
 ) -> ToolExecutor:
+    from echo_tools.cli_history import feeds_history, run_history
     from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
 
-    sinks: list[Any] = []
+    # every call is kept in the run history (`echo-tools events --run ID`, `GET /tools/events/history`)
+    history = run_history(args, required=False)
+    sinks: list[Any] = [history] if history is not None else []
     if getattr(args, "events", None):
         from echo_tools.events import JsonlEventLog
 
         sinks.append(JsonlEventLog(args.events))
-    return ToolExecutor(registry, sinks, egress=EgressPolicy() if strict_egress else EgressPolicy.local())
+    executor = ToolExecutor(registry, sinks, egress=EgressPolicy() if strict_egress else EgressPolicy.local())
+    if history is not None:
+        feeds_history(args, executor.events)
+    return executor
 
 
 def read_input(text: str | None) -> dict[str, Any]:
@@ -213,7 +226,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(title=f"{len(rows)} tools in {storage_dir(args)}")
+        from echo_tools.cli_history import where
+
+        table = Table(title=f"{len(rows)} tools in {where(args)}")
         for column in ("tool_id", "type", "status", "version", "name"):
             table.add_column(column)
         for cells in rows:
@@ -285,8 +300,18 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
+    """`events FILE`: a JSONL event log; `events` without FILE: the run history (see cli_history)."""
     from echo_tools.cli_output import format_event_line
 
+    if args.file is None:
+        from echo_tools.cli_history import cmd_events_history
+
+        return cmd_events_history(args)
+    for option, value in (("--tool", args.tool), ("--agent", args.agent), ("--since", args.since)):
+        if value is not None:
+            raise CliError(f"events {option} reads the run history: leave out FILE ({args.file!r})", code=2)
+    if args.limit is not None or args.json:
+        raise CliError(f"events --limit and --json read the run history: leave out FILE ({args.file!r})", 2)
     path = Path(args.file)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -344,6 +369,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="also allow Python tools from this package (repeatable; also after the command, "
         "and in $ECHO_TOOLS_ALLOWED_MODULES)",
     )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="keep everything in this PostgreSQL database (postgresql://...; default "
+        "$ECHO_TOOLS_DATABASE_URL; without one: the --storage folder and its runs.sqlite)",
+    )
+    parser.add_argument(
+        "--history-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="forget run history events older than this (default 30)",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -375,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_discover)
 
     from echo_tools.cli_parsers import (
+        add_history_parsers,
         add_mcp_parser,
         add_serve_parser,
         add_workflow_parsers,
@@ -383,10 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mcp_parser(sub, cmd_mcp)
 
-    p = sub.add_parser("events", help="pretty-print a JSONL event log")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--run-id", help="only the events of this run")
-    p.set_defaults(func=cmd_events)
+    from echo_tools.cli_history import cmd_migrate, cmd_runs
+
+    add_history_parsers(sub, events=cmd_events, runs=cmd_runs, migrate=cmd_migrate)
 
     add_workflow_parsers(sub, cmd_workflow)
     add_serve_parser(sub, cmd_serve)
@@ -401,6 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 failure, 2 usage)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from echo_tools.cli_history import opened
+
+    opened(args)  # before any command copies args: the copies share what is opened
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
@@ -411,6 +452,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"{PROG}: error: {describe(exc)}\n")
         return exc.code if isinstance(exc, CliError) else 1
+    finally:
+        from echo_tools.cli_history import close_stores
+
+        close_stores(args)
 
 
 def describe(exc: BaseException) -> str:

@@ -191,3 +191,40 @@ def add_serve_parser(sub: SubParsers, handler: Handler) -> None:
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     serve.set_defaults(func=handler)
+
+
+def add_history_parsers(sub: SubParsers, *, events: Handler, runs: Handler, migrate: Handler) -> None:
+    """`events` (a JSONL file, or the run history without one), `runs` and `migrate`."""
+    p = sub.add_parser(
+        "events",
+        help="print kept tool events: the run history, or a JSONL event log given as FILE",
+        description="Without FILE: the run history of the storage (runs.sqlite, or the database of "
+        "--database-url), oldest first, filtered by --run/--tool/--agent/--since. With FILE: that "
+        "JSONL event log (only --run applies).",
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="a JSONL event log (default: the run history)")
+    p.add_argument("--run", "--run-id", dest="run_id", metavar="RUN_ID", help="only the events of this run")
+    p.add_argument("--tool", metavar="ID", help="only the events of this tool (history)")
+    p.add_argument("--agent", metavar="ID", help="only the events of this agent (history)")
+    p.add_argument("--since", metavar="TIME", help="only events at or after this ISO 8601 time (history)")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N events, 1..10000 (history; default 100)")
+    p.add_argument("--json", action="store_true", help='print {"events": [...]} (history)')
+    p.set_defaults(func=events)
+
+    p = sub.add_parser("runs", help="list the runs kept in the run history, newest first")
+    p.add_argument("--workflow", metavar="ID", help="only the runs of this workflow")
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N runs (default 100)")
+    p.add_argument("--json", action="store_true", help='print {"runs": [...]}')
+    p.set_defaults(func=runs)
+
+    p = sub.add_parser(
+        "migrate",
+        help="copy the catalogue and MCP configs between the JSON store and PostgreSQL",
+        description="`migrate --to postgresql://...` copies the --storage folder into the database; "
+        "`migrate --from postgresql://... --to DIR` copies it back. Exit 1 when something was not copied.",
+    )
+    p.add_argument(
+        "--from", dest="source", metavar="URL|DIR", help="copy from here (default: the --storage folder)"
+    )
+    p.add_argument("--to", dest="target", required=True, metavar="URL|DIR", help="copy to here")
+    p.set_defaults(func=migrate)

@@ -8,6 +8,8 @@ become a proxy into the host); tools registered over HTTP may reference only the
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 import sys
 from pathlib import Path
 
@@ -40,16 +42,52 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"serve needs the server extra: pip install 'echo-tools[server]' ({exc})") from exc
     strict = not args.allow_loopback_egress
-    registry = open_registry(args, strict_egress=strict)
-    executor = open_executor(registry, args, strict_egress=strict)
-    app = create_app(registry, executor, settings)
-    auth = "API key required" if settings.key_required else "no API key: loopback only"
-    sys.stderr.write(
-        f"echo-tools: serving {len(registry)} tools from {settings.storage_dir} on "
-        f"http://{settings.host}:{settings.port}/tools ({auth})\n"
-    )
-    # open event streams never end on their own: give them a few seconds at shutdown, then close them
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level=args.log_level, timeout_graceful_shutdown=5
-    )
+    from echo_tools.cli_history import pg_stores, run_history, where
+
+    listener = bind(settings.host, settings.port)  # before anything is opened or printed
+    try:
+        registry = open_registry(args, strict_egress=strict)
+        executor = open_executor(registry, args, strict_egress=strict)
+        app = create_app(registry, executor, settings, history=run_history(args, required=False))
+        stores = pg_stores(args)
+        if stores is not None:
+            # /tools/events on this replica streams every replica's events
+            stores.history.follow(app.state.echo_tools.broadcaster)
+        auth = "API key required" if settings.key_required else "no API key: loopback only"
+        sys.stderr.write(
+            f"echo-tools: serving {len(registry)} tools from {where(args)} on "
+            f"http://{settings.host}:{settings.port}/tools ({auth})\n"
+        )
+        # open event streams never end on their own: give them a few seconds at shutdown, then close them
+        config = uvicorn.Config(
+            app, host=settings.host, port=settings.port, log_level=args.log_level, timeout_graceful_shutdown=5
+        )
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:
+        listener.close()
     return 0
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `host:port`, or a one-line error when the port is taken (exit 1)."""
+    from echo_tools.cli import CliError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CliError(f"serve --host {host!r} cannot be resolved: {exc.strerror}", code=2) from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(
+                f"serve: port {port} on {host} is already in use by another process; "
+                "stop it or choose another --port"
+            ) from exc
+        raise CliError(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import hashlib
 import json
 import logging
@@ -140,6 +141,8 @@ class CredentialStore:
     Args:
         storage_dir: the tool storage folder; the store is `credentials.enc` in it. None keeps the
             credentials in this process's memory only (nothing is written, no key is needed).
+        secrets: a blob store (`get`/`put` bytes by name, such as PostgreSQL's `PgSecretStore`) that
+            keeps the encrypted `credentials.enc` instead of the folder; every replica then shares it.
         key: the Fernet key; default `ECHO_TOOLS_SECRET_KEY`, read when first needed.
         egress: the policy OAuth2 token URLs are checked against when no other is given to `apply`.
         clock: monotonic seconds (tests replace it to expire tokens without waiting).
@@ -152,8 +155,15 @@ class CredentialStore:
         key: str | bytes | None = None,
         egress: EgressPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
+        secrets: Any = None,
     ) -> None:
-        self.path = Path(storage_dir).expanduser().resolve() / STORE_FILE if storage_dir is not None else None
+        self._secrets = secrets
+        in_folder = storage_dir is not None and secrets is None
+        self.path = (
+            Path(storage_dir).expanduser().resolve() / STORE_FILE if in_folder and storage_dir else None
+        )
+        self._in_memory = self.path is None and secrets is None
+        self.where = str(self.path) if self.path else f"database secret {STORE_FILE}" if secrets else "memory"
         self._key = key
         self.egress = egress
         self.clock = clock
@@ -168,8 +178,7 @@ class CredentialStore:
         self._locks = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
-        where = str(self.path) if self.path else "memory"
-        return f"CredentialStore({where!r}, names={sorted(self._entries())!r})"
+        return f"CredentialStore({self.where!r}, names={sorted(self._entries())!r})"
 
     # -- the key ---------------------------------------------------------------------------------------
 
@@ -199,16 +208,16 @@ class CredentialStore:
             data = json.loads(fernet.decrypt(token.encode("ascii")))
         except InvalidToken as exc:
             raise CredentialError(
-                f"{SECRET_KEY_ENV} does not decrypt credential {name!r} in {str(self.path)!r}: the store was "
+                f"{SECRET_KEY_ENV} does not decrypt credential {name!r} in {self.where!r}: the store was "
                 f"written with another key. Set the key it was written with; nothing was changed",
                 field=SECRET_KEY_ENV,
             ) from exc
         except (ValueError, UnicodeError) as exc:
             raise CredentialError(
-                f"credential {name!r} in {str(self.path)!r} is damaged and cannot be read", field=name
+                f"credential {name!r} in {self.where!r} is damaged and cannot be read", field=name
             ) from exc
         if not isinstance(data, dict):
-            raise CredentialError(f"credential {name!r} in {str(self.path)!r} is damaged", field=name)
+            raise CredentialError(f"credential {name!r} in {self.where!r} is damaged", field=name)
         return data
 
     # -- the file --------------------------------------------------------------------------------------
@@ -223,8 +232,10 @@ class CredentialStore:
 
     def _entries(self) -> dict[str, Any]:
         """name -> stored entry (`{"type", "secret"}` on disk, the credential itself in memory)."""
-        if self.path is None:
+        if self._in_memory:
             return self._memory
+        if self._secrets is not None:  # no cheap change check: read the row each time
+            return self._read_file()
         signature = self._signature()
         cached_signature, entries = self._loaded
         if signature is not None and signature == cached_signature:
@@ -234,13 +245,19 @@ class CredentialStore:
         return entries
 
     def _read_file(self) -> dict[str, Any]:
-        assert self.path is not None
         try:
-            raw = self.path.read_bytes()[: MAX_STORE_BYTES + 1]
+            if self._secrets is not None:
+                raw = self._secrets.get(STORE_FILE)
+                if raw is None:
+                    return {}
+                raw = raw[: MAX_STORE_BYTES + 1]
+            else:
+                assert self.path is not None
+                raw = self.path.read_bytes()[: MAX_STORE_BYTES + 1]
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise ToolStorageError(f"credential store {str(self.path)!r} cannot be read: {exc}") from exc
+            raise ToolStorageError(f"credential store {self.where!r} cannot be read: {exc}") from exc
         try:
             if len(raw) > MAX_STORE_BYTES:
                 raise ValueError(f"larger than {MAX_STORE_BYTES} bytes")
@@ -255,7 +272,7 @@ class CredentialStore:
                 raise ValueError("its credentials are not {name: {type, secret}} entries")
         except ValueError as exc:
             raise CredentialError(
-                f"credential store {str(self.path)!r} is damaged ({exc}); it is left as it is: "
+                f"credential store {self.where!r} is damaged ({exc}); it is left as it is: "
                 "move it aside to start a new one",
                 field="credentials",
             ) from exc
@@ -264,6 +281,10 @@ class CredentialStore:
     def _write_file(self, entries: dict[str, Any]) -> None:
         from echo_tools.storage import atomic_write_json
 
+        if self._secrets is not None:
+            document = {"format": FORMAT, "credentials": entries}
+            self._secrets.put(STORE_FILE, json.dumps(document, indent=2).encode("utf-8"))
+            return
         assert self.path is not None
         atomic_write_json(self.path, {"format": FORMAT, "credentials": entries})
         try:
@@ -273,14 +294,13 @@ class CredentialStore:
         self._loaded = (self._signature(), entries)
 
     def _locked(self) -> Any:
-        assert self._file_lock is not None
+        if self._file_lock is None:  # the database: each write is one transaction
+            return contextlib.nullcontext()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
             return self._file_lock.acquire(poll_interval=0.002)
         except Timeout as exc:
-            raise ToolStorageError(
-                f"credential store {str(self.path)!r} is locked by another writer"
-            ) from exc
+            raise ToolStorageError(f"credential store {self.where!r} is locked by another writer") from exc
 
     # -- public API ------------------------------------------------------------------------------------
 
@@ -294,7 +314,7 @@ class CredentialStore:
         """
         check_name(name)
         clean = check_credential(name, credential)
-        if self.path is None:
+        if self._in_memory:
             with self._lock:
                 status = "updated" if name in self._memory else "created"
                 self._memory[name] = clean
@@ -354,7 +374,7 @@ class CredentialStore:
 
     def remove(self, name: str) -> bool:
         """Forget a credential (no key needed); False when there was none of that name."""
-        if self.path is None:
+        if self._in_memory:
             with self._lock:
                 self._forget(name)
                 return self._memory.pop(name, None) is not None
@@ -382,7 +402,7 @@ class CredentialStore:
                 tool_id=tool_id,
                 field="execution_config.credential",
             )
-        if self.path is None:
+        if self._in_memory:
             return dict(entry)
         cached = self._plain.get(name)
         if cached is not None and cached[0] == entry["secret"]:

@@ -128,6 +128,9 @@ class RunHistory:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=5000")
+            # WAL with NORMAL: a commit waits for no disk sync (a power loss may drop the last events,
+            # never corrupt the file); with FULL the history could not keep up with a busy server
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.Error as exc:
             raise ToolStorageError(f"cannot open the run history {str(self.path)!r}: {exc}") from exc

@@ -171,7 +171,15 @@ def _config_path(registry: ToolRegistry) -> Path | None:
     return registry.storage.directory / CONFIG_FILE if registry.storage is not None else None
 
 
+def _database_configs(registry: ToolRegistry) -> Any:
+    """The database's MCP config table when the catalogue is in PostgreSQL (`PgToolStorage`), else None."""
+    return getattr(registry.storage, "mcp_configs", None)
+
+
 def _read_stored(registry: ToolRegistry) -> dict[str, Any]:
+    configs = _database_configs(registry)
+    if configs is not None:
+        return dict(configs.load())
     path = _config_path(registry)
     if path is None or not path.is_file():
         return {}
@@ -192,6 +200,15 @@ def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> 
             registry.mcp_servers.pop(name, None)
         else:
             registry.mcp_servers[name] = config
+        return
+    configs = _database_configs(registry)
+    if configs is not None:  # one row per server, written in its own transaction
+        if config is None:
+            configs.remove(name)
+        else:
+            configs.put(name, config)
+        registry.mcp_servers.clear()
+        registry.mcp_servers.update(configs.load())
         return
     from echo_tools.storage import atomic_write_json
 

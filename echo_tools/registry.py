@@ -154,7 +154,9 @@ class ToolRegistry:
             from echo_tools.credentials import CredentialStore
 
             folder = self.storage.directory if self.storage is not None else None
-            self._credentials = CredentialStore(folder, egress=self.egress)
+            # with PostgreSQL (`PgToolStorage`) the encrypted store lives in the database's secret table
+            secrets = getattr(self.storage, "secrets", None)
+            self._credentials = CredentialStore(folder, egress=self.egress, secrets=secrets)
         return self._credentials
 
     @property

@@ -34,7 +34,9 @@ def dsn_parts(dsn: str) -> dict[str, str]:
     try:
         return conninfo.conninfo_to_dict(dsn)  # type: ignore[return-value]
     except psycopg.ProgrammingError as exc:
-        raise ToolStorageError(f"database URL {redact(dsn)!r} is invalid: {exc}") from exc
+        # libpq's message quotes the whole DSN, password included
+        reason = str(exc).replace(dsn, redact(dsn))
+        raise ToolStorageError(f"database URL {redact(dsn)!r} is invalid: {reason}") from exc
 
 
 def redact(dsn: str) -> str:

@@ -155,8 +155,8 @@ class PgToolStorage:
     ) -> bool:
         """Store one tool in a transaction; False when the stored copy was already identical.
 
-        `replaces`, as for `ToolStorage.save`: called with the stored copy (its row locked) before anything
-        is written; it raises to refuse the replacement (the trust rules use it).
+        `replaces` (as `ToolStorage.save`) is called with the stored copy, under its row lock, before
+        anything is written; it raises to refuse (a `remote` write over a shipped tool).
 
         Raises:
             ToolNameConflictError: `check_names` and another stored tool has one of its lookup keys (its
@@ -196,7 +196,7 @@ class PgToolStorage:
     def delete(self, tool_id: str, *, removes: Callable[[ToolDef], None] | None = None) -> bool:
         """Remove one tool (and its keys) in a transaction; False when it was not stored.
 
-        `removes` is called with the stored copy (its row locked) first; it raises to refuse.
+        `removes` is called with the stored copy, under its row lock, before anything is removed.
         """
         self.path_for(tool_id)
         with self.db.transaction() as conn:
@@ -213,8 +213,8 @@ class PgToolStorage:
 
     def _guard(self, tool_id: str, body: Any, check: Callable[[ToolDef], None]) -> None:
         stored, _ = self._parse(tool_id, body)
-        if stored is not None:
-            check(stored)  # raises to refuse; the transaction rolls back
+        if stored is not None:  # an unreadable stored copy is replaced, as in the JSON store
+            check(stored)
 
     def _bump(self, conn: psycopg.Connection[Any], tool_id: str) -> None:
         # the row lock on echo_catalogue orders every catalogue write; NOTIFY is sent at commit

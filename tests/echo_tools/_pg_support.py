@@ -283,26 +283,24 @@ def approval_graph(checkpointer: Any) -> Any:
 
 
 def serve_replica(dsn: str, port: int) -> int:
-    """Run the `/tools` API on 127.0.0.1:`port` with every store in PostgreSQL (the integrator's hooks)."""
-    import uvicorn
+    """Run `echo-tools --database-url DSN serve` on 127.0.0.1:`port`, as docs/deploy.md shows."""
+    from echo_tools.cli import main as cli_main
 
-    from echo_tools import ToolExecutor, ToolRegistry
-    from echo_tools.api import create_app
-    from echo_tools.pg import attach, open_stores
-    from echo_tools.settings import ApiSettings
-
-    stores = open_stores(dsn)
-    agent_tools = Path(__file__).resolve().parents[2] / "AgentTools"
-    registry = ToolRegistry(storage=stores.storage, discovery_dirs=[agent_tools])  # type: ignore[arg-type]
-    attach(registry, stores)
-    registry.discover_local_tools()  # the manifests declare the entry points remote callers may copy
-    executor = ToolExecutor(registry, event_sinks=[stores.history])
-    app = create_app(registry, executor, ApiSettings(host="127.0.0.1", port=port))
-    stores.history.follow(app.state.echo_tools.broadcaster)  # SSE here streams every replica's calls
     print(f"serving {port}", flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-    stores.close()
-    return 0
+    with tempfile.TemporaryDirectory(prefix="echo-replica-") as folder:
+        return cli_main(
+            [
+                "--database-url",
+                dsn,
+                "--storage",
+                folder,
+                "serve",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ]
+        )
 
 
 if __name__ == "__main__":

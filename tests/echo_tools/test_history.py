@@ -160,6 +160,7 @@ async def test_as_an_executor_sink_it_keeps_the_calls_of_a_run(tmp_path: Path) -
     finally:
         await executor.aclose()
     assert result.success, result.error
+    assert executor.events.flush(10)  # on a loop, sinks get events from the delivery thread
     kept = history.events(run_id="run-1")
     assert [e.type for e in kept] == ["tool.invoked", "tool.completed"]
     assert kept[1].output == result.output
