@@ -31,6 +31,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/echo-tools demo
+	@echo
+	@echo "== a workflow that calls a stored sub-workflow, whose agent calls a skill (sample_workflows/composite)"
+	$(PY) sample_workflows/composite/run_sample.py
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
