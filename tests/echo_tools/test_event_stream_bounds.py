@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,27 @@ BIG_TEXT = "x" * 900_000
 def _length_call(client: httpx.Client, text: str = BIG_TEXT) -> None:
     answer = client.post("/tools/invoke/tool_text_tools", json={"operation": "length", "text": text})
     assert answer.status_code == 200, answer.text
+
+
+def _until_published(client: httpx.Client) -> None:
+    """Block until every event so far reached the stream's window, not just the callers' answers.
+
+    Sinks run off the request path in order (the run history, then the event stream): once a last small
+    call's events are in the history, every earlier event has been handed to the stream.
+    """
+    answer = client.post(
+        "/tools/invoke/tool_text_tools",
+        params={"run_id": "sentinel"},
+        json={"operation": "length", "text": "x"},
+    )
+    assert answer.status_code == 200, answer.text
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        kept = client.get("/tools/events/history", params={"run_id": "sentinel"}).json()["events"]
+        if any(e["type"] == "tool.completed" for e in kept):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the events never reached the history")
 
 
 async def _read_frame(lines: Any) -> dict[str, Any]:
@@ -50,9 +72,14 @@ def test_an_idle_stream_pins_a_bounded_window_not_every_event(tmp_path: Path) ->
                 with httpx.Client(base_url=url, timeout=60) as caller:
                     for _ in range(150):
                         await asyncio.to_thread(_length_call, caller)
+                    await asyncio.to_thread(_until_published, caller)
                 grown = peak_rss_kb(pid) - before
-                frames = [await _read_frame(lines) for _ in range(12)]
-                return grown, next((f for f in frames if f["event"] == "dropped"), {})
+                # the frames already in the sockets' buffers come first (a few MB); the notice follows them
+                for _ in range(400):
+                    frame = await _read_frame(lines)
+                    if frame["event"] == "dropped":
+                        return grown, frame
+                return grown, {}
 
     with echo_tools_serve(tmp_path) as (url, pid):
         grown, dropped = asyncio.run(scenario(url, pid))
