@@ -263,6 +263,18 @@ class RunHistory:
                 (status, error, _now(), run_id),
             )
 
+    def claim_run(self, run_id: str, expected: str = "interrupted", status: str = "running") -> bool:
+        """Move a run from `expected` to `status` in one step; False when it was not `expected` (another
+        process claimed it first: two resumes of one paused run never both go ahead)."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+        with self._transaction() as db:
+            moved = db.execute(
+                "UPDATE runs SET status = ?, error = NULL, updated = ? WHERE run_id = ? AND status = ?",
+                (status, _now(), run_id, expected),
+            ).rowcount
+        return bool(moved)
+
     def run(self, run_id: str) -> dict[str, Any] | None:
         """The recorded run `{run_id, workflow_id, status, source, error, created, updated}`, or None."""
         with self._lock:

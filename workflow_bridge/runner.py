@@ -321,7 +321,14 @@ def resume_run(
     try:
         graph, _ = compile_source(source, registry, executor, llm=llm, checkpointer=history.checkpointer())
         start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
-        history.set_status(run_id, "running")
+        if not history.claim_run(run_id):  # one step: a second resume of the same pause loses here
+            now = (history.run(run_id) or {}).get("status")
+            raise RunResumeError(
+                f"run {run_id!r} is {now!r}, not 'interrupted': another resume took it first",
+                status=409,
+                field="status",
+                run_id=run_id,
+            )
         # kept among the run's events, so a replay applies the same decisions
         history.record(ToolEvent(type="run.resumed", run_id=run_id, input=resume_value))
         return stream_run(

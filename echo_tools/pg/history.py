@@ -188,6 +188,17 @@ class PgRunHistory:
                 (status, error, _now(), run_id),
             )
 
+    def claim_run(self, run_id: str, expected: str = "interrupted", status: str = "running") -> bool:
+        """Move a run from `expected` to `status` in one statement; False when it was not `expected`."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+        with self.db.transaction() as conn:
+            moved = conn.execute(
+                "UPDATE echo_runs SET status = %s, error = NULL, updated = %s WHERE run_id = %s AND status = %s",
+                (status, _now(), run_id, expected),
+            ).rowcount
+        return bool(moved)
+
     def run(self, run_id: str) -> dict[str, Any] | None:
         """The recorded run `{run_id, workflow_id, status, source, error, created, updated}`, or None."""
         keys = ("run_id", "workflow_id", "status", "source", "error", "created", "updated")

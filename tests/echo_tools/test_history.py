@@ -196,3 +196,14 @@ def test_the_checkpointer_keeps_langgraph_state_in_the_same_file(tmp_path: Path)
     graph.compile(checkpointer=RunHistory(tmp_path).checkpointer()).invoke({"n": 1}, config)
     again = graph.compile(checkpointer=RunHistory(tmp_path).checkpointer())
     assert again.get_state(config).values == {"n": 2}
+
+
+def test_claiming_a_paused_run_succeeds_once(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path)
+    history.start_run("r", {"workflow": {}}, workflow_id="wf")
+    history.set_status("r", "interrupted")
+    other = RunHistory(tmp_path)  # another process's view of the same file
+    assert history.claim_run("r") is True
+    assert other.claim_run("r") is False  # the second resume of the same pause loses
+    assert other.run("r")["status"] == "running"
+    assert history.claim_run("unknown") is False

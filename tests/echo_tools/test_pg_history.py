@@ -212,3 +212,15 @@ def test_the_same_calls_answer_the_same_as_the_sqlite_history(history: PgRunHist
         assert history.count() == sqlite.count() == len(events)
     finally:
         sqlite.close()
+
+
+def test_claiming_a_paused_run_succeeds_once_across_replicas(history: PgRunHistory, dsn: str) -> None:
+    history.start_run("paused", {"workflow": {}}, workflow_id="wf")
+    history.set_status("paused", "interrupted")
+    replica = PgRunHistory(dsn)
+    try:
+        assert history.claim_run("paused") is True
+        assert replica.claim_run("paused") is False
+        assert replica.run("paused")["status"] == "running"
+    finally:
+        replica.close()
