@@ -682,35 +682,35 @@ class ToolRegistry:
         # a manifest found by discovery is what the package ships: `builtin`, whatever the file says
         return self._coerce(data, source=ToolSource.BUILTIN)  # checked by register() when new or changed
 
-    # -- MCP servers (implemented in echo_tools.mcp_config) ------------------------------------------
+    # -- MCP servers (implemented in echo_tools.mcp.config) ------------------------------------------
 
     def add_mcp_server(self, name: str, config: Mapping[str, Any]) -> list[ToolDef]:
         """Store an MCP server config (`mcpServers` entry shape), discover its tools and register them."""
-        from echo_tools.mcp_config import add_mcp_server
+        from echo_tools.mcp.config import add_mcp_server
 
         return add_mcp_server(self, name, config)
 
     def load_mcp_config(self, path: str | Path) -> dict[str, list[ToolDef]]:
         """Add every server of an `{"mcpServers": {...}}` JSON file; returns the tools per server."""
-        from echo_tools.mcp_config import load_mcp_config
+        from echo_tools.mcp.config import load_mcp_config
 
         return load_mcp_config(self, path)
 
     def refresh_mcp_server(self, name: str) -> list[ToolDef]:
         """Re-list one server's tools: new ones registered, changed ones updated, vanished ones disabled."""
-        from echo_tools.mcp_config import refresh_mcp_server
+        from echo_tools.mcp.config import refresh_mcp_server
 
         return refresh_mcp_server(self, name)
 
     def list_mcp_servers(self) -> dict[str, dict[str, Any]]:
         """Every configured MCP server (stored ones included), with secret values redacted."""
-        from echo_tools.mcp_config import list_mcp_servers
+        from echo_tools.mcp.config import list_mcp_servers
 
         return list_mcp_servers(self)
 
     def remove_mcp_server(self, name: str) -> list[str]:
         """Forget a server's config and disable its tools; returns the ids of the tools disabled."""
-        from echo_tools.mcp_config import remove_mcp_server
+        from echo_tools.mcp.config import remove_mcp_server
 
         return remove_mcp_server(self, name)
 

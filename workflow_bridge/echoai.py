@@ -185,8 +185,7 @@ def mount(
     Raises:
         ToolConfigError: the key is shorter than 8 characters.
     """
-    from echo_tools.api import make_router, workflow_runner_available
-    from echo_tools.api_workflows import make_workflow_router
+    from echo_tools.api import include_plugin_routers, make_router
     from echo_tools.settings import ApiSettings
 
     layer = layer_for(storage_dir, **options)
@@ -204,8 +203,7 @@ def mount(
         )
     router = make_router(layer.registry, layer.executor, settings)
     app.include_router(router)
-    if workflow_runner_available():
-        app.include_router(make_workflow_router(router.state))  # type: ignore[attr-defined]
+    include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
     _answer_the_contract_under(app, PREFIXES)
     return layer
 
@@ -216,7 +214,7 @@ def _answer_the_contract_under(app: Any, prefixes: tuple[str, ...]) -> None:
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
 
-    from echo_tools.api_errors import error_body
+    from echo_tools.api.errors import error_body
 
     previous = app.exception_handlers.get(HTTPException)
 

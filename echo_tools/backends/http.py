@@ -18,7 +18,6 @@ import asyncio
 import codecs
 import ipaddress
 import json
-import os
 import re
 import threading
 import time
@@ -31,6 +30,7 @@ import httpx
 from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.bounded_body import ACCEPT_ENCODING, UndecodableBodyError, read_bounded
 from echo_tools.credentials import credential_for
+from echo_tools.env_refs import ENV_REFERENCE, expand
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
 from echo_tools.redaction import is_secret_key
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from echo_tools.models import ToolContext, ToolDef
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 QUERY_METHODS = frozenset({"GET", "DELETE", "HEAD"})
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
@@ -70,18 +69,15 @@ def resolve_headers(tool: ToolDef, headers: dict[str, Any]) -> dict[str, str]:
         ToolConfigError: a referenced variable is not set (the header and variable are named); retrying
             would not help, so it is reported as a failed call without retries.
     """
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        text = str(value)
-        for var in ENV_REFERENCE.findall(text):
-            if var not in os.environ:
-                raise ToolConfigError(
-                    f"Tool {tool.tool_id!r}: header {name!r} needs environment variable {var!r}, which is not set",
-                    tool_id=tool.tool_id,
-                    field=f"execution_config.headers.{name}",
-                )
-        out[name] = ENV_REFERENCE.sub(lambda m: os.environ[m.group(1)], text)
-    return out
+
+    def missing(name: str, var: str) -> ToolConfigError:
+        return ToolConfigError(
+            f"Tool {tool.tool_id!r}: header {name!r} needs environment variable {var!r}, which is not set",
+            tool_id=tool.tool_id,
+            field=f"execution_config.headers.{name}",
+        )
+
+    return expand(headers, missing)
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

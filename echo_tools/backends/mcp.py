@@ -1,6 +1,6 @@
 """The `mcp` backend: tools of MCP servers on pooled sessions, and EchoAI's connector service path.
 
-`{server, tool}` calls go through one long-lived session per server (`echo_tools.mcp_sessions`). The
+`{server, tool}` calls go through one long-lived session per server (`echo_tools.mcp.sessions`). The
 SDK's client-side output validation is skipped (the executor validates once); `structuredContent` is the
 output when present, otherwise the text content (JSON parsed when it is JSON); the other content blocks
 (image, audio, resource link, embedded resource) are kept whole in `metadata["content"]`, where the
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from mcp import types
 
     from echo_tools.executor import ToolExecutor
-    from echo_tools.mcp_sessions import Listener, MCPSessionPool
+    from echo_tools.mcp.sessions import Listener, MCPSessionPool
     from echo_tools.models import ToolContext
 
 logger = logging.getLogger("echo_tools.mcp")
@@ -56,7 +56,7 @@ class MCPBackend(ToolBackend):
         """The executor's session pool (created at the first MCP call)."""
         pool = self._pool
         if pool is None:
-            from echo_tools.mcp_sessions import MCPSessionPool
+            from echo_tools.mcp.sessions import MCPSessionPool
 
             with self._lock:  # callers on several threads must share one pool, or sessions leak
                 if self._pool is None:
@@ -68,7 +68,7 @@ class MCPBackend(ToolBackend):
         """Call the tool on its server's pooled session (or post it to the connector service)."""
         if "connector_id" in tool.execution_config:
             return await self._call_connector(tool, args, context)
-        from echo_tools.mcp_config import server_config
+        from echo_tools.mcp.config import server_config
 
         server, name = tool.execution_config["server"], tool.execution_config["tool"]
         try:
@@ -147,7 +147,7 @@ class MCPBackend(ToolBackend):
 
     async def _refresh(self, server: str) -> None:
         # runs on the background loop when the server sends tools/list_changed
-        from echo_tools.mcp_config import apply_listing, server_config
+        from echo_tools.mcp.config import apply_listing, server_config
 
         registry = self.executor.registry
         listing = await self.pool.list_tools(server, server_config(registry, server))

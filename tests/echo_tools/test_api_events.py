@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from echo_tools.api_events import EventBroadcaster, format_sse, prometheus_text
+from echo_tools.api.events import EventBroadcaster, format_sse, prometheus_text
 from echo_tools.errors import ToolConfigError
 from echo_tools.events import ToolEvent
 from echo_tools.settings import ApiSettings, is_loopback_host

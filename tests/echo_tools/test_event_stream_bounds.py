@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from echo_tools.api_events import DEFAULT_MAX_CLIENTS, EventBroadcaster, TooManyClientsError
+from echo_tools.api.events import DEFAULT_MAX_CLIENTS, EventBroadcaster, TooManyClientsError
 from echo_tools.events import ToolEvent
 from tests.echo_tools._served import echo_tools_serve, peak_rss_kb
 

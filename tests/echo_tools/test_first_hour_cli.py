@@ -299,7 +299,7 @@ def test_events_shows_a_long_error_whole(capsys, tmp_path):
 
 
 def test_the_token_count_warning_is_shown_once_per_model(caplog):
-    from echo_tools.cli_output import TOKEN_COUNT_LOGGER, quiet_framework_logs
+    from echo_tools.cli.output import TOKEN_COUNT_LOGGER, quiet_framework_logs
 
     quiet_framework_logs()
     quiet_framework_logs()  # installing twice adds one filter

@@ -11,7 +11,7 @@ import pytest
 from mcp import types
 
 from echo_tools import MCPConnectionError, SideEffect, ToolConfigError, ToolNotFoundError, ToolStatus
-from echo_tools.mcp_config import (
+from echo_tools.mcp.config import (
     apply_listing,
     check_server_config,
     check_server_name,

@@ -18,7 +18,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from echo_tools import ToolContext, ToolExecutor, ToolRegistry
 from echo_tools.events import EVENT_TYPES, MemoryEventLog
 from echo_tools.llm_text import text_for_llm
-from echo_tools.mcp_sessions import list_catalogue
+from echo_tools.mcp.sessions import list_catalogue
 from echo_tools.runtime import run_sync
 from tests.echo_tools._mcp_support import SERVERS, HttpServer, make_executor, make_registry, stdio_config
 from workflow_bridge.crewai_tools import to_crewai_tool
@@ -240,7 +240,7 @@ async def test_executor_tool_node_streams_progress_and_returns_image_blocks(
 
 def test_resources_and_prompts_are_listed(served: tuple[ToolRegistry, ToolExecutor]) -> None:
     registry, _ = served
-    from echo_tools.mcp_config import server_config
+    from echo_tools.mcp.config import server_config
 
     config = server_config(registry, "content")
     resources = run_sync(list_catalogue("content", config, registry.egress, "resources"))

@@ -17,8 +17,8 @@ from mcp import types
 
 from echo_tools import EgressPolicy, MCPConnectionError, ToolContext, ToolExecutor, ToolRegistry, ToolStatus
 from echo_tools.backends.mcp import MCPBackend
-from echo_tools.mcp_config import check_server_config, register_server
-from echo_tools.mcp_sessions import discover_tools
+from echo_tools.mcp.config import check_server_config, register_server
+from echo_tools.mcp.sessions import discover_tools
 from echo_tools.models import ToolType
 from echo_tools.runtime import run_sync
 from tests.echo_tools._mcp_support import (

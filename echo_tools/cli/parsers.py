@@ -103,60 +103,6 @@ def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
         shown.set_defaults(func=handler)
 
 
-def add_workflow_parsers(sub: SubParsers, handler: Handler) -> None:
-    run = sub.add_parser("run", help="run a canvas or workflow JSON file, showing nodes and tool calls live")
-    run.add_argument("file", metavar="FILE", help="canvas payload, canvas export or {workflow, agents} JSON")
-    run.add_argument("--input", metavar="TEXT", help="the user input of the run")
-    run.add_argument(
-        "--llm",
-        metavar="SPEC",
-        help="model, e.g. openai/gpt-4o-mini (default: $ECHO_LLM or the offline rehearsal model)",
-    )
-    run.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
-    run.add_argument("--run-id", help="the run id (default: generated)")
-    run.set_defaults(func=handler)
-
-    resume = sub.add_parser(
-        "resume", help="resume a run paused at a HITL node (recorded in the storage's runs.sqlite)"
-    )
-    resume.add_argument("run_id", metavar="RUN_ID", help="the run id `run` printed when it paused")
-    decision = resume.add_mutually_exclusive_group(required=True)
-    decision.add_argument("--approve", action="store_true", help="approve the paused result")
-    decision.add_argument("--reject", action="store_true", help="reject it: the run ends")
-    decision.add_argument(
-        "--edit", metavar="JSON", help='replace the result: a JSON object, e.g. {"crew_result": "..."}'
-    )
-    resume.add_argument("--comment", metavar="TEXT", help="the reviewer's comment")
-    resume.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")
-    resume.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
-    resume.set_defaults(func=handler)
-
-    replay = sub.add_parser(
-        "replay", help="run a recorded run again, each tool call answered from its recorded events"
-    )
-    replay.add_argument("run_id", metavar="RUN_ID", help="the recorded run")
-    replay.add_argument("--run-id", dest="new_run_id", help="the new run's id (default: generated)")
-    replay.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")
-    replay.add_argument("--events", metavar="FILE", help="append the replay's tool events to this JSONL file")
-    replay.set_defaults(func=handler)
-
-    compile_ = sub.add_parser(
-        "compile", help="map and compile a workflow file; print diagnostics, nodes and edges"
-    )
-    compile_.add_argument("file", metavar="FILE")
-    compile_.add_argument("--json", action="store_true", help="print JSON")
-    compile_.set_defaults(func=handler)
-
-    demo = sub.add_parser("demo", help="discover AgentTools and run the sample workflow offline (make demo)")
-    demo.add_argument(
-        "--sample",
-        metavar="FILE",
-        help="workflow to run (default: sample_workflows/code_pipeline.canvas.json)",
-    )
-    demo.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
-    demo.set_defaults(func=handler)
-
-
 def add_serve_parser(sub: SubParsers, handler: Handler) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API (the /tools routes) with uvicorn")
     serve.add_argument(

@@ -11,7 +11,6 @@ allowed environment variables, and replace or delete only other `remote` tools.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from dataclasses import dataclass
@@ -24,16 +23,16 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import echo_tools
-from echo_tools.api_errors import (
+from echo_tools.api.errors import (
     ApiError,
     contract_route_class,
     error_body,
     from_failed_result,
     install_error_handlers,
 )
-from echo_tools.api_events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
-from echo_tools.api_security import install_security, make_guard
-from echo_tools.api_shapes import list_item
+from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
+from echo_tools.api.security import install_security, make_guard
+from echo_tools.api.shapes import list_item
 from echo_tools.backends import module_allowed
 from echo_tools.errors import EgressDeniedError
 from echo_tools.models import ToolContext, ToolDef, ToolPermission, ToolType
@@ -170,7 +169,7 @@ def make_router(
         stream = event_stream(broadcaster, run_id, settings.sse_ping_seconds, max_events)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
-    from echo_tools.api_history import add_history_route
+    from echo_tools.api.history import add_history_route
 
     add_history_route(router, history, secured)
 
@@ -247,8 +246,8 @@ def make_router(
             return {"valid": True, "tool_id": tool.tool_id, "message": "Input is valid"}
         return {"valid": False, "tool_id": tool.tool_id, "error": "; ".join(errors), "errors": errors}
 
-    from echo_tools.api_planning import add_planning_routes  # POST /tools/plan, GET /tools/graph
-    from echo_tools.api_thirdparty import add_thirdparty_routes  # OpenAPI import and credentials
+    from echo_tools.api.planning import add_planning_routes  # POST /tools/plan, GET /tools/graph
+    from echo_tools.api.thirdparty import add_thirdparty_routes  # OpenAPI import and credentials
 
     add_thirdparty_routes(router, state, secured)  # before `/{tool_id}`, which would shadow them
     add_planning_routes(router, state, secured)
@@ -325,12 +324,16 @@ def read_agent(agents_dir: Path | None, agent_id: str) -> dict[str, Any]:
     return data
 
 
-def workflow_runner_available() -> bool:
-    """True when `workflow_bridge.runner` is installed; checked without importing the agent frameworks."""
-    spec = importlib.util.find_spec("workflow_bridge")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    return any((Path(p) / "runner.py").is_file() for p in spec.submodule_search_locations)
+ROUTERS_GROUP = "echo_tools.routers"
+
+
+def include_plugin_routers(app: FastAPI, state: ApiState) -> None:
+    """Routers other installed packages add (entry points of the group `echo_tools.routers`, each a
+    function taking the `ApiState` and returning an `APIRouter`): the workflow bridge adds `/workflows`."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=ROUTERS_GROUP), key=lambda e: e.name):
+        app.include_router(entry.load()(state))
 
 
 def add_docs_routes(app: FastAPI, settings: ApiSettings) -> None:
@@ -370,11 +373,7 @@ def create_app(
     app.include_router(router)
     add_docs_routes(app, settings)
     app.state.echo_tools = router.state  # type: ignore[attr-defined]
-    if workflow_runner_available():
-        from echo_tools.api_workflows import make_workflow_router
-
-        state: ApiState = router.state  # type: ignore[attr-defined]
-        app.include_router(make_workflow_router(state))
+    include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
     install_error_handlers(app)
     install_security(app, settings)
     return app

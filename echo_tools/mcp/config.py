@@ -13,13 +13,13 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
 from echo_tools.models import (
     SideEffect,
@@ -49,7 +49,6 @@ TRANSPORTS = {
     "sse": "sse",
 }
 DISCOVERY_TIMEOUT_S = 60.0
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 # -- config checks -----------------------------------------------------------------------------------
@@ -127,32 +126,6 @@ def _check_strings(config: dict[str, Any], key: str, fail: Any) -> None:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise fail(key, f"'{key}' must map names to strings, got {value!r:.120}")
-
-
-def resolve_env_refs(values: Mapping[str, str], *, server: str, field: str) -> dict[str, str]:
-    """Replace `${VAR}` references with the environment's values (at connect time, never stored).
-
-    Raises:
-        ToolConfigError: a referenced variable is not set (the server, field and variable are named).
-    """
-
-    def lookup(match: re.Match[str], key: str) -> str:
-        var = match.group(1)
-        if var not in os.environ:
-            raise ToolConfigError(
-                f"MCP server {server!r}: {field}.{key} refers to environment variable {var!r}, which is not set",
-                field=f"mcpServers.{server}.{field}.{key}",
-            )
-        return os.environ[var]
-
-    out: dict[str, str] = {}
-    for key, value in values.items():
-
-        def replace(match: re.Match[str], key: str = key) -> str:
-            return lookup(match, key)
-
-        out[key] = _ENV_REF.sub(replace, value)
-    return out
 
 
 def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -355,7 +328,7 @@ def _discover_all(
     from echo_tools.runtime import run_sync
 
     async def each(name: str, config: dict[str, Any]) -> list[types.Tool] | ToolError:
-        from echo_tools.mcp_sessions import discover_tools
+        from echo_tools.mcp.sessions import discover_tools
 
         timeout = float(config.get("timeout") or 15.0) + DISCOVERY_TIMEOUT_S
         try:
@@ -391,7 +364,7 @@ def remove_mcp_server(registry: ToolRegistry, name: str) -> list[str]:
 
 
 def _discover(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list[types.Tool]:
-    from echo_tools.mcp_sessions import discover_tools
+    from echo_tools.mcp.sessions import discover_tools
     from echo_tools.runtime import run_sync
 
     timeout = float(config.get("timeout") or 15.0) + DISCOVERY_TIMEOUT_S
@@ -457,7 +430,7 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
 
 
 def _catalogue_method(tool: types.Tool) -> dict[str, str]:
-    from echo_tools.mcp_sessions import CATALOGUE_META
+    from echo_tools.mcp.sessions import CATALOGUE_META
 
     method = (tool.meta or {}).get(CATALOGUE_META)
     return {"method": method} if isinstance(method, str) else {}

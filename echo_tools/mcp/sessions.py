@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
-from echo_tools.mcp_config import resolve_env_refs
 from echo_tools.runtime import background_loop
 
 if TYPE_CHECKING:

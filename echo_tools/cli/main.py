@@ -9,201 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from echo_tools.executor import ToolExecutor
-    from echo_tools.registry import ToolRegistry
-
-PROG = "echo-tools"
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit code `code`."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-# -- shared plumbing ---------------------------------------------------------------------------------
-
-
-def agent_tools_dir() -> Path | None:
-    """The folder of the installed `AgentTools` package (found without importing it)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("AgentTools")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def storage_dir(args: argparse.Namespace) -> Path:
-    from echo_tools.settings import default_storage_dir
-
-    return Path(args.storage) if args.storage else default_storage_dir()
-
-
-def open_registry(args: argparse.Namespace, *, strict_egress: bool = False) -> ToolRegistry:
-    """The registry of `--storage`; the AgentTools manifests are discovered when the storage is empty.
-
-    The CLI is a local tool, so loopback egress is allowed (local API and MCP servers), except for
-    `serve`, which keeps the strict default unless `--allow-loopback-egress` is given.
-    """
-    from echo_tools.cli_history import pg_stores
-    from echo_tools.egress import EgressPolicy
-    from echo_tools.registry import DEFAULT_ALLOWED_MODULES, ToolRegistry
-
-    tools_dir = agent_tools_dir()
-    allowed = tuple(dict.fromkeys((*DEFAULT_ALLOWED_MODULES, *allowed_modules(args))))
-    stores = pg_stores(args)
-    registry = ToolRegistry(
-        storage_dir=None if stores is not None else storage_dir(args),
-        storage=stores.storage if stores is not None else None,
-        discovery_dirs=[tools_dir] if tools_dir else [],
-        allowed_modules=allowed,
-        egress=EgressPolicy() if strict_egress else EgressPolicy.local(),
-    )
-    if stores is not None:
-        from echo_tools.pg.wiring import attach
-
-        attach(registry, stores)  # another replica's catalogue change reloads this one
-    if len(registry) == 0 and tools_dir is not None:
-        registry.discover_local_tools()
-    return registry
-
-
-ENV_ALLOWED_MODULES = "ECHO_TOOLS_ALLOWED_MODULES"
-
-
-def allowed_modules(args: argparse.Namespace) -> list[str]:
-    """The packages given with `--allow-module` (before or after the command) and in
-    `$ECHO_TOOLS_ALLOWED_MODULES` (separated by commas or the path separator)."""
-    given = [*(getattr(args, "allow_module", None) or ()), *(getattr(args, "allow_module_late", None) or ())]
-    env = os.environ.get(ENV_ALLOWED_MODULES, "")
-    from_env = [m.strip() for part in env.split(os.pathsep) for m in part.split(",") if m.strip()]
-    return [*given, *from_env]
-
-
-def refused_tools(registry: ToolRegistry) -> list[dict[str, str]]:
-    """Stored tools that were not loaded because their module is outside the allowed modules:
-    `{tool_id, name, module, path}` each, read from the stored files the registry reported."""
-    out: list[dict[str, str]] = []
-    for problem in registry.problems():
-        if "allowed modules" not in problem.message:
-            continue
-        try:
-            data = json.loads(Path(problem.path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            config = data.get("execution_config")
-            module = config.get("module") if isinstance(config, dict) else None
-            out.append(
-                {
-                    "tool_id": str(data.get("tool_id") or Path(problem.path).stem),
-                    "name": str(data.get("name") or ""),
-                    "module": str(module or "?"),
-                    "path": problem.path,
-                }
-            )
-    return out
-
-
-def refused_hint(registry: ToolRegistry, ref: str | None = None) -> str | None:
-    """Why `ref` (or, without one, some stored tools) is missing when its module is not allowed, and how
-    to allow it; None when no stored tool was refused for that reason."""
-    refused = refused_tools(registry)
-    if ref is not None:
-        wanted = ref.strip().lower()
-        refused = [t for t in refused if wanted in (t["tool_id"].lower(), t["name"].lower())]
-    if not refused:
-        return None
-    packages = sorted({t["module"].split(".")[0] for t in refused})
-    if ref is not None:
-        what = (
-            f"tool {ref!r} is stored ({refused[0]['path']}) but its module {refused[0]['module']!r} "
-            "is not allowed"
-        )
-    else:
-        listed = ", ".join(f"{t['tool_id']!r} ({t['module']})" for t in refused)
-        what = f"{len(refused)} stored tool(s) not loaded because their module is not allowed: {listed}"
-    return (
-        f"{what}; allow it with "
-        + " ".join(f"--allow-module {p}" for p in packages)
-        + f" or {ENV_ALLOWED_MODULES}={','.join(packages)}, and make sure the package can be imported "
-        "(install it, or add its parent folder to PYTHONPATH)"
-    )
-
-
-def require_tool(registry: ToolRegistry, ref: str) -> Any:
-    """`registry.require(ref)`, saying so when the tool is stored but its module is not allowed."""
-    from echo_tools.errors import ToolNotFoundError
-
-    try:
-        return registry.require(ref)
-    except ToolNotFoundError as exc:
-        hint = refused_hint(registry, ref)
-        if hint is None:
-            raise
-        raise CliError(f"No tool matches {ref!r} in the loaded catalogue: {hint}") from exc
-
-
-def open_executor(
-    registry: ToolRegistry, args: argparse.Namespace, *, strict_egress: bool = False
-) -> ToolExecutor:
-    from echo_tools.cli_history import feeds_history, run_history
-    from echo_tools.egress import EgressPolicy
-    from echo_tools.executor import ToolExecutor
-
-    # every call is kept in the run history (`echo-tools events --run ID`, `GET /tools/events/history`)
-    history = run_history(args, required=False)
-    sinks: list[Any] = [history] if history is not None else []
-    if getattr(args, "events", None):
-        from echo_tools.events import JsonlEventLog
-
-        sinks.append(JsonlEventLog(args.events))
-    executor = ToolExecutor(registry, sinks, egress=EgressPolicy() if strict_egress else EgressPolicy.local())
-    if history is not None:
-        feeds_history(args, executor.events)
-    return executor
-
-
-def read_input(text: str | None) -> dict[str, Any]:
-    """`--input` as a JSON object: inline JSON, or `@path` to read it from a file."""
-    if text is None:
-        return {}
-    source = "--input"
-    if text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"--input file {str(path)!r} cannot be read: {exc.strerror or exc}") from exc
-        source = f"--input file {str(path)!r}"
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from exc
-    if not isinstance(data, dict):
-        raise CliError(f"{source} must be a JSON object, got {type(data).__name__}: {text.strip()[:60]!r}")
-    return data
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def use_rich() -> bool:
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
+from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint, require_tool
+from echo_tools.cli.common import PROG, CliError, print_json, read_input, use_rich
 
 # -- commands ----------------------------------------------------------------------------------------
 
@@ -217,7 +29,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     except ToolValidationError as exc:
         raise CliError(f"list --type: {exc}", code=2) from exc
     if args.json:
-        from echo_tools.api_shapes import list_items
+        from echo_tools.api.shapes import list_items
 
         print_json(list_items(tools))
         return 0
@@ -226,7 +38,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.table import Table
 
-        from echo_tools.cli_history import where
+        from echo_tools.cli.history import where
 
         table = Table(title=f"{len(rows)} tools in {where(args)}")
         for column in ("tool_id", "type", "status", "version", "name"):
@@ -301,10 +113,10 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 def cmd_events(args: argparse.Namespace) -> int:
     """`events FILE`: a JSONL event log; `events` without FILE: the run history (see cli_history)."""
-    from echo_tools.cli_output import format_event_line
+    from echo_tools.cli.output import format_event_line
 
     if args.file is None:
-        from echo_tools.cli_history import cmd_events_history
+        from echo_tools.cli.history import cmd_events_history
 
         return cmd_events_history(args)
     for option, value in (("--tool", args.tool), ("--agent", args.agent), ("--since", args.since)):
@@ -335,21 +147,15 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from echo_tools.cli_mcp import run_mcp
+    from echo_tools.cli.mcp import run_mcp
 
     return run_mcp(args, open_registry(args))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from echo_tools.cli_serve import serve
+    from echo_tools.cli.serve import serve
 
     return serve(args)
-
-
-def cmd_workflow(args: argparse.Namespace) -> int:
-    from echo_tools import cli_workflow
-
-    return int(getattr(cli_workflow, f"cmd_{args.command}")(args))
 
 
 # -- parser and entry point --------------------------------------------------------------------------
@@ -412,34 +218,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", metavar="DIR", help="folder to scan (default: the AgentTools package)")
     p.set_defaults(func=cmd_discover)
 
-    from echo_tools.cli_parsers import (
+    from echo_tools.cli.parsers import (
         add_history_parsers,
         add_mcp_parser,
         add_serve_parser,
-        add_workflow_parsers,
         allow_module_after_command,
     )
 
     add_mcp_parser(sub, cmd_mcp)
 
-    from echo_tools.cli_history import cmd_migrate, cmd_runs
+    from echo_tools.cli.history import cmd_migrate, cmd_runs
 
     add_history_parsers(sub, events=cmd_events, runs=cmd_runs, migrate=cmd_migrate)
 
-    add_workflow_parsers(sub, cmd_workflow)
+    add_plugin_parsers(sub)
     add_serve_parser(sub, cmd_serve)
-    from echo_tools.cli_thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
+    from echo_tools.cli.thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
 
     add_thirdparty_parsers(sub, run_thirdparty)
     allow_module_after_command(sub)
     return parser
 
 
+COMMANDS_GROUP = "echo_tools.commands"
+
+
+def add_plugin_parsers(sub: Any) -> None:
+    """Commands other installed packages add (entry points of the group `echo_tools.commands`, each a
+    function taking the subparsers): the workflow bridge adds `run`, `resume`, `replay`, `compile`, `demo`."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        entry.load()(sub)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 failure, 2 usage)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from echo_tools.cli_history import opened
+    from echo_tools.cli.history import opened
 
     opened(args)  # before any command copies args: the copies share what is opened
     try:
@@ -453,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {describe(exc)}\n")
         return exc.code if isinstance(exc, CliError) else 1
     finally:
-        from echo_tools.cli_history import close_stores
+        from echo_tools.cli.history import close_stores
 
         close_stores(args)
 
@@ -469,11 +286,3 @@ def describe(exc: BaseException) -> str:
     else:
         text = f"{type(exc).__name__}: {exc}"
     return " ".join(text.split())
-
-
-if __name__ == "__main__":
-    # run the imported module's main, so `python -m echo_tools.cli` and the helper modules share one
-    # `CliError` class (this file also runs as `__main__`, a second copy)
-    from echo_tools.cli import main as _main
-
-    sys.exit(_main())

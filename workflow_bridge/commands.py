@@ -16,14 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from echo_tools.api_shapes import compile_summary, diagnostic_dict
+from echo_tools.api.shapes import compile_summary, diagnostic_dict
 
 DEMO_SAMPLE = Path("sample_workflows") / "code_pipeline.canvas.json"
 
 
 def load_source(path_text: str) -> dict[str, Any]:
     """A workflow file as a JSON object (canvas payload, canvas export or `{workflow, agents}`)."""
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     path = Path(path_text)
     try:
@@ -40,7 +40,7 @@ def load_source(path_text: str) -> dict[str, Any]:
 
 
 def runner() -> Any:
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     try:
         import workflow_bridge.runner as module  # type: ignore[import-not-found,unused-ignore]
@@ -56,7 +56,8 @@ def compile_error() -> type[Exception]:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from echo_tools.cli import open_executor, open_registry, print_json
+    from echo_tools.cli.catalogue import open_executor, open_registry
+    from echo_tools.cli.common import print_json
 
     source = load_source(args.file)
     registry = open_registry(args)
@@ -125,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Resume a run paused at a HITL node (from any process) with `--approve`, `--reject` or `--edit JSON`;
     the rest runs live as `run` shows it, then the final `crew_result`. Same exit codes as `run`."""
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     decision: Any
     if args.edit is not None:
@@ -178,8 +179,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> int:
     """Open the registry, executor and run history of `--storage`, call `go` with a live printer, and
     print how the run ended; the shared body of `run` and `resume`."""
-    from echo_tools.cli import CliError, open_executor, open_registry, refused_hint, storage_dir, use_rich
-    from echo_tools.cli_output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
+    from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint
+    from echo_tools.cli.common import CliError, storage_dir, use_rich
+    from echo_tools.cli.output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
     from echo_tools.history import RunHistory
 
     registry = open_registry(args)
@@ -266,7 +268,9 @@ def _also_to_file(printer: Any, path: Path) -> Any:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Discover AgentTools into a fresh storage and run the sample workflow offline (or, without the
     workflow runner, list the tools and invoke the calculator once)."""
-    from echo_tools.cli import cmd_list, open_executor, open_registry, print_json
+    from echo_tools.cli.catalogue import open_executor, open_registry
+    from echo_tools.cli.common import print_json
+    from echo_tools.cli.main import cmd_list
 
     if not args.storage:
         args.storage = tempfile.mkdtemp(prefix="echo-tools-demo-")
@@ -275,7 +279,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     found = registry.discover_local_tools()
     sys.stdout.write(f"Discovered {len(found)} AgentTools: {', '.join(t.tool_id for t in found)}\n")
     sample = _sample_path(args.sample)
-    if sample is not None and _has_runner():
+    if sample is not None:
         args.file, args.input, args.llm, args.run_id = str(sample), None, None, None
         return cmd_run(args)
     cmd_list(argparse.Namespace(**{**vars(args), "type": None, "json": False}))
@@ -299,7 +303,70 @@ def _sample_path(given: str | None) -> Path | None:
     return None
 
 
-def _has_runner() -> bool:
-    from echo_tools.api import workflow_runner_available
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the workflow command `args.command` names."""
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "run": cmd_run,
+        "resume": cmd_resume,
+        "replay": cmd_replay,
+        "compile": cmd_compile,
+        "demo": cmd_demo,
+    }
+    return int(commands[args.command](args))
 
-    return workflow_runner_available()
+
+def add_parsers(sub: Any) -> None:
+    """`run`, `resume`, `replay`, `compile` and `demo`: added to `echo-tools` through the entry point
+    `echo_tools.commands` (the command line itself knows nothing of workflows)."""
+    handler = dispatch
+    run = sub.add_parser("run", help="run a canvas or workflow JSON file, showing nodes and tool calls live")
+    run.add_argument("file", metavar="FILE", help="canvas payload, canvas export or {workflow, agents} JSON")
+    run.add_argument("--input", metavar="TEXT", help="the user input of the run")
+    run.add_argument(
+        "--llm",
+        metavar="SPEC",
+        help="model, e.g. openai/gpt-4o-mini (default: $ECHO_LLM or the offline rehearsal model)",
+    )
+    run.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
+    run.add_argument("--run-id", help="the run id (default: generated)")
+    run.set_defaults(func=handler)
+
+    resume = sub.add_parser(
+        "resume", help="resume a run paused at a HITL node (recorded in the storage's runs.sqlite)"
+    )
+    resume.add_argument("run_id", metavar="RUN_ID", help="the run id `run` printed when it paused")
+    decision = resume.add_mutually_exclusive_group(required=True)
+    decision.add_argument("--approve", action="store_true", help="approve the paused result")
+    decision.add_argument("--reject", action="store_true", help="reject it: the run ends")
+    decision.add_argument(
+        "--edit", metavar="JSON", help='replace the result: a JSON object, e.g. {"crew_result": "..."}'
+    )
+    resume.add_argument("--comment", metavar="TEXT", help="the reviewer's comment")
+    resume.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")
+    resume.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
+    resume.set_defaults(func=handler)
+
+    replay = sub.add_parser(
+        "replay", help="run a recorded run again, each tool call answered from its recorded events"
+    )
+    replay.add_argument("run_id", metavar="RUN_ID", help="the recorded run")
+    replay.add_argument("--run-id", dest="new_run_id", help="the new run's id (default: generated)")
+    replay.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")
+    replay.add_argument("--events", metavar="FILE", help="append the replay's tool events to this JSONL file")
+    replay.set_defaults(func=handler)
+
+    compile_ = sub.add_parser(
+        "compile", help="map and compile a workflow file; print diagnostics, nodes and edges"
+    )
+    compile_.add_argument("file", metavar="FILE")
+    compile_.add_argument("--json", action="store_true", help="print JSON")
+    compile_.set_defaults(func=handler)
+
+    demo = sub.add_parser("demo", help="discover AgentTools and run the sample workflow offline (make demo)")
+    demo.add_argument(
+        "--sample",
+        metavar="FILE",
+        help="workflow to run (default: sample_workflows/code_pipeline.canvas.json)",
+    )
+    demo.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
+    demo.set_defaults(func=handler)

@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Any
 
-from echo_tools.api_shapes import event_dict as as_dict
+from echo_tools.api.shapes import event_dict as as_dict
 
 TOKEN_COUNT_LOGGER = "crewai.llms.base_llm"
 TOKEN_COUNT_MARKER = "approximate input token count"

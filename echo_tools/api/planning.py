@@ -13,7 +13,7 @@ import anyio
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field
 
-from echo_tools.api_shapes import list_item
+from echo_tools.api.shapes import list_item
 from echo_tools.models import ToolDef, ToolType
 from echo_tools.planning import MAX_PLAN_STEPS, Plan, plan
 

@@ -26,7 +26,7 @@ def opened(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_history_days(args: argparse.Namespace) -> float:
     """`--history-days`, a positive number of days, or a usage error naming it."""
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     days = getattr(args, "history_days", None)
     if days is None:
@@ -53,7 +53,7 @@ def pg_stores(args: argparse.Namespace) -> Any:
 
 def open_stores_or_fail(url: str, days: float) -> Any:
     """`open_stores(url)`, with a missing driver or a database that cannot be used as a usage error."""
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
     from echo_tools.errors import ToolStorageError
 
     try:
@@ -85,7 +85,7 @@ def run_history(args: argparse.Namespace, *, required: bool = True) -> Any:
     if history is None and not required and held.get("history_unavailable"):
         return None  # already warned
     if history is None:
-        from echo_tools.cli import PROG, storage_dir
+        from echo_tools.cli.common import PROG, storage_dir
         from echo_tools.history import RunHistory
 
         days = check_history_days(args)
@@ -131,7 +131,7 @@ def where(args: argparse.Namespace) -> str:
         from echo_tools.pg.database import describe
 
         return describe(stores.db.dsn)
-    from echo_tools.cli import storage_dir
+    from echo_tools.cli.common import storage_dir
 
     return str(storage_dir(args))
 
@@ -141,7 +141,7 @@ def where(args: argparse.Namespace) -> str:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """`echo-tools runs`: the runs with kept events, newest first."""
-    from echo_tools.cli import CliError, print_json
+    from echo_tools.cli.common import CliError, print_json
 
     history = run_history(args)
     try:
@@ -176,8 +176,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_events_history(args: argparse.Namespace) -> int:
     """`echo-tools events [--run ID] [--tool ID] [--agent ID] [--since T] [--limit N]`: the history."""
-    from echo_tools.cli import CliError, print_json
-    from echo_tools.cli_output import format_event_line
+    from echo_tools.cli.common import CliError, print_json
+    from echo_tools.cli.output import format_event_line
 
     history = run_history(args)
     try:
@@ -202,7 +202,7 @@ def cmd_events_history(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """`echo-tools migrate --to URL` (from `--storage`) or `--from URL --to DIR`: copy the catalogue."""
-    from echo_tools.cli import CliError, print_json, storage_dir
+    from echo_tools.cli.common import CliError, print_json, storage_dir
     from echo_tools.errors import ToolStorageError
 
     source: str | Path = args.source if args.source else storage_dir(args)

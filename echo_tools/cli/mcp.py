@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def pairs(values: list[str], option: str) -> dict[str, str]:
     """`["K=V", ...]` -> `{"K": "V"}`; an entry without `=` is an error naming the option and the value."""
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     out: dict[str, str] = {}
     for value in values:
@@ -36,7 +36,7 @@ def pairs(values: list[str], option: str) -> dict[str, str]:
 
 def server_config(args: argparse.Namespace) -> dict[str, Any]:
     """The `mcpServers` entry the options describe (`-- CMD ARG...`, `--command`, or `--url`)."""
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     rest = list(getattr(args, "server_command", None) or [])
     if rest and (args.command or args.url):
@@ -108,8 +108,8 @@ def run_mcp(args: argparse.Namespace, registry: ToolRegistry) -> int:
 
 def show_catalogue(registry: ToolRegistry, name: str, kind: str) -> int:
     """Print the server's resources (and resource templates) or prompts, one per line."""
-    from echo_tools.mcp_config import check_server_name, server_config
-    from echo_tools.mcp_sessions import list_catalogue
+    from echo_tools.mcp.config import check_server_name, server_config
+    from echo_tools.mcp.sessions import list_catalogue
     from echo_tools.runtime import run_sync
 
     name = check_server_name(name)

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from echo_tools.cli_parsers import Handler, SubParsers
+from echo_tools.cli.parsers import Handler, SubParsers
 
 SECRET_PROMPTS = {
     "bearer": "token",
@@ -70,7 +70,7 @@ def add_thirdparty_parsers(sub: SubParsers, handler: Handler) -> None:
 
 
 def run_thirdparty(args: argparse.Namespace) -> int:
-    from echo_tools.cli import open_registry
+    from echo_tools.cli.catalogue import open_registry
 
     if args.command == "import":
         return _import(args, open_registry(args))
@@ -86,7 +86,7 @@ def run_thirdparty(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{entry['name']}\t{entry['type']}\n")
         return 0
     if args.credentials_command == "remove":
-        from echo_tools.cli import CliError
+        from echo_tools.cli.common import CliError
 
         if not store.remove(args.name):
             raise CliError(f"no credential is named {args.name!r}")
@@ -98,7 +98,7 @@ def run_thirdparty(args: argparse.Namespace) -> int:
 
 
 def _read_credential(args: argparse.Namespace) -> dict[str, Any]:
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     if args.source:
         try:

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Query
 
-from echo_tools.api_errors import ApiError
+from echo_tools.api.errors import ApiError
 from echo_tools.history import DEFAULT_LIMIT, check_limit, check_since
 
 

@@ -18,7 +18,8 @@ from echo_tools.errors import ToolConfigError
 
 def serve(args: argparse.Namespace) -> int:
     """Build the app from the CLI options and run it until interrupted."""
-    from echo_tools.cli import CliError, open_executor, open_registry, storage_dir
+    from echo_tools.cli.catalogue import open_executor, open_registry
+    from echo_tools.cli.common import CliError, storage_dir
     from echo_tools.settings import ApiSettings
 
     settings = ApiSettings.from_env(
@@ -42,7 +43,7 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"serve needs the server extra: pip install 'echo-tools[server]' ({exc})") from exc
     strict = not args.allow_loopback_egress
-    from echo_tools.cli_history import pg_stores, run_history, where
+    from echo_tools.cli.history import pg_stores, run_history, where
 
     listener = bind(settings.host, settings.port)  # before anything is opened or printed
     try:
@@ -70,7 +71,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on `host:port`, or a one-line error when the port is taken (exit 1)."""
-    from echo_tools.cli import CliError
+    from echo_tools.cli.common import CliError
 
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)

@@ -20,10 +20,10 @@ import anyio
 from fastapi import APIRouter, Body, Depends
 from fastapi.responses import StreamingResponse
 
-from echo_tools.api_errors import ApiError, contract_route_class, from_tool_error
-from echo_tools.api_events import SSE_HEADERS, format_sse
-from echo_tools.api_security import make_guard
-from echo_tools.api_shapes import compile_summary, diagnostic_dict, event_dict
+from echo_tools.api.errors import ApiError, contract_route_class, from_tool_error
+from echo_tools.api.events import SSE_HEADERS, format_sse
+from echo_tools.api.security import make_guard
+from echo_tools.api.shapes import compile_summary, diagnostic_dict, event_dict
 from echo_tools.errors import ToolError
 
 if TYPE_CHECKING:

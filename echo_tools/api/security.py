@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
-from echo_tools.api_errors import ApiError, error_body
+from echo_tools.api.errors import ApiError, error_body
 from echo_tools.settings import is_loopback_host
 
 if TYPE_CHECKING:

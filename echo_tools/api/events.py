@@ -249,7 +249,7 @@ def event_stream(
     Raises:
         ApiError: 503 when `max_clients` streams are open.
     """
-    from echo_tools.api_errors import ApiError
+    from echo_tools.api.errors import ApiError
 
     try:
         client = broadcaster.add_client(run_id)

@@ -2,7 +2,7 @@
 
 Credentials go in and never come out: every answer names credentials and their types only. A spec is
 accepted as a JSON object or an http(s) URL (fetched under the executor's egress policy), never as a path
-on the server. Errors follow the API's contract (`echo_tools.api_errors`).
+on the server. Errors follow the API's contract (`echo_tools.api.errors`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from fastapi import APIRouter, Body
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
-from echo_tools.api_errors import ApiError
-from echo_tools.api_shapes import list_item
+from echo_tools.api.errors import ApiError
+from echo_tools.api.shapes import list_item
 from echo_tools.errors import EgressDeniedError
 
 if TYPE_CHECKING:
