@@ -1,4 +1,4 @@
-"""echo-tools against langchain-mcp-adapters on the same real MCP servers: discovery, per-call latency, features.
+"""echo-tools against langchain-mcp-adapters on the same real MCP servers: discovery, per call, features.
 
 Servers (installed beforehand, never fetched here; the run touches only 127.0.0.1):
   - `@modelcontextprotocol/server-everything` (npm, the protocol's reference server): stdio, and streamable
@@ -119,7 +119,8 @@ async def discovery(name: str, conn: dict[str, Any]) -> tuple[float, float, int,
         counts["ours"] = len(found)
 
     async def theirs() -> None:
-        tools = await MultiServerMCPClient({name: conn}).get_tools(server_name=name)  # type: ignore[dict-item]
+        client = MultiServerMCPClient({name: conn})  # type: ignore[dict-item]
+        tools = await client.get_tools(server_name=name)
         counts["theirs"] = len(tools)
 
     await ours()  # warm-up: imports and first connections are paid by neither side's figure

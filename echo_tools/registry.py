@@ -300,8 +300,8 @@ class ToolRegistry:
         """`register` for a batch (an OpenAPI import's operations): all are stored, or none.
 
         Every definition gets `register`'s checks first (a JSON Schema meta-check runs once per schema
-        shape, see `_shape`); then one lock, one storage write and one index write. Checks see the catalogue as it was
-        before the batch. With `PgToolStorage` each tool is its own transaction.
+        shape, see `_shape`); then one lock, one storage write and one index write. Checks see the
+        catalogue as it was before the batch. With `PgToolStorage` each tool is its own transaction.
 
         Args:
             tools: the definitions; an id may appear once.
