@@ -1,17 +1,15 @@
-"""Third-party tools: OpenAPI import time and the per-call cost of a credential.
+"""OpenAPI import time: a generated 500-operation document, in memory and into a storage folder.
 
-Rows: importing a generated 500-operation OpenAPI 3.1 document (in memory, and into a storage folder);
-then one `api` tool called through the executor against an aiohttp server on 127.0.0.1, with no
-credential, a bearer credential (decrypted once, then cached) and an OAuth2 client-credentials credential
-whose token is cached. Medians in microseconds; ratios against the call without a credential.
+An import is one batch (`ToolRegistry.register_many`): every operation's tool is checked (the JSON Schema
+meta-check once per schema shape), then all are written under one lock with one index write. Three
+documents: every operation's schemas alike, alike but for their wording (descriptions), and all distinct
+(the meta-check runs 500 times). The per-call cost of a credential is `bench_credentials.py`.
 
 Run: .venv/bin/python bench/bench_openapi.py
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -21,26 +19,26 @@ from pathlib import Path
 warnings.simplefilter("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import ameasure, report  # noqa: E402
+from _common import report  # noqa: E402
 
-from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry  # noqa: E402
-from echo_tools.credentials import SECRET_KEY_ENV, new_key  # noqa: E402
+from echo_tools import ToolRegistry  # noqa: E402
 from echo_tools.openapi import import_openapi  # noqa: E402
-from tests.echo_tools._thirdparty_support import (  # noqa: E402
-    BEARER,
-    CREDENTIALS,
-    ShopService,
-    oauth_credential,
-    shop_spec,
-)
 
-N = int(os.environ.get("BENCH_N", "2000"))
-ROUNDS = 5
+ROUNDS = 3
 
 
-def generated_spec(operations: int = 500) -> dict:
+def generated_spec(operations: int = 500, *, variety: str = "same") -> dict:
+    """A 3.1 document of `operations` operations (a GET and a PUT per path).
+
+    `variety`: "same" (every GET has one schema, every PUT another), "wording" (each parameter has its own
+    description, as real documents do), "shape" (each body has its own property: no two schemas alike).
+    """
     paths: dict = {}
+    schemas: dict = {}
     for i in range(operations // 2):
+        thing = "Thing" if variety != "shape" else f"Thing{i}"
+        if variety == "shape":
+            schemas[thing] = {"type": "object", "properties": {f"field{i}": {"type": "string"}}}
         paths[f"/things{i}/{{thing_id}}"] = {
             "get": {
                 "operationId": f"getThing{i}",
@@ -49,6 +47,7 @@ def generated_spec(operations: int = 500) -> dict:
                     {"name": "thing_id", "in": "path", "required": True, "schema": {"type": "integer"}},
                     {
                         "name": "fields",
+                        "description": f"fields of thing {i} to return" if variety != "same" else "fields",
                         "in": "query",
                         "schema": {"type": "array", "items": {"type": "string"}},
                     },
@@ -63,7 +62,7 @@ def generated_spec(operations: int = 500) -> dict:
                 ],
                 "requestBody": {
                     "required": True,
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thing"}}},
+                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{thing}"}}},
                 },
                 "responses": {"200": {"description": "ok"}},
             },
@@ -85,6 +84,7 @@ def generated_spec(operations: int = 500) -> dict:
                     },
                 },
                 "Owner": {"type": "object", "properties": {"email": {"type": "string"}}},
+                **schemas,
             }
         },
         "paths": paths,
@@ -92,90 +92,36 @@ def generated_spec(operations: int = 500) -> dict:
 
 
 def import_rows() -> list[list]:
-    spec = generated_spec()
     rows = []
-    start = time.perf_counter()
-    tools = import_openapi(ToolRegistry(), spec, provider="gen")
-    memory_s = time.perf_counter() - start
-    rows.append([f"import {len(tools)} operations, in-memory registry", memory_s * 1000, "ms"])
-    with tempfile.TemporaryDirectory() as folder:
-        registry = ToolRegistry(storage_dir=folder)
-        start = time.perf_counter()
-        import_openapi(registry, spec, provider="gen")
-        stored_s = time.perf_counter() - start
-        start = time.perf_counter()
-        import_openapi(registry, spec, provider="gen")
-        again_s = time.perf_counter() - start
-    rows.append([f"import {len(tools)} operations, into a storage folder", stored_s * 1000, "ms"])
-    rows.append(["re-import of the same document (nothing changed)", again_s * 1000, "ms"])
+    for variety, label in (
+        ("same", "schemas alike"),
+        ("wording", "schemas alike but for descriptions"),
+        ("shape", "every body schema distinct"),
+    ):
+        spec = generated_spec(variety=variety)
+        memory, stored, again = [], [], []
+        for _ in range(ROUNDS):  # the machine is shared: the best round of each
+            start = time.perf_counter()
+            count = len(import_openapi(ToolRegistry(), spec, provider="gen"))
+            memory.append(time.perf_counter() - start)
+            with tempfile.TemporaryDirectory() as folder:
+                registry = ToolRegistry(storage_dir=folder)
+                start = time.perf_counter()
+                import_openapi(registry, spec, provider="gen")
+                stored.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                import_openapi(registry, spec, provider="gen")
+                again.append(time.perf_counter() - start)
+                assert len(ToolRegistry(storage_dir=folder)) == count
+        rows.append([f"{count} operations, {label}: in-memory registry", min(memory) * 1000, "ms"])
+        rows.append([f"{count} operations, {label}: into a storage folder", min(stored) * 1000, "ms"])
+        rows.append([f"{count} operations, {label}: re-import, nothing changed", min(again) * 1000, "ms"])
     return rows
 
 
-async def call_rows() -> list[list]:
-    os.environ[SECRET_KEY_ENV] = new_key()
-    shop = ShopService().start()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            registry = ToolRegistry(storage_dir=folder, egress=EgressPolicy.local())
-            registry.credentials.set("shop-oauth", oauth_credential(shop.base))
-            registry.credentials.set("shop-bearer", CREDENTIALS["shop-bearer"])
-            spec = shop_spec(shop.base)
-            # the same endpoint three times: /reports accepts the bearer token and the OAuth2 tokens
-            shop.tokens.add(BEARER)
-            for provider, credential in (("plain", None), ("bearer", "shop-bearer"), ("oauth", "shop-oauth")):
-                import_openapi(
-                    registry, spec, provider=provider, credential=credential, operations=["listReports"]
-                )
-            executor = ToolExecutor(registry, egress=EgressPolicy.local())
-            plain = registry.require("plain_list_reports")
-            # without a credential the service refuses: the baseline sends the same header as a fixed one
-            plain.execution_config["headers"] = {"Authorization": f"Bearer {BEARER}"}
-            registry.register(plain)
-            timings: dict[str, float] = {}
-            calls = {}
-            for provider in ("plain", "bearer", "oauth"):
-                ref = f"{provider}_list_reports"
-                result = await executor.invoke(ref, {})
-                assert result.success, result.error
-
-                async def call(ref: str = ref) -> None:
-                    await executor.invoke(ref, {})
-
-                calls[provider] = call
-            store = registry.credentials
-            for name in ("shop-bearer", "shop-oauth"):
-
-                async def apply(name: str = name) -> None:
-                    await store.apply(name, f"{shop.base}/reports")
-
-                calls[f"apply {name}"] = apply
-            # the machine is shared: the cases take turns, and each keeps its best round's median
-            for _ in range(ROUNDS):
-                for case, fn in calls.items():
-                    n = N // ROUNDS * (10 if case.startswith("apply") else 1)
-                    median = await ameasure(fn, n)
-                    timings[case] = min(timings.get(case, median), median)
-            await executor.aclose()
-            assert shop.token_fetches == 1
-    finally:
-        shop.stop()
-    base = timings["plain"]
-    bearer, oauth = timings["apply shop-bearer"], timings["apply shop-oauth"]
-    return [
-        ["api call, fixed header (no credential)", base, "1.00x"],
-        ["api call, bearer credential", timings["bearer"], f"{timings['bearer'] / base:.2f}x"],
-        ["api call, oauth2 (token cached)", timings["oauth"], f"{timings['oauth'] / base:.2f}x"],
-        # what the credential adds to a call, against the call without one (end-to-end ratios above
-        # move more with the machine's load than with the credential)
-        ["CredentialStore.apply alone, bearer", bearer, f"{(base + bearer) / base:.3f}x"],
-        ["CredentialStore.apply alone, oauth2 (token cached)", oauth, f"{(base + oauth) / base:.3f}x"],
-    ]
-
-
 def main() -> None:
-    report(import_rows(), "OpenAPI import (generated OpenAPI 3.1 document)", ["case", "time", "unit"])
-    title = f"credential cost per call (best of {ROUNDS} rounds' medians, us)"
-    report(asyncio.run(call_rows()), title, ["case", "us", "ratio"])
+    title = f"OpenAPI import (generated OpenAPI 3.1 document, best of {ROUNDS})"
+    report(import_rows(), title, ["case", "time", "unit"])
 
 
 if __name__ == "__main__":

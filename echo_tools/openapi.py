@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from echo_tools.errors import ToolReadOnlyError, ToolRegistrationError
 from echo_tools.models import (
     SideEffect,
     ToolDef,
@@ -415,21 +416,57 @@ def import_openapi_report(
             report.skipped[0][1],
         )
     _unique_names(registry, planned)
-    for tool in planned:
-        current = registry.get(tool.tool_id)
-        if current is None or current.to_storage_dict() != tool.to_storage_dict():
-            registry.register(tool)  # an unchanged operation is not checked and written again
-        report.tools.append(registry.get(tool.tool_id) or tool)
+    # an unchanged operation is not checked and written again; the rest go in one batch, all or nothing
+    batch = [tool for tool in planned if _differs(registry.get(tool.tool_id), tool)]
     present = {f"{provider}_{item.op_id}"[:128] for item in found}
-    imported = {t.tool_id for t in report.tools}
+    imported = {t.tool_id for t in planned}
     for old in registry.list_by_tags([f"provider:{provider}"]):
         if old.source != ToolSource.OPENAPI or old.tool_id in imported or old.status == ToolStatus.DISABLED:
             continue
         if wanted is not None and old.tool_id in present:
             continue  # not asked for this time, but still in the document
-        registry.register(old.model_copy(update={"status": ToolStatus.DISABLED}))
+        batch.append(old.model_copy(update={"status": ToolStatus.DISABLED}))
         report.disabled.append(old.tool_id)
+    if batch:
+        try:
+            registry.register_many(batch, replaces=_imported_from(provider))
+        except ToolRegistrationError as exc:
+            where = next(
+                (t.metadata["openapi"]["pointer"] for t in planned if t.tool_id == exc.tool_id), None
+            )
+            at = f" (operation at {where})" if where else ""
+            raise type(exc)(
+                f"OpenAPI import of {provider!r} stored nothing: {exc.message}{at}",
+                tool_id=exc.tool_id,
+                field=exc.field,
+            ) from exc
+    report.tools = [registry.get(tool.tool_id) or tool for tool in planned]
     return report
+
+
+def _differs(current: ToolDef | None, tool: ToolDef) -> bool:
+    return current is None or current.to_storage_dict() != tool.to_storage_dict()
+
+
+def _imported_from(provider: str) -> Callable[[ToolDef], None]:
+    """The guard of an import: it replaces only the tools an import of the same provider created."""
+
+    def guard(current: ToolDef) -> None:
+        if current.source != ToolSource.OPENAPI or current.metadata.get("provider") != provider:
+            raise ToolReadOnlyError(
+                f"Tool {current.tool_id!r} exists (source {current.source.value!r}"
+                f"{_provider_of(current)}) and an import of provider {provider!r} may replace only the "
+                "tools it created; import under another provider name",
+                tool_id=current.tool_id,
+                field="provider",
+            )
+
+    return guard
+
+
+def _provider_of(tool: ToolDef) -> str:
+    provider = tool.metadata.get("provider") if tool.source == ToolSource.OPENAPI else None
+    return f", provider {provider!r}" if isinstance(provider, str) else ""
 
 
 def _selected(found: list[_Operation], provider: str, operations: Iterable[str] | None) -> set[str] | None:

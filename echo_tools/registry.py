@@ -291,6 +291,93 @@ class ToolRegistry:
             writable_remotely(current)
         return self._store(tool, writable_remotely)
 
+    def register_many(
+        self,
+        tools: Iterable[ToolDef | Mapping[str, Any]],
+        *,
+        replaces: Callable[[ToolDef], None] | None = None,
+    ) -> list[dict[str, str]]:
+        """`register` for a batch (an OpenAPI import's operations): all are stored, or none.
+
+        Every definition gets `register`'s checks first (a JSON Schema meta-check runs once per schema
+        shape, see `_shape`); then one lock, one storage write and one index write. Checks see the
+        catalogue as it was before the batch. With `PgToolStorage` each tool is its own transaction.
+
+        Args:
+            tools: the definitions; an id may appear once.
+            replaces: called with the current copy of every tool the batch would replace (in memory and
+                in storage), before anything is written; it raises to refuse.
+
+        Raises:
+            ToolRegistrationError: a definition is invalid, twice in the batch, or refused by `replaces`
+                (its tool_id and field are named); nothing is stored.
+            ToolNameConflictError: a name clashes with another tool's or another of the batch.
+            ToolStorageError: the storage folder cannot be written; nothing changes.
+        """
+        batch: list[ToolDef] = []
+        seen: set[str] = set()
+        for item in tools:
+            tool = self._coerce(item)
+            if tool.tool_id in seen:
+                raise ToolRegistrationError(
+                    f"tool_id {tool.tool_id!r} appears twice in one batch",
+                    tool_id=tool.tool_id,
+                    field="tool_id",
+                )
+            seen.add(tool.tool_id)
+            batch.append(tool)
+        checked: set[str] = set()
+        for tool in batch:
+            self._check(tool, checked)
+        with self._lock:
+            currents = [self._tools.get(tool.tool_id) for tool in batch]
+            if replaces is not None:
+                for current in currents:
+                    if current is not None:
+                        replaces(current)
+            self._check_batch_names(batch)
+            if isinstance(self.storage, ToolStorage):
+                existed = [self.storage.path_for(tool.tool_id).exists() for tool in batch]
+                changed = self.storage.save_many(batch, replaces=replaces)
+            elif self.storage is not None:  # PostgreSQL: a transaction per tool
+                existed = [self.storage.path_for(tool.tool_id).exists() for tool in batch]
+                changed = [self.storage.save(tool, replaces=replaces) for tool in batch]
+            else:
+                existed = [False] * len(batch)
+                changed = [True] * len(batch)
+            statuses = []
+            for position, (tool, current) in enumerate(zip(batch, currents, strict=True)):
+                if current is None or current.to_storage_dict() != tool.to_storage_dict():
+                    self._put(tool)
+                else:
+                    changed[position] = False  # keep the object we hand out, and its compiled validators
+                self._forget_problem(tool.tool_id)
+                statuses.append("updated" if current is not None or existed[position] else "registered")
+        for tool, status, was_changed in zip(batch, statuses, changed, strict=True):
+            if was_changed:
+                self.events.emit(
+                    ToolEvent(
+                        type="tool.registered",
+                        tool_id=tool.tool_id,
+                        tool_name=tool.name,
+                        tool_type=tool.tool_type.value,
+                        metadata={"status": status, "version": tool.version},
+                    )
+                )
+        return [{"tool_id": t.tool_id, "status": status} for t, status in zip(batch, statuses, strict=True)]
+
+    def _check_batch_names(self, batch: Sequence[ToolDef]) -> None:
+        # the catalogue as the batch leaves it: its tools replace their old versions' ids and keys
+        ids = {tool.tool_id for tool in batch}
+        tools = {**self._tools, **{tool.tool_id: tool for tool in batch}}
+        owners = {key: owner for key, owner in self._keys.items() if owner not in ids}
+        for tool in batch:
+            keys = tool.lookup_keys()
+            clash = _clash_in(tool, keys, tools, owners)
+            if clash:
+                raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
+            owners.update(dict.fromkeys(keys, tool.tool_id))
+
     def _store(self, tool: ToolDef, guard: Callable[[ToolDef], None] | None) -> dict[str, str]:
         with self._lock:
             clash = self._clash(tool)
@@ -349,7 +436,9 @@ class ToolRegistry:
                 field=field,
             ) from exc
 
-    def _check(self, tool: ToolDef) -> None:
+    def _check(self, tool: ToolDef, checked: set[str] | None = None) -> None:
+        """Everything `register` checks before taking the lock; `checked` (a batch's) holds the shapes of
+        the schemas that already passed the meta-check, as canonical JSON (see `_shape`)."""
         if f"{tool.tool_id}.json" in RESERVED_FILES:
             raise ToolRegistrationError(
                 f"tool_id {tool.tool_id!r} is reserved (the storage folder keeps its own "
@@ -357,8 +446,13 @@ class ToolRegistry:
                 tool_id=tool.tool_id,
                 field="tool_id",
             )
-        check_schema(tool.input_schema, field="input_schema", tool_id=tool.tool_id)
-        check_schema(tool.output_schema, field="output_schema", tool_id=tool.tool_id)
+        for field in ("input_schema", "output_schema"):
+            schema = getattr(tool, field)
+            shape = json.dumps(_shape(schema), sort_keys=True) if checked is not None else ""
+            if shape not in (checked or ()):
+                check_schema(schema, field=field, tool_id=tool.tool_id)
+                if checked is not None:
+                    checked.add(shape)
         check_execution_config(tool, self._allowed_modules, self.egress)
         if tool.tool_type == ToolType.SKILL:
             # a composite needs what its inner tools need: a caller without it is refused before any step runs
@@ -725,6 +819,20 @@ def _is_builtin_dir(base: Path) -> bool:
         return base.resolve() == builtin_tools_dir()
     except OSError:
         return False
+
+
+_ANNOTATIONS = frozenset({"description", "title", "$comment"})
+
+
+def _shape(value: Any) -> Any:
+    """`value` with the strings under `description`, `title` and `$comment` blanked: a JSON Schema is valid
+    exactly when its shape is (the meta-schema asks only that they be strings, and compiling ignores them),
+    so schemas that differ only in wording share one meta-check."""
+    if isinstance(value, dict):
+        return {k: "" if k in _ANNOTATIONS and isinstance(v, str) else _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(item) for item in value]
+    return value
 
 
 def _check_depths(tool_id: str | None, data: Mapping[str, Any]) -> None:
