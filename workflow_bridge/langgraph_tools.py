@@ -25,6 +25,7 @@ from echo_tools.events import ToolEvent
 from echo_tools.llm_text import content_blocks, text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
+from echo_tools.suggest import did_you_mean
 from workflow_bridge._schema_models import ToolView, as_context, resolve_bindings
 
 if TYPE_CHECKING:
@@ -299,7 +300,8 @@ class ExecutorToolNode(ToolNode):
 
     def _unknown(self, call: dict[str, Any]) -> ToolMessage:
         names = ", ".join(self.tool_names)
-        text = f"Error: {call['name']!r} is not a valid tool, try one of [{names}]."
+        hint = did_you_mean(str(call["name"]), self.tool_names)
+        text = f"Error: {call['name']!r} is not a valid tool, try one of [{names}].{hint}"
         writer = _WRITER.get()
         if writer is not None:
             # the executor never sees this call, so the node reports it in the events' shape itself
