@@ -112,3 +112,12 @@ def test_a_tool_registered_with_an_open_schema_still_accepts_extra_keys(tmp_path
         )
     )
     assert registry.input_errors("echo", {"a": "x", "b": 1}) == []
+
+
+def test_every_shipped_tool_refuses_an_unknown_key_naming_it(registry):
+    shipped = [t for t in registry.list_all() if t.tool_id.startswith("tool_")]
+    assert len(shipped) >= 11
+    for tool in shipped:
+        assert tool.input_schema.get("additionalProperties") is False, tool.tool_id
+        problems = registry.input_errors(tool.tool_id, {"zzz_unknown": 1})
+        assert any(p.startswith("input.zzz_unknown: unknown field 'zzz_unknown'") for p in problems), problems
