@@ -94,3 +94,16 @@ def explain_schema_error(error: Any, where: str, schema: Any) -> str | None:
 
 def _paren(alternatives: str) -> str:
     return f" (did you mean {alternatives}?)" if alternatives else ""
+
+
+def usage_hint(message: str, option_strings: Iterable[str]) -> str:
+    """ " Did you mean 'list'?" for an argparse usage error about a mistyped command or option, else ""."""
+    import re
+
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if choice is not None:
+        return did_you_mean(choice.group(1), [c.strip(" '") for c in choice.group(2).split(",")])
+    unknown = re.search(r"unrecognized arguments: (\S+)", message)
+    if unknown is not None and unknown.group(1).startswith("--"):
+        return did_you_mean(unknown.group(1).split("=", 1)[0], option_strings)
+    return ""

@@ -121,3 +121,21 @@ def test_every_shipped_tool_refuses_an_unknown_key_naming_it(registry):
         assert tool.input_schema.get("additionalProperties") is False, tool.tool_id
         problems = registry.input_errors(tool.tool_id, {"zzz_unknown": 1})
         assert any(p.startswith("input.zzz_unknown: unknown field 'zzz_unknown'") for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("argv", "typo", "meant"),
+    [
+        (["lst"], "'lst'", "'list'"),
+        (["mcp", "ad"], "'ad'", "'add'"),
+        (["--stroage=x", "list"], "--stroage", "'--storage'"),
+    ],
+)
+def test_a_mistyped_command_or_global_option_exits_2_saying_what_was_meant(capsys, argv, typo, meant):
+    from echo_tools.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert typo in err and f"Did you mean {meant}" in err
