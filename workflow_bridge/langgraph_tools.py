@@ -39,14 +39,22 @@ Ref = str | ToolDef | Mapping[str, Any] | tuple[str | ToolDef, Mapping[str, Any]
 
 
 def _call_blocking(
-    executor: ToolExecutor, tool_id: str, args: dict[str, Any], ctx: ToolContext
+    executor: ToolExecutor,
+    tool_id: str,
+    args: dict[str, Any],
+    ctx: ToolContext,
+    writer: Callable[[Any], None] | None = None,
 ) -> ToolResult:
     try:
         asyncio.get_running_loop()
-    except RuntimeError:  # no loop in this thread: wait here
-        return executor.invoke_sync(tool_id, args, ctx)
+    except RuntimeError:  # no loop in this thread: wait here; the pipeline (and its events) runs here too
+        token = _WRITER.set(writer)
+        try:
+            return executor.invoke_sync(tool_id, args, ctx)
+        finally:
+            _WRITER.reset(token)
     # a loop is running in this thread: never block it re-entrantly; use the shared background loop
-    return run_sync(executor.invoke(tool_id, args, ctx))
+    return run_sync(_streamed(writer, executor.invoke(tool_id, args, ctx)))
 
 
 _INJECTED_RUNTIME = {"runtime": Annotated[Any, InjectedToolArg()], "kwargs": Any, "return": tuple[Any, Any]}
@@ -153,11 +161,8 @@ def to_langchain_tool(
     def func(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
         call_id = getattr(runtime, "tool_call_id", None)
         args, call_ctx = view.call_args(kwargs), _with_call_id(ctx, call_id)
-        writer = _stream_writer()
-        if writer is None:
-            result = _call_blocking(executor, tool_id, args, call_ctx)
-        else:  # inside a graph run: the events go to its custom stream
-            result = run_sync(_streamed(writer, executor.invoke(tool_id, args, call_ctx)))
+        # inside a graph run the events go to its custom stream
+        result = _call_blocking(executor, tool_id, args, call_ctx, _stream_writer())
         return respond(result, call_id)
 
     async def coroutine(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:

@@ -193,3 +193,11 @@ def test_a_sync_graph_streams_the_events_of_every_call_of_one_message(registry, 
         ("tool.invoked", "c1"),
         ("tool.invoked", "c2"),
     ]
+
+
+def test_a_sync_agent_streams_the_events_of_an_async_tool_run_on_the_background_loop(registry, executor):
+    model = ScriptedChatModel(steps=[[call("shout", "c1", text="hey")], "done"])
+    agent = create_agent(model, tools=to_langchain_tools(["shout"], registry, executor, CONTEXT))
+    chunks = list(agent.stream({"messages": [HumanMessage("go")]}, stream_mode=["custom"]))
+    assert custom_events(chunks) == [("tool.invoked", "c1"), ("tool.completed", "c1")]
+    assert chunks[-1][1]["output"] == "HEY" and chunks[-1][1]["agent_id"] == "agent-7"
