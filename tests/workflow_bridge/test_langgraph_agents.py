@@ -163,7 +163,7 @@ def test_the_create_agent_example_of_the_doc_runs_as_written(tmp_path):
     (tmp_path / "my_tools.py").write_text(my_tools.group(1))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
     result = subprocess.run(
-        [sys.executable, "-W", "error", "-c", doc_block("## LangChain's create_agent")],
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", doc_block("## LangChain's create_agent")],
         cwd=tmp_path,
         env=env,
         capture_output=True,
