@@ -258,14 +258,20 @@ class ExecutorToolNode(ToolNode):
 
     @property
     def tools_by_name(self) -> dict[str, BaseTool]:
-        """The node's tools as `StructuredTool`s by LLM-facing name (what `create_react_agent` binds)."""
-        if self._structured is None:
-            bound = self._bound
-            if bound is None:
-                bound = [(tool, None) for tool in self.registry.list_all()]
-            tools = to_langchain_tools(bound, self.registry, self.executor, self.context)
-            self._structured = {t.name: t for t in tools}
-        return self._structured
+        """The node's tools as `StructuredTool`s by LLM-facing name (what `create_react_agent` binds).
+
+        Built once for a node given refs; a node without refs builds them from the registry's tools of
+        the moment on every read.
+        """
+        if self._structured is not None:
+            return self._structured
+        bound = self._bound if self._bound is not None else [(t, None) for t in self.registry.list_all()]
+        tools: dict[str, BaseTool] = {
+            t.name: t for t in to_langchain_tools(bound, self.registry, self.executor, self.context)
+        }
+        if self._bound is not None:
+            self._structured = tools
+        return tools
 
     def __iter__(self) -> Iterator[BaseTool]:
         """The node's tools, so `create_agent(model, tools=node)` takes them (run by its own `ToolNode`)."""

@@ -201,3 +201,12 @@ def test_a_sync_agent_streams_the_events_of_an_async_tool_run_on_the_background_
     chunks = list(agent.stream({"messages": [HumanMessage("go")]}, stream_mode=["custom"]))
     assert custom_events(chunks) == [("tool.invoked", "c1"), ("tool.completed", "c1")]
     assert chunks[-1][1]["output"] == "HEY" and chunks[-1][1]["agent_id"] == "agent-7"
+
+
+def test_a_node_without_refs_offers_tools_registered_after_it_was_built(registry, executor):
+    node = ExecutorToolNode(registry, executor)
+    before = set(node.tools_by_name)
+    registry.register(
+        registry.require("add").model_copy(update={"tool_id": "tool_add_later", "name": "add later"})
+    )
+    assert set(node.tools_by_name) - before == {"add_later"}
