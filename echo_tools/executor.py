@@ -47,6 +47,7 @@ from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
 from echo_tools.runtime import call_in_worker, run_in_worker, run_sync
 from echo_tools.schema import normalize_args
+from echo_tools.suggest import tool_hint
 
 if TYPE_CHECKING:
     import httpx
@@ -144,7 +145,8 @@ class ToolExecutor:
         # 1. resolve; refuse disabled tools
         tool = self.registry.resolve(ref)
         if tool is None:
-            refusal: ToolError = ToolNotFoundError(f"No tool matches {ref!r}", field="tool")
+            hint = tool_hint(self.registry, ref)  # "did you mean"
+            refusal: ToolError = ToolNotFoundError(f"No tool matches {ref!r}{hint}", field="tool")
             return self._refuse(None, ref, input_data, refusal, context, started, wait, call_id)
         if tool.status is ToolStatus.DISABLED:
             refusal = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)

@@ -38,6 +38,7 @@ from echo_tools.skills import check_skill_tools
 from echo_tools.storage import RESERVED_FILES, Problem, ToolStorage, describe_validation_error, gc_paused
 from echo_tools.stored_tools import check_stored_tool
 from echo_tools.stores import AgentStore, WorkflowStore
+from echo_tools.suggest import tool_hint
 from echo_tools.trust import (
     PYTHON_TYPES,
     entry_point,
@@ -575,7 +576,7 @@ class ToolRegistry:
         tool = self.resolve(ref)
         if tool is None:
             shown = ref.tool_id if isinstance(ref, ToolDef) else ref
-            raise ToolNotFoundError(f"No tool matches {shown!r}", field="tool")
+            raise ToolNotFoundError(f"No tool matches {shown!r}{tool_hint(self, shown)}", field="tool")
         return tool
 
     def __contains__(self, ref: object) -> bool:

@@ -15,6 +15,7 @@ import jsonschema_rs
 
 from echo_tools.errors import ToolRegistrationError
 from echo_tools.redaction import contains_secret, is_secret_key
+from echo_tools.suggest import explain_schema_error
 
 Validator = Callable[[Any], "list[str]"]
 
@@ -102,7 +103,7 @@ def format_path(path: Any) -> str:
     return out or "(root)"
 
 
-def _describe(error: Any, prefix: str) -> str:
+def _describe(error: Any, prefix: str, schema: Any = None) -> str:
     parts = list(error.instance_path)
     path = format_path(parts)
     if path == "(root)":
@@ -113,7 +114,7 @@ def _describe(error: Any, prefix: str) -> str:
         # jsonschema's messages quote the bad value; under a secret-named key that is the secret itself
         keyword = str(list(error.schema_path)[-1]) if list(error.schema_path) else "schema"
         return f"{where}: the value fails the schema's {keyword!r} rule (value redacted: secret field)"
-    return f"{where}: {error.message}"
+    return explain_schema_error(error, where, schema) or f"{where}: {error.message}"  # "did you mean"
 
 
 def _holds_secret(path: list[Any], instance: Any) -> bool:
@@ -125,12 +126,13 @@ def _holds_secret(path: list[Any], instance: Any) -> bool:
 class SchemaValidator:
     """A compiled validator for one schema; `errors(value)` returns readable messages, empty when valid."""
 
-    __slots__ = ("_prefix", "_validator", "accepts_anything")
+    __slots__ = ("_prefix", "_schema", "_validator", "accepts_anything")
 
     def __init__(self, schema: dict[str, Any], prefix: str = "input") -> None:
         self.accepts_anything = not schema
         self._validator = None if self.accepts_anything else _compile(schema)
         self._prefix = prefix
+        self._schema = schema  # read only when a value fails, to suggest the field or value meant
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SchemaValidator:
         # compiled validators are immutable and cannot be pickled; a deep copy of a ToolDef shares them
@@ -154,7 +156,7 @@ class SchemaValidator:
             return []
         out = []
         for error in self._validator.iter_errors(value):
-            out.append(_describe(error, self._prefix))
+            out.append(_describe(error, self._prefix, self._schema))
             if len(out) >= _MAX_ERRORS:
                 break
         return out

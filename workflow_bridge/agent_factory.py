@@ -14,6 +14,7 @@ from typing import Any
 
 from echo_tools.errors import ToolNotFoundError
 from echo_tools.models import ToolContext, ToolDef, ToolStatus
+from echo_tools.suggest import tool_hint
 from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
 
 logger = logging.getLogger("workflow_bridge.agent_factory")
@@ -136,6 +137,7 @@ class AgentFactory:
             raise ToolNotFoundError(
                 f"Agent {agent_label(agent_def)} names tool {ref!r}, which is not in the registry; "
                 "register it, discover AgentTools, or remove it from the agent's tools"
+                + tool_hint(self.registry, ref)  # ". Did you mean 'Calculator'?"
             )
         return tool
 

@@ -174,7 +174,9 @@ class WorkflowCompiler:
                         parse_condition(condition) if condition.strip() else None
                     except ConditionError as exc:
                         raise WorkflowCompileError(
-                            f"Conditional node {node_id!r}: {exc}", node_id=node_id, field="branches"
+                            f"Conditional node {_node_label(node_id, agent_map)}: {exc}",
+                            node_id=node_id,
+                            field="branches",
                         ) from exc
                 topo.add_conditional(node_id, targets)
             elif kind == "HITL":

@@ -1,10 +1,10 @@
 """Every catalogue tool as a LangChain `StructuredTool`, and a LangGraph tool node running calls directly.
 
-`to_langchain_tool` fits LangGraph's own `ToolNode` and `create_react_agent`: sync and async paths, the
-`ToolResult` as the message artifact, the call id in the executor's context, failures as
-`status="error"` messages. `ExecutorToolNode` replaces `ToolNode` when speed matters: it hands the calls
-of the last AI message straight to the executor, concurrently, and streams tool events to
-`stream_mode="custom"` as they happen.
+`to_langchain_tool` fits LangChain's `create_agent`, LangGraph's own `ToolNode` and `create_react_agent`:
+sync and async paths, the `ToolResult` as the message artifact, the call id in the executor's context,
+failures as `status="error"` messages. `ExecutorToolNode` is a `ToolNode` that hands the calls of the
+last AI message straight to the executor, concurrently. Both write the tool events to
+`stream_mode="custom"` as they happen when they run inside a graph.
 """
 
 from __future__ import annotations
@@ -12,18 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.tools import InjectedToolArg, StructuredTool, ToolException
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool, ToolException
 from langgraph.config import get_stream_writer
+from langgraph.prebuilt import ToolNode
 
 from echo_tools.events import ToolEvent
 from echo_tools.llm_text import content_blocks, text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
+from echo_tools.suggest import did_you_mean
 from workflow_bridge._schema_models import ToolView, as_context, resolve_bindings
 
 if TYPE_CHECKING:
@@ -37,14 +39,22 @@ Ref = str | ToolDef | Mapping[str, Any] | tuple[str | ToolDef, Mapping[str, Any]
 
 
 def _call_blocking(
-    executor: ToolExecutor, tool_id: str, args: dict[str, Any], ctx: ToolContext
+    executor: ToolExecutor,
+    tool_id: str,
+    args: dict[str, Any],
+    ctx: ToolContext,
+    writer: Callable[[Any], None] | None = None,
 ) -> ToolResult:
     try:
         asyncio.get_running_loop()
-    except RuntimeError:  # no loop in this thread: wait here
-        return executor.invoke_sync(tool_id, args, ctx)
+    except RuntimeError:  # no loop in this thread: wait here; the pipeline (and its events) runs here too
+        token = _WRITER.set(writer)
+        try:
+            return executor.invoke_sync(tool_id, args, ctx)
+        finally:
+            _WRITER.reset(token)
     # a loop is running in this thread: never block it re-entrantly; use the shared background loop
-    return run_sync(executor.invoke(tool_id, args, ctx))
+    return run_sync(_streamed(writer, executor.invoke(tool_id, args, ctx)))
 
 
 _INJECTED_RUNTIME = {"runtime": Annotated[Any, InjectedToolArg()], "kwargs": Any, "return": tuple[Any, Any]}
@@ -54,6 +64,50 @@ def _with_call_id(ctx: ToolContext, call_id: str | None) -> ToolContext:
     if not call_id:
         return ctx
     return ctx.model_copy(update={"tool_call_id": call_id})
+
+
+# -- the custom stream ---------------------------------------------------------------------------------
+
+_WRITER: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
+    "echo_tools_stream_writer", default=None
+)
+_FORWARDING: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _forward_to_stream(event: ToolEvent) -> None:
+    """Executor sink: hand each event to the LangGraph stream writer of the node running the call."""
+    writer = _WRITER.get()
+    if writer is not None:
+        writer(event.to_dict())
+
+
+def _forward_events(executor: ToolExecutor) -> None:
+    """Give `executor` the forwarding sink once (it is a no-op for calls made outside a graph)."""
+    if executor not in _FORWARDING:
+        _FORWARDING.add(executor)
+        # inline: it needs the calling node's context (its stream writer), and it never blocks
+        executor.add_sink(_forward_to_stream, inline=True)
+
+
+def _stream_writer() -> Callable[[Any], None] | None:
+    """The custom-stream writer of the graph run calling the node; None outside a graph run."""
+    try:
+        return get_stream_writer()
+    except (RuntimeError, KeyError):  # called directly, not as a node of a running graph
+        return None
+
+
+async def _streamed(writer: Callable[[Any], None] | None, work: Coroutine[Any, Any, Any]) -> Any:
+    """Await `work` with `writer` as the events' destination, in whichever task or loop runs it.
+
+    `run_sync` runs coroutines on the background loop, whose tasks do not inherit the caller's context
+    variables: the writer is set here, inside the coroutine, so it travels with it.
+    """
+    token = _WRITER.set(writer)
+    try:
+        return await work
+    finally:
+        _WRITER.reset(token)
 
 
 # -- StructuredTool ------------------------------------------------------------------------------------
@@ -74,7 +128,9 @@ def to_langchain_tool(
     returned images. Under a
     `ToolNode` (or `create_react_agent`) the call's `tool_call_id` reaches the executor's context and a
     failure becomes a `ToolMessage(status="error")` that keeps the `ToolResult` as its artifact; called
-    directly, a failure is a handled `ToolException` whose text tells the model what to fix.
+    directly, a failure is a handled `ToolException` whose text tells the model what to fix. Run inside
+    a graph (by `create_agent`, `ToolNode` or a node of your own), the call's tool events are written to
+    the graph's `stream_mode="custom"`.
 
     Args:
         tool: the catalogue entry; its JSON Schema is the `args_schema` (a parameter named `runtime` would
@@ -104,14 +160,17 @@ def to_langchain_tool(
 
     def func(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
         call_id = getattr(runtime, "tool_call_id", None)
-        result = _call_blocking(executor, tool_id, view.call_args(kwargs), _with_call_id(ctx, call_id))
+        args, call_ctx = view.call_args(kwargs), _with_call_id(ctx, call_id)
+        # inside a graph run the events go to its custom stream
+        result = _call_blocking(executor, tool_id, args, call_ctx, _stream_writer())
         return respond(result, call_id)
 
     async def coroutine(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
         call_id = getattr(runtime, "tool_call_id", None)
-        result = await executor.invoke(tool_id, view.call_args(kwargs), _with_call_id(ctx, call_id))
-        return respond(result, call_id)
+        work = executor.invoke(tool_id, view.call_args(kwargs), _with_call_id(ctx, call_id))
+        return respond(await _streamed(_stream_writer(), work), call_id)
 
+    _forward_events(executor)
     # Real annotation objects, not `from __future__` strings: LangChain inspects `func`'s type hints on
     # every call, and re-evaluating string annotations costs more than the tool call itself.
     func.__annotations__ = coroutine.__annotations__ = _INJECTED_RUNTIME
@@ -143,34 +202,16 @@ def to_langchain_tools(
 
 # -- ExecutorToolNode ----------------------------------------------------------------------------------
 
-_WRITER: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
-    "echo_tools_stream_writer", default=None
-)
-_FORWARDING: weakref.WeakSet[Any] = weakref.WeakSet()
 
+class ExecutorToolNode(ToolNode):
+    """A LangGraph `ToolNode` running the tool calls of the last AI message through the `ToolExecutor`.
 
-def _forward_to_stream(event: ToolEvent) -> None:
-    """Executor sink: hand each event to the LangGraph stream writer of the node running the call."""
-    writer = _WRITER.get()
-    if writer is not None:
-        writer(event.to_dict())
-
-
-def _stream_writer() -> Callable[[Any], None] | None:
-    """The custom-stream writer of the graph run calling the node; None outside a graph run."""
-    try:
-        return get_stream_writer()
-    except (RuntimeError, KeyError):  # called directly, not as a node of a running graph
-        return None
-
-
-class ExecutorToolNode(Runnable[Any, Any]):
-    """A LangGraph node running the tool calls of the last AI message through the `ToolExecutor`.
-
-    Use it where `ToolNode` goes (`builder.add_node("tools", node)`, routed by `tools_condition`). The
-    calls run concurrently (at most `max_concurrency` at once) and come back as `ToolMessage`s in call
-    order, each with its `ToolResult` as the artifact; failures and unknown tool names are
-    `status="error"` messages telling the model what to fix. Tool events go to `stream_mode="custom"`.
+    Use it where `ToolNode` goes (`builder.add_node("tools", node)`, routed by `tools_condition`, or
+    `create_react_agent(model, node)`). The calls run concurrently (at most `max_concurrency` at once)
+    and come back as `ToolMessage`s in call order, each with its `ToolResult` as the artifact; failures
+    and unknown tool names are `status="error"` messages telling the model what to fix. Tool events go to
+    `stream_mode="custom"`. `tools_by_name` (and iterating the node) gives the tools as `StructuredTool`s,
+    for `model.bind_tools` and for LangChain's `create_agent(model, tools=node)`.
 
     Args:
         registry: where tool names are resolved.
@@ -195,26 +236,46 @@ class ExecutorToolNode(Runnable[Any, Any]):
         max_concurrency: int = 8,
         tags: Sequence[str] | None = None,
     ) -> None:
-        self.name = name
-        self.tags = list(tags) if tags else None
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
+        # the tools are given lazily (`tools_by_name`): calls never go through ToolNode's own path
+        super().__init__([], name=name, tags=list(tags) if tags else None, messages_key=messages_key)
         self.registry = registry
         self.executor = executor
         self.context = as_context(context)
         self.messages_key = messages_key
         self.max_concurrency = max_concurrency
         self._views: dict[str, ToolView] | None = None
+        self._bound: list[tuple[ToolDef, Mapping[str, Any] | None]] | None = None
+        self._structured: dict[str, BaseTool] | None = None
         if refs is not None:
-            self._views = {}
-            for tool, binding in resolve_bindings(refs, registry):
+            self._views, self._bound = {}, resolve_bindings(refs, registry)
+            for tool, binding in self._bound:
                 view = ToolView(tool, binding)
                 self._views.setdefault(view.name, view)
                 self._views.setdefault(tool.tool_id, view)
-        if executor not in _FORWARDING:
-            _FORWARDING.add(executor)
-            # inline: it needs the calling node's context (its stream writer), and it never blocks
-            executor.add_sink(_forward_to_stream, inline=True)
+        _forward_events(executor)
+
+    @property
+    def tools_by_name(self) -> dict[str, BaseTool]:
+        """The node's tools as `StructuredTool`s by LLM-facing name (what `create_react_agent` binds).
+
+        Built once for a node given refs; a node without refs builds them from the registry's tools of
+        the moment on every read.
+        """
+        if self._structured is not None:
+            return self._structured
+        bound = self._bound if self._bound is not None else [(t, None) for t in self.registry.list_all()]
+        tools: dict[str, BaseTool] = {
+            t.name: t for t in to_langchain_tools(bound, self.registry, self.executor, self.context)
+        }
+        if self._bound is not None:
+            self._structured = tools
+        return tools
+
+    def __iter__(self) -> Iterator[BaseTool]:
+        """The node's tools, so `create_agent(model, tools=node)` takes them (run by its own `ToolNode`)."""
+        return iter(list(self.tools_by_name.values()))
 
     @property
     def tool_names(self) -> list[str]:
@@ -232,6 +293,8 @@ class ExecutorToolNode(Runnable[Any, Any]):
     def _parse(self, input: Any) -> tuple[list[dict[str, Any]], bool]:
         if isinstance(input, list) and input and isinstance(input[-1], dict) and "args" in input[-1]:
             return list(input), False  # raw tool calls
+        if isinstance(input, Mapping) and input.get("__type") == "tool_call_with_context":
+            return [dict(input["tool_call"])], True  # one call sent by create_react_agent (`Send`)
         if isinstance(input, list):
             messages, as_dict = input, False
         elif isinstance(input, Mapping):
@@ -248,7 +311,8 @@ class ExecutorToolNode(Runnable[Any, Any]):
 
     def _unknown(self, call: dict[str, Any]) -> ToolMessage:
         names = ", ".join(self.tool_names)
-        text = f"Error: {call['name']!r} is not a valid tool, try one of [{names}]."
+        hint = did_you_mean(str(call["name"]), self.tool_names)
+        text = f"Error: {call['name']!r} is not a valid tool, try one of [{names}].{hint}"
         writer = _WRITER.get()
         if writer is not None:
             # the executor never sees this call, so the node reports it in the events' shape itself
@@ -267,17 +331,17 @@ class ExecutorToolNode(Runnable[Any, Any]):
             content, tool_call_id=call.get("id") or "", name=call["name"], status=status, artifact=result
         )
 
-    # A plain Runnable, not a RunnableLambda: a node's calls need no callback run of their own (LangGraph
+    # `invoke` / `ainvoke` replace ToolNode's: a node's calls need no callback run of their own (LangGraph
     # traces the node), and the executor emits the events; LangGraph's own ToolNode skips it likewise.
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the tool calls of the last AI message (sync callers)."""
-        return self._func(input)
+        return self._run_input_sync(input)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the tool calls of the last AI message, concurrently."""
-        return await self._afunc(input)
+        return await self._run_input(input)
 
-    def _func(self, input: Any) -> Any:
+    def _run_input_sync(self, input: Any) -> Any:
         calls, as_dict = self._parse(input)
         token = _WRITER.set(_stream_writer())
         try:
@@ -285,20 +349,20 @@ class ExecutorToolNode(Runnable[Any, Any]):
                 try:
                     asyncio.get_running_loop()
                 except RuntimeError:  # no loop in this thread: run the one call here
-                    return self._output([self._run_one_sync(calls[0])], as_dict)
-            return self._output(run_sync(self._run_all(calls)), as_dict)
+                    return self._output([self._call_one_sync(calls[0])], as_dict)
+            return self._output(run_sync(_streamed(_WRITER.get(), self._call_all(calls))), as_dict)
         finally:
             _WRITER.reset(token)
 
-    async def _afunc(self, input: Any) -> Any:
+    async def _run_input(self, input: Any) -> Any:
         calls, as_dict = self._parse(input)
         token = _WRITER.set(_stream_writer())
         try:
-            return self._output(await self._run_all(calls), as_dict)
+            return self._output(await self._call_all(calls), as_dict)
         finally:
             _WRITER.reset(token)
 
-    def _run_one_sync(self, call: dict[str, Any]) -> ToolMessage:
+    def _call_one_sync(self, call: dict[str, Any]) -> ToolMessage:
         view = self._view(call["name"])
         if view is None:
             return self._unknown(call)
@@ -306,7 +370,7 @@ class ExecutorToolNode(Runnable[Any, Any]):
         result = self.executor.invoke_sync(view.tool.tool_id, view.call_args(call.get("args")), ctx)
         return self._message(call, view, result)
 
-    async def _run_one(self, call: dict[str, Any]) -> ToolMessage:
+    async def _call_one(self, call: dict[str, Any]) -> ToolMessage:
         view = self._view(call["name"])
         if view is None:
             return self._unknown(call)
@@ -314,16 +378,16 @@ class ExecutorToolNode(Runnable[Any, Any]):
         result = await self.executor.invoke(view.tool.tool_id, view.call_args(call.get("args")), ctx)
         return self._message(call, view, result)
 
-    async def _run_all(self, calls: list[dict[str, Any]]) -> list[ToolMessage]:
+    async def _call_all(self, calls: list[dict[str, Any]]) -> list[ToolMessage]:
         if len(calls) == 1:
-            return [await self._run_one(calls[0])]
+            return [await self._call_one(calls[0])]
         if len(calls) <= self.max_concurrency:  # within the bound: no semaphore needed
-            return list(await asyncio.gather(*(self._run_one(c) for c in calls)))
+            return list(await asyncio.gather(*(self._call_one(c) for c in calls)))
         limit = asyncio.Semaphore(self.max_concurrency)
 
         async def bounded(call: dict[str, Any]) -> ToolMessage:
             async with limit:
-                return await self._run_one(call)
+                return await self._call_one(call)
 
         return list(await asyncio.gather(*(bounded(c) for c in calls)))
 

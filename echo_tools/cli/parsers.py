@@ -6,6 +6,7 @@ Only argparse here: building the parser must stay as cheap as `echo-tools --help
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,17 @@ def add_late_allow_module(parser: argparse.ArgumentParser) -> None:
         metavar="MOD",
         help="also allow Python tools from this package (same as the global option)",
     )
+
+
+class SuggestingParser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose usage errors end with "Did you mean 'list'?" for a mistyped command or
+    option (subcommand parsers made from it are the same)."""
+
+    def error(self, message: str) -> Any:
+        from echo_tools.suggest import usage_hint
+
+        hint = usage_hint(message, re.findall(r"--[\w-]+", self.format_help()))
+        super().error(f"{message}.{hint}" if hint else message)
 
 
 class _RestAfterDashes(argparse.ArgumentParser):
