@@ -80,10 +80,11 @@ def check_builtin_importable() -> None:
         if found is not None:
             logger.info("'import %s' loads the shipped tools in %s, not %s", PACKAGE, ours, found)
         return
+    other = found if found is not None else Path(str(sys.modules.get(PACKAGE)))
     raise ToolConfigError(
-        f"'import {PACKAGE}' already loaded {str(found)!r}, not echo-tools' shipped tools in {str(ours)!r}: "
+        f"'import {PACKAGE}' already loaded {str(other)!r}, not echo-tools' shipped tools in {str(ours)!r}: "
         "their manifests would run that package's code. Discover the shipped tools before the other "
         f"{PACKAGE!r} package is imported, rename or remove it (in EchoAI: echoAI/AgentTools, whose tools "
-        f"echo-tools replaces), or put {str(ours.parent)!r} before {str(found.parent)!r} on sys.path",
+        f"echo-tools replaces), or put {str(ours.parent)!r} before {str(other.parent)!r} on sys.path",
         field="discovery_dirs",
     )
