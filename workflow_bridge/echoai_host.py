@@ -25,8 +25,9 @@ _pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix=
 
 
 def off_the_loop(work: Callable[[], _T]) -> _T:
-    """Run `work` here, or in a worker thread when this thread runs an event loop (EchoAI's `async def`
-    routes call its services directly, and CrewAI refuses to run a crew inside a running loop)."""
+    """Run `work` here, or in a worker thread when this thread runs an event loop: EchoAI's `async def`
+    routes call its services directly, and a run's code (CrewAI, tools) must not find the route's loop
+    running in its thread (`asyncio.run` and sync-over-async calls fail there)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

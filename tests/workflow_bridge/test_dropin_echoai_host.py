@@ -162,10 +162,25 @@ def test_a_run_started_by_echoais_executor_resumes_through_the_mounted_route(tmp
     assert resumed.json()["status"] == "completed" and resumed.json()["state"]["result"] == "v2"
 
 
-async def test_called_inside_a_running_event_loop_the_run_goes_to_a_worker_thread(tmp_path: Path) -> None:
+async def test_called_on_a_running_event_loops_thread_a_crewai_run_completes_and_resumes(
+    tmp_path: Path,
+) -> None:
     container, layer = _echoai(tmp_path)
-    answer = _pause(container)  # EchoAI's async routes call it on the loop's own thread
-    assert layer.hitl_manager().approve(run_id=answer["run_id"])["run_status"] == "completed"
+    wf, agents = chain(
+        agent("adder", "Agent", tools=["tool_calculator"]),
+        agent("gate", "HITL"),
+        agent("end", "End", output_schema=["result"]),
+    )
+    host = HostExecutor({("wf_sum", "final"): wf}, AgentRegistry(agents, tmp_path))
+    executor = EchoAIWorkflowExecutor(host, layer)
+    # EchoAI's async routes call it on the loop's own thread
+    answer = executor.execute_workflow(
+        "wf_sum", "final", "1", {"message": '{"operation": "add", "values": [2, 3]}'}
+    )
+    assert answer["status"] == "interrupted", answer.get("error")
+    assert [e["type"] for e in answer["output"]["tool_events"]] == ["tool.invoked", "tool.completed"]
+    resumed = layer.hitl_manager().approve(run_id=answer["run_id"])
+    assert resumed["run_status"] == "completed" and '"result": 5' in resumed["output"]["result"]
 
 
 def test_agents_known_only_on_disk_are_read_and_unsafe_ids_are_not(tmp_path: Path) -> None:
