@@ -125,6 +125,30 @@ class ToolLayer:
 
         return self._once("compiler", build)
 
+    @property
+    def history(self) -> Any:
+        """The `RunHistory` in the storage folder (`runs.sqlite`), the one the mounted `/workflows/runs`
+        routes read: a run recorded here can be resumed there, and the other way round."""
+
+        def build() -> Any:
+            from echo_tools.history import RunHistory
+
+            return RunHistory(self.storage_dir)
+
+        return self._once("history", build)
+
+    @property
+    def hitl_manager(self) -> Any:
+        """EchoAI's `HITLManager` answered from the run history: assign it to
+        `apps.workflow.runtime.hitl.HITLManager` and its `/workflows/hitl/*` routes resume paused runs."""
+
+        def build() -> Any:
+            from workflow_bridge.echoai_host import EchoAIHitl
+
+            return EchoAIHitl(self)
+
+        return self._once("hitl", build)
+
 
 def layer_for(storage_dir: str | Path, **options: Any) -> ToolLayer:
     """The `ToolLayer` of a storage folder: made on the first call, the same object afterwards (the
@@ -141,6 +165,12 @@ def install(container: Any, *, storage_dir: str | Path, **options: Any) -> ToolL
     """Register the tool layer in a DI container: `tool.registry`, `tool.executor`, `tool.plugin`,
     `workflow.compiler` (each factory returns one shared object, built on the first `resolve`).
 
+    When the container already holds EchoAI's `workflow.executor` (EchoAI's `apps.workflow.container` was
+    imported), its `workflow.executor`, `workflow.node_mapper` and `workflow.hitl` are replaced too
+    (`workflow_bridge.echoai_host`): runs are recorded in `ToolLayer.history`, so a run paused at a HITL
+    node resumes through `/workflows/hitl/*` or the mounted `/workflows/runs/{run_id}/resume`, and a
+    reopened canvas saves again.
+
     Args:
         container: anything with `register(name, factory)` (EchoAI's `echolib.di.container`).
         storage_dir: the tool store.
@@ -155,7 +185,27 @@ def install(container: Any, *, storage_dir: str | Path, **options: Any) -> ToolL
     container.register("tool.executor", lambda: layer.executor)
     container.register("tool.plugin", lambda: layer.plugin)
     container.register("workflow.compiler", lambda: layer.compiler)
+    host_executor = _registered(container, "workflow.executor")
+    if host_executor is not None:  # EchoAI's workflow services are registered: answer them too
+        from workflow_bridge.echoai_host import EchoAINodeMapper, EchoAIWorkflowExecutor
+
+        if not isinstance(host_executor, EchoAIWorkflowExecutor):
+            runs = EchoAIWorkflowExecutor(host_executor, layer)
+            container.register("workflow.executor", lambda: runs)
+        mapper = layer._once("node_mapper", lambda: EchoAINodeMapper(layer.registry))
+        container.register("workflow.node_mapper", lambda: mapper)
+        container.register("workflow.hitl", lambda: layer.hitl_manager)
     return layer
+
+
+def _registered(container: Any, name: str) -> Any:
+    resolve = getattr(container, "resolve", None)  # a container with `register` only: nothing to answer
+    if resolve is None:
+        return None
+    try:
+        return resolve(name)
+    except KeyError:  # EchoAI's container raises KeyError for a name nobody registered
+        return None
 
 
 def mount(

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, module_allowed
+from echo_tools.builtin_tools import builtin_claimed, claim_builtin_package
 from echo_tools.errors import ToolConfigError, ToolExecutionError
 
 if TYPE_CHECKING:
@@ -49,7 +50,12 @@ async def run_in_subprocess(
 ) -> BackendOutput:
     """Run the call in a child process; kill it (and its process group) if this coroutine is cancelled."""
     request = json.dumps(
-        {"tool": tool.to_storage_dict(), "args": args, "allowed_modules": list(allowed_modules)},
+        {
+            "tool": tool.to_storage_dict(),
+            "args": args,
+            "allowed_modules": list(allowed_modules),
+            "builtin": builtin_claimed(),  # the child binds `AgentTools` as this process did
+        },
         default=str,
     ).encode()
     env = dict(os.environ)
@@ -104,6 +110,8 @@ def _child() -> None:
     from echo_tools.models import ToolDef
 
     tool = ToolDef.model_validate(request["tool"])
+    if request.get("builtin"):
+        claim_builtin_package()
     try:
         _, fn = import_target(tool, request["allowed_modules"])
         plan = plan_call(tool, fn)

@@ -1,5 +1,6 @@
 """`builtin_tools_dir()`: the shipped tools are found from echo_tools' own location, from any folder; a host
-package also named `AgentTools` (EchoAI has one) is refused by name instead of silently running its code."""
+package also named `AgentTools` (EchoAI has one) is passed over (the name is bound to the shipped folder), or
+refused by name when the host imported it already, instead of silently running its code."""
 
 from __future__ import annotations
 
@@ -65,10 +66,48 @@ def _host_with_its_own_agenttools(tmp_path: Path) -> Path:
     return host
 
 
-def test_a_host_package_named_agenttools_is_refused_naming_both_folders(tmp_path: Path) -> None:
+_CALL_BOTH = (
+    "import base64, json, sys\n"
+    "from echo_tools import ToolExecutor, ToolRegistry, builtin_tools_dir\n"
+    "r = ToolRegistry(discovery_dirs=[builtin_tools_dir()])\n"
+    "r.discover_local_tools()\n"
+    "x = ToolExecutor(r)\n"
+    "calc = x.invoke_sync('tool_calculator', {'operation': 'add', 'values': [2, 3]})\n"
+    "text = base64.b64encode(b'hello from a file').decode()\n"
+    "read = x.invoke_sync('tool_file_reader', {'content_base64': text, 'file_name': 'a.txt'})\n"
+    "print(json.dumps([sys.modules['AgentTools'].__file__, calc.output, read.success, str(read.output)[:200]]))\n"
+)
+
+
+def test_a_host_package_named_agenttools_is_passed_over_for_the_shipped_tools(tmp_path: Path) -> None:
+    host = _host_with_its_own_agenttools(tmp_path)
+    result = _run(_CALL_BOTH, host)  # the host's folder first on sys.path, as EchoAI's gateway runs
+    assert result.returncode == 0, result.stderr
+    where, calc, read_ok, read = json.loads(result.stdout.strip().splitlines()[-1])
+    assert Path(where).parent == builtin_tools_dir()
+    assert calc["result"] == 5  # the shipped calculator, not the host's ("host")
+    assert read_ok and "hello from a file" in read  # a process-isolated tool: the child binds it too
+
+
+def test_the_host_package_first_on_pythonpath_is_passed_over_too(tmp_path: Path) -> None:
     host = _host_with_its_own_agenttools(tmp_path)
     code = (
         "import json\n"
+        "from echo_tools import ToolExecutor, ToolRegistry, builtin_tools_dir\n"
+        "r = ToolRegistry(discovery_dirs=[builtin_tools_dir()])\n"
+        "r.discover_local_tools()\n"
+        "print(json.dumps(ToolExecutor(r).invoke_sync('Calculator', {'operation': 'add', 'values': [2, 3]}).output))\n"
+    )
+    result = _run(code, tmp_path, host)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["result"] == 5
+
+
+def test_a_host_package_already_imported_is_refused_naming_both_folders(tmp_path: Path) -> None:
+    host = _host_with_its_own_agenttools(tmp_path)
+    code = (
+        "import json\n"
+        "import AgentTools  # the host imported its own package first\n"
         "from echo_tools import ToolConfigError, ToolRegistry, builtin_tools_dir\n"
         "r = ToolRegistry()\n"
         "try:\n"
@@ -76,25 +115,14 @@ def test_a_host_package_named_agenttools_is_refused_naming_both_folders(tmp_path
         "except ToolConfigError as exc:\n"
         "    print(json.dumps({'field': exc.field, 'message': exc.message, 'tools': len(r)}))\n"
     )
-    result = _run(code, host)  # the host's folder first on sys.path, as EchoAI's gateway runs
+    result = _run(code, host)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["field"] == "discovery_dirs"
     assert str(host / "AgentTools") in out["message"]
     assert str(builtin_tools_dir()) in out["message"]
-    assert "Rename or remove" in out["message"]
+    assert "already loaded" in out["message"]
     assert out["tools"] == 0  # nothing of the host's was registered
-
-
-def test_the_host_package_first_on_pythonpath_is_refused_too(tmp_path: Path) -> None:
-    host = _host_with_its_own_agenttools(tmp_path)
-    code = (
-        "from echo_tools import ToolRegistry, builtin_tools_dir\n"
-        "ToolRegistry(discovery_dirs=[builtin_tools_dir()]).discover_local_tools()\n"
-    )
-    result = _run(code, tmp_path, host)
-    assert result.returncode != 0
-    assert "ToolConfigError" in result.stderr and str(host / "AgentTools") in result.stderr
 
 
 def test_in_process_a_shadowing_agenttools_raises_before_anything_is_registered(
@@ -103,6 +131,7 @@ def test_in_process_a_shadowing_agenttools_raises_before_anything_is_registered(
     import echo_tools.builtin_tools as builtin
 
     monkeypatch.setattr(builtin, "importable_location", lambda: tmp_path / "AgentTools")
+    monkeypatch.setattr(builtin, "claim_builtin_package", lambda: False)  # the other one is imported
     registry = ToolRegistry()
     with pytest.raises(ToolConfigError) as caught:
         registry.discover_local_tools([builtin_tools_dir()])

@@ -167,27 +167,35 @@ def test_the_hosts_own_answers_are_left_as_they_are(tmp_path: Path) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
 
 
-def test_in_a_host_folder_with_its_own_agenttools_install_says_so_naming_both(tmp_path: Path) -> None:
+def test_in_a_host_folder_with_its_own_agenttools_the_shipped_tools_run_without_renaming_it(
+    tmp_path: Path,
+) -> None:
     host = tmp_path / "echoAI"
-    (host / "AgentTools").mkdir(parents=True)
+    (host / "AgentTools" / "calculator").mkdir(parents=True)
     (host / "AgentTools" / "__init__.py").write_text("")
+    (host / "AgentTools" / "calculator" / "__init__.py").write_text("")
+    (host / "AgentTools" / "calculator" / "service.py").write_text(
+        "class CalculatorService:\n    def calculate(self, data): return 'host'\n"
+    )
     code = (
+        "import json, sys\n"
         "from workflow_bridge import echoai\n"
         "class Container:\n"
         "    def __init__(self): self.p = {}\n"
         "    def register(self, k, f): self.p[k] = f\n"
         "c = Container()\n"
         "echoai.install(c, storage_dir='apps/storage/tools')\n"
-        "c.p['tool.registry']()\n"
+        "x = c.p['tool.executor']()\n"
+        "out = x.invoke_sync('Calculator', {'operation': 'add', 'values': [2, 3]}).output\n"
+        "print(json.dumps([sys.modules['AgentTools'].__file__, out]))\n"
     )
-    env = child_env()
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=host, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], cwd=host, env=child_env(), capture_output=True, text=True, timeout=120
     )
-    assert result.returncode != 0
-    assert "ToolConfigError" in result.stderr
-    assert str(host / "AgentTools") in result.stderr and str(builtin_tools_dir()) in result.stderr
-    assert not (host / "apps" / "storage" / "tools" / "tool_calculator.json").exists()
+    assert result.returncode == 0, result.stderr
+    where, out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert Path(where).parent == builtin_tools_dir() and out["result"] == 5
+    assert (host / "AgentTools" / "calculator" / "service.py").is_file()  # the host's package stays
 
 
 def test_from_another_folder_the_mounted_gateway_serves_the_shipped_tools(tmp_path: Path) -> None:
