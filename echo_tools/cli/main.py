@@ -162,7 +162,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from echo_tools.cli_parsers import SuggestingParser
+    from echo_tools.cli.parsers import SuggestingParser
 
     parser = SuggestingParser(  # usage errors say which command or option was meant
         prog=PROG, description="echo-tools: one tool catalogue and executor for EchoAI, CrewAI and LangGraph."
