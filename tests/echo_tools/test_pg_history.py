@@ -116,6 +116,7 @@ def test_events_from_every_replica_land_in_one_history_and_are_followed(dsn: str
         two.follow(note)
         mine = _event(run_id="shared")
         two(mine)  # a replica does not hear its own events back
+        assert two.flush(10)  # written before the other replica's (each replica keeps its own order)
         theirs = _event("tool.completed", run_id="shared", tool_id="t" * 10_000)  # too big for a NOTIFY
         one(theirs)
         assert arrived.wait(10)
