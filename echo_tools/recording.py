@@ -119,7 +119,8 @@ class Recording:
         error: str | None
         error_type: str | None
         if recorded is None:
-            kind, output, error, error_type = "tool.failed", None, f"replay: {problem}", "validation"
+            whose = f"replay of run {self.run_id!r}" if self.run_id else "replay"
+            kind, output, error, error_type = "tool.failed", None, f"{whose}: {problem}", "validation"
             duration_ms, attempts = 0.0, 0
         else:
             kind, output, error, error_type = (
