@@ -76,6 +76,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             updated TEXT NOT NULL
         )""",
     ),
+    (
+        # the credential store's document as one row per credential (its `{type, secret, hosts}` entry,
+        # the secret a Fernet token), so replicas setting different credentials at once lose none
+        """CREATE TABLE echo_credentials (
+            store TEXT NOT NULL,
+            name TEXT NOT NULL,
+            entry JSONB NOT NULL,
+            updated TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (store, name)
+        )""",
+        # a store kept as one blob moves into rows; a damaged blob stays, for the credential store to report
+        """DO $$ BEGIN
+            INSERT INTO echo_credentials (store, name, entry)
+                SELECT s.name, c.key, c.value FROM echo_secrets s,
+                    jsonb_each(convert_from(s.value, 'UTF8')::jsonb -> 'credentials') c
+                WHERE s.name = 'credentials.enc';
+            DELETE FROM echo_secrets WHERE name = 'credentials.enc';
+        EXCEPTION WHEN others THEN NULL;
+        END $$""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
