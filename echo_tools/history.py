@@ -30,6 +30,8 @@ from echo_tools.history_queries import (
     RunSummary,
     check_limit,
     check_since,
+    events_table_sql,
+    runs_table_sql,
 )
 
 __all__ = [
@@ -48,35 +50,8 @@ HISTORY_FILE = "runs.sqlite"
 
 # Each migration moves the schema one version up; a new one is appended, never edited.
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """CREATE TABLE events (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            event_id TEXT NOT NULL UNIQUE,
-            type TEXT NOT NULL,
-            timestamp TEXT NOT NULL,
-            run_id TEXT,
-            workflow_id TEXT,
-            agent_id TEXT,
-            tool_id TEXT,
-            body TEXT NOT NULL
-        )""",
-        "CREATE INDEX events_run ON events (run_id, seq)",
-        "CREATE INDEX events_tool ON events (tool_id, seq)",
-        "CREATE INDEX events_agent ON events (agent_id, seq)",
-        "CREATE INDEX events_time ON events (timestamp)",
-    ),
-    (
-        # what a run needs to be resumed from another process: its source and where it stands
-        """CREATE TABLE runs (
-            run_id TEXT PRIMARY KEY,
-            workflow_id TEXT,
-            status TEXT NOT NULL,
-            source TEXT NOT NULL,
-            error TEXT,
-            created TEXT NOT NULL,
-            updated TEXT NOT NULL
-        )""",
-    ),
+    events_table_sql("events", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+    (runs_table_sql("runs"),),
 )
 
 

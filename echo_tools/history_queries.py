@@ -24,6 +24,43 @@ MAX_LIMIT = 10_000
 DEFAULT_RETENTION_DAYS = 30
 RUN_STATUSES = ("running", "interrupted", "completed", "failed")
 
+
+def events_table_sql(table: str, seq_column: str) -> tuple[str, ...]:
+    """The statements making an events table (`seq_column`: the database's auto-numbered key) and its
+    indexes by run, tool, agent and time; both histories' first migrations use them."""
+    return (
+        f"""CREATE TABLE {table} (
+            seq {seq_column},
+            event_id TEXT NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            timestamp TEXT NOT NULL,
+            run_id TEXT,
+            workflow_id TEXT,
+            agent_id TEXT,
+            tool_id TEXT,
+            body TEXT NOT NULL
+        )""",
+        f"CREATE INDEX {table}_run ON {table} (run_id, seq)",
+        f"CREATE INDEX {table}_tool ON {table} (tool_id, seq)",
+        f"CREATE INDEX {table}_agent ON {table} (agent_id, seq)",
+        f"CREATE INDEX {table}_time ON {table} (timestamp)",
+    )
+
+
+def runs_table_sql(table: str) -> str:
+    """The statement making a runs table: what a run needs to be resumed from another process, its
+    source and where it stands."""
+    return f"""CREATE TABLE {table} (
+            run_id TEXT PRIMARY KEY,
+            workflow_id TEXT,
+            status TEXT NOT NULL,
+            source TEXT NOT NULL,
+            error TEXT,
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL
+        )"""
+
+
 _RUN_KEYS = ("run_id", "workflow_id", "status", "source", "error", "created", "updated")
 _PAGE = 5_000  # events read at once when a whole run is read (`recording`)
 _EVENT_FIELDS = frozenset(ToolEvent.__dataclass_fields__)
