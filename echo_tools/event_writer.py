@@ -48,6 +48,7 @@ class EventWriter:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._pending = 0  # events put and not yet written (or dropped)
         _OPEN.add(self)
 
     def put(self, event: ToolEvent) -> None:
@@ -57,14 +58,20 @@ class EventWriter:
         if self._closed:
             self._drop(1, "the history is closed")
             return
+        with self._lock:
+            self._pending += 1
         try:
             self._queue.put_nowait(event)
         except queue.Full:
+            with self._lock:
+                self._pending -= 1
             self._drop(1, f"{self._queue.maxsize} events already wait to be written")
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every event put so far is written; False when `timeout` passed first."""
-        if self._thread is None or threading.current_thread() is self._thread or not self._thread.is_alive():
+        if self._pending == 0 or self._thread is None or threading.current_thread() is self._thread:
+            return True  # nothing waits (a read right after a write of its own does not pay a round trip)
+        if not self._thread.is_alive():
             return True
         done = threading.Event()
         try:
@@ -127,6 +134,8 @@ class EventWriter:
                     self._write_batch(batch)
                 except Exception as exc:  # boundary: a failed batch is counted and logged, the writer goes on
                     self._drop(len(batch), f"writing them failed: {exc}")
+                with self._lock:
+                    self._pending -= len(batch)
             for done in waiting:
                 done.set()
             if stop:
