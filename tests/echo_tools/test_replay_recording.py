@@ -3,6 +3,7 @@ in order, with no tool run; its events carry `replayed: true`; a call the record
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,17 @@ def test_replay_executor_is_an_executor_over_the_recorded_events(tmp_path: Path)
     real.close()
     assert replayer.mismatch is not None and "call 2 ('tool_boom')" in replayer.mismatch
     assert replayer.unused() == 1
+
+
+async def test_an_awaited_call_is_answered_from_the_recording_too(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path)
+    await asyncio.to_thread(_record, history)  # recorded by a sync caller
+    log = MemoryEventLog()
+    executor = ToolExecutor(make_registry(COUNT, BOOM), [log], replay=history.recording("run_rec"))
+    first = await executor.invoke("Count", {"key": "replay"}, ToolContext(run_id="run_async"))
+    await executor.aclose()
+    assert first.output == 1 and first.metadata["replayed"] is True
+    assert [(e.type, e.run_id, e.metadata.get("replayed")) for e in log.events] == [
+        ("tool.invoked", "run_async", True),
+        ("tool.completed", "run_async", True),
+    ]
