@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import httpx
 
     from echo_tools.backends.base import SyncCall, ToolBackend
+    from echo_tools.recording import Recording
     from echo_tools.registry import ToolRegistry
 
 CLOSE_FLUSH_S = 5.0  # how long closing waits for queued events to reach their sinks
@@ -76,6 +77,8 @@ class ToolExecutor:
             `"warn"` logs it and keeps the call successful (`metadata["output_warnings"]`).
         result_cache: where results of deterministic, pure tools with `cache_ttl_s` are kept (default: a
             `ResultCache` of 1,000 entries). A call answered from it has `metadata["cached"] = True`.
+        replay: a recorded run (`RunHistory(...).recording(run_id)`) answering each validated call in
+            order instead of running the tool (`echo_tools.recording`).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class ToolExecutor:
         *,
         output_validation: str = "error",
         result_cache: ResultCache | None = None,
+        replay: Recording | None = None,
     ) -> None:
         if output_validation not in ("error", "warn"):
             raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
@@ -94,6 +98,7 @@ class ToolExecutor:
         self.events = EventBus(event_sinks)
         self.output_validation = output_validation
         self.result_cache = result_cache if result_cache is not None else ResultCache()
+        self.replay = replay
         self._metrics = MetricsRecorder()
         self._backends: dict[ToolType, ToolBackend] = {}
         self._routes = RouteTable()
@@ -168,6 +173,8 @@ class ToolExecutor:
         args = self._checked_input(route, input_data)
         if isinstance(args, ToolError):
             return self._refuse(tool, ref, input_data, args, context, started, wait, call_id)
+        if self.replay is not None:  # 5-9 answered from a recorded run: no tool runs
+            return self.replay.answer(self, tool, args, _ids(context), call_id, wait.on_loop)
         # 5. announce the call
         fields = None
         if self.events.sinks:

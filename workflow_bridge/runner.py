@@ -366,8 +366,7 @@ def replay_run(
     """
     from langgraph.types import Command
 
-    from echo_tools.history import MAX_LIMIT
-    from workflow_bridge.replay import ReplayExecutor, ReplayMismatchError
+    from echo_tools.executor import ToolExecutor
 
     history = _open_history(storage)
     record = history.run(run_id)
@@ -375,17 +374,14 @@ def replay_run(
         raise RunResumeError(
             f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
         )
-    recorded = history.events(run_id=run_id, limit=MAX_LIMIT)
-    decisions = [e.input for e in recorded if e.type == "run.resumed"]
+    recording = history.recording(run_id)
+    decisions = list(recording.decisions)
     stored = record["source"]
-    own_executor = executor is None
     if registry is None:
-        registry = _storage_registry(history, run_id)
-    if executor is None:
-        from echo_tools.executor import ToolExecutor
-
-        executor = ToolExecutor(registry)
-    replayer = ReplayExecutor(executor, recorded)
+        registry = executor.registry if executor is not None else _storage_registry(history, run_id)
+    # answers every call from the recording; of a given executor only its egress policy is used
+    egress = executor.egress if executor is not None else None
+    replayer = ToolExecutor(registry, egress=egress, replay=recording)
     new_run_id = new_run_id or f"run_{uuid.uuid4().hex}"
     try:
         data = load_source(stored.get("source") or {})
@@ -408,12 +404,8 @@ def replay_run(
                 started=start,
             )
     finally:
-        if own_executor:
-            executor.close()
-    if replayer.mismatch:
-        raise ReplayMismatchError(
-            f"the replay of run {run_id!r} no longer matches its recording: {replayer.mismatch}"
-        )
+        replayer.close()
+    recording.check()
     return final
 
 

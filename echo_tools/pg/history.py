@@ -1,7 +1,7 @@
 """PgRunHistory: `RunHistory` on PostgreSQL, one event history for every replica on the database.
 
-Same public API as `echo_tools.history.RunHistory` (an event sink; `events`, `runs`, `prune`,
-`start_run`, `set_status`, `run`, `checkpointer`, `count`, `close`). Each replica's events go to one
+Same public API as `echo_tools.history.RunHistory` (the queries are `echo_tools.history_queries`, shared;
+events are written in batches by one thread, one transaction per batch). Each replica's events go to one
 table, indexed by run, tool, agent and time; `follow(callback)` hears the events other replicas record
 (LISTEN/NOTIFY), which is what lets `/tools/events` on one replica stream every replica's calls.
 `checkpointer()` is LangGraph's `PostgresSaver`, so a run paused on one replica resumes on another.
@@ -12,20 +12,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from echo_tools.event_writer import EventWriter
 from echo_tools.events import ToolEvent
-from echo_tools.history import (
-    DEFAULT_LIMIT,
-    DEFAULT_RETENTION_DAYS,
-    RUN_STATUSES,
-    RunSummary,
-    _event_from_json,
-    _now,
-    check_limit,
-    check_since,
-)
+from echo_tools.history_queries import HistoryQueries, event_from_json
 from echo_tools.pg.database import PgDatabase, open_database
 from echo_tools.pg.listener import PgListener
 
@@ -34,7 +25,7 @@ _NOTIFY_MAX_BYTES = 7000  # NOTIFY payloads stop at 8,000 bytes: a bigger event 
 CHECKPOINT_LOCK = 0x6563686F63687074  # "echochpt": LangGraph's own migrations, one replica at a time
 
 
-class PgRunHistory:
+class PgRunHistory(HistoryQueries):
     """Tool events of every run and every replica, kept in PostgreSQL.
 
     Args:
@@ -42,49 +33,54 @@ class PgRunHistory:
         durable_events: wait for the disk on each event's commit (slower; see below).
     """
 
+    events_table = "echo_events"
+    runs_table = "echo_runs"
+    placeholder = "%s"
+
     def __init__(self, database: str | PgDatabase, *, durable_events: bool = False) -> None:
         self.db, self._owns_db = open_database(database)
-        # Not durable (the default): an event's commit does not wait for the disk. A replica killed loses
-        # nothing it recorded; only a crash of the database server itself can lose its last fraction of a
-        # second of events (never half an event). Runs and checkpoints are always durable.
+        # Not durable (the default): a batch's commit does not wait for the disk. A replica killed loses
+        # only the events still queued for its writer (milliseconds' worth); a crash of the database server
+        # itself can lose its last fraction of a second of events (never half an event). Runs and
+        # checkpoints are always durable.
         self._commit_mode = "on" if durable_events else "off"
         self.origin = uuid.uuid4().hex
         self._listener: PgListener | None = None
         self._followers: list[Callable[[ToolEvent], None]] = []
         self._saver_pool: Any = None
+        self.writer = EventWriter(self._write_events, f"PostgreSQL {self.db.where}")
 
-    def __call__(self, event: ToolEvent) -> None:
-        """Keep one event (the sink interface)."""
-        self.record(event)
-
-    def record(self, event: ToolEvent) -> None:
-        """Keep one event; an event already kept (same `event_id`) is not kept twice."""
-        body = event.to_json()
-        small = len(body.encode()) <= _NOTIFY_MAX_BYTES
-        # one statement, so one round trip and its own transaction: the insert and its NOTIFY commit together
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self.db.connection() as conn:
-            conn.execute(
-                "WITH commit_mode AS (SELECT set_config('synchronous_commit', %s, true) AS mode),"
-                " kept AS (INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id,"
-                " tool_id, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING"
-                " RETURNING seq)"
-                " SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seq', seq, 'body', %s::text)::text)"
-                " FROM kept, commit_mode",
+            return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+
+    def _change(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        with self.db.transaction() as conn:
+            return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
+
+    def _write_events(self, events: list[ToolEvent]) -> None:
+        """One transaction for the batch: each insert sends its NOTIFY, delivered when the batch commits."""
+        rows = []
+        for event in events:
+            body = event.to_json()
+            small = len(body.encode()) <= _NOTIFY_MAX_BYTES
+            rows.append(
                 (
-                    self._commit_mode,
-                    event.event_id,
-                    event.type,
-                    event.timestamp,
-                    event.run_id,
-                    event.workflow_id,
-                    event.agent_id,
-                    event.tool_id,
-                    body,
-                    CHANNEL,
-                    self.origin,
-                    body if small else None,
-                ),
-            )
+                    event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
+                    event.agent_id, event.tool_id, body, CHANNEL, self.origin, body if small else None,
+                )
+            )  # fmt: skip
+        with self.db.transaction() as conn:
+            conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._commit_mode,))
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "WITH kept AS (INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id,"
+                    " agent_id, tool_id, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (event_id) DO NOTHING RETURNING seq)"
+                    " SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seq', seq,"
+                    " 'body', %s::text)::text) FROM kept",
+                    rows,
+                )
 
     def follow(self, callback: Callable[[ToolEvent], None]) -> None:
         """Call `callback(event)` (on a listener thread) for each event another replica records."""
@@ -103,114 +99,9 @@ class PgRunHistory:
             if row is None:
                 return  # pruned meanwhile
             body = row[0]
-        event = _event_from_json(body)
+        event = event_from_json(body)
         for callback in list(self._followers):
             callback(event)
-
-    def events(
-        self,
-        *,
-        run_id: str | None = None,
-        tool_id: str | None = None,
-        agent_id: str | None = None,
-        since: str | None = None,
-        limit: int = DEFAULT_LIMIT,
-    ) -> list[ToolEvent]:
-        """The kept events matching every filter given, oldest first, at most `limit` (1..10,000).
-
-        Raises:
-            ValueError: `limit` or `since` is out of range or malformed (the message names it).
-        """
-        check_limit(limit)
-        since = check_since(since)
-        clauses, params = [], []
-        for column, value in (("run_id", run_id), ("tool_id", tool_id), ("agent_id", agent_id)):
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                params.append(value)
-        if since is not None:
-            clauses.append("timestamp >= %s")
-            params.append(since)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        with self.db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT body FROM echo_events {where} ORDER BY seq LIMIT %s",  # type: ignore[arg-type]
-                (*params, limit),
-            ).fetchall()
-        return [_event_from_json(body) for (body,) in rows]
-
-    def runs(self, *, workflow_id: str | None = None, limit: int = DEFAULT_LIMIT) -> list[RunSummary]:
-        """The runs with kept events, newest first, at most `limit`."""
-        check_limit(limit)
-        where, params = ("AND workflow_id = %s", [workflow_id]) if workflow_id is not None else ("", [])
-        with self.db.connection() as conn:
-            rows = conn.execute(
-                "SELECT run_id, MAX(workflow_id), MIN(timestamp), MAX(timestamp),"
-                " COUNT(*) FILTER (WHERE type = 'tool.invoked'),"
-                " COUNT(*) FILTER (WHERE type IN ('tool.failed', 'tool.timeout'))"
-                f" FROM echo_events WHERE run_id IS NOT NULL {where}"  # type: ignore[arg-type]
-                " GROUP BY run_id ORDER BY MAX(seq) DESC LIMIT %s",
-                (*params, limit),
-            ).fetchall()
-        return [RunSummary(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
-
-    def prune(
-        self, *, days: float = DEFAULT_RETENTION_DAYS, now: Callable[[], datetime] | None = None
-    ) -> int:
-        """Forget events older than `days`; returns how many were removed."""
-        if isinstance(days, bool) or not isinstance(days, int | float) or days <= 0:
-            raise ValueError(f"days must be positive, got {days!r}")
-        moment = (now() if now else datetime.now(UTC)) - timedelta(days=days)
-        cutoff = moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-        with self.db.transaction() as conn:
-            return conn.execute("DELETE FROM echo_events WHERE timestamp < %s", (cutoff,)).rowcount
-
-    # -- runs ----------------------------------------------------------------------------------------
-
-    def start_run(self, run_id: str, source: dict[str, Any], workflow_id: str | None = None) -> None:
-        """Record a run as `running`, with the source it was compiled from (so it can be compiled again)."""
-        now = _now()
-        with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO echo_runs (run_id, workflow_id, status, source, created, updated)"
-                " VALUES (%s, %s, 'running', %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET"
-                " status = 'running', source = excluded.source, error = NULL, updated = excluded.updated",
-                (run_id, workflow_id, json.dumps(source, ensure_ascii=False, default=str), now, now),
-            )
-
-    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
-        """Move a recorded run to `status` (`running`, `interrupted`, `completed`, `failed`)."""
-        if status not in RUN_STATUSES:
-            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
-        with self.db.transaction() as conn:
-            conn.execute(
-                "UPDATE echo_runs SET status = %s, error = %s, updated = %s WHERE run_id = %s",
-                (status, error, _now(), run_id),
-            )
-
-    def claim_run(self, run_id: str, expected: str = "interrupted", status: str = "running") -> bool:
-        """Move a run from `expected` to `status` in one statement; False when it was not `expected`."""
-        if status not in RUN_STATUSES:
-            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
-        with self.db.transaction() as conn:
-            moved = conn.execute(
-                "UPDATE echo_runs SET status = %s, error = NULL, updated = %s WHERE run_id = %s AND status = %s",
-                (status, _now(), run_id, expected),
-            ).rowcount
-        return bool(moved)
-
-    def run(self, run_id: str) -> dict[str, Any] | None:
-        """The recorded run `{run_id, workflow_id, status, source, error, created, updated}`, or None."""
-        keys = ("run_id", "workflow_id", "status", "source", "error", "created", "updated")
-        with self.db.connection() as conn:
-            row = conn.execute(
-                f"SELECT {', '.join(keys)} FROM echo_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()  # type: ignore[arg-type]
-        if row is None:
-            return None
-        record = dict(zip(keys, row, strict=True))
-        record["source"] = json.loads(record["source"])
-        return record
 
     def checkpointer(self) -> Any:
         """LangGraph's `PostgresSaver` on this database (a small pool of its own), its tables set up."""
@@ -238,14 +129,10 @@ class PgRunHistory:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (CHECKPOINT_LOCK,))
         return saver
 
-    def count(self) -> int:
-        """How many events are kept."""
-        with self.db.connection() as conn:
-            row = conn.execute("SELECT COUNT(*) FROM echo_events").fetchone()
-        return int(row[0]) if row else 0
-
     def close(self) -> None:
-        """Stop following, close the checkpointer's pool, and the database pool when this object opened it."""
+        """Write the events still queued, stop following, close the checkpointer's pool, and the database
+        pool when this object opened it."""
+        self.writer.close()
         if self._listener is not None:
             self._listener.close()
         if self._saver_pool is not None:

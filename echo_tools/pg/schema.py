@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from echo_tools.errors import ToolStorageError
+from echo_tools.history_queries import events_table_sql, runs_table_sql
 
 # pg_advisory_xact_lock key: "echotool" in ASCII, so it does not collide with another application's lock
 MIGRATION_LOCK = 0x6563686F746F6F6C
@@ -51,30 +52,28 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
     ),
     (
-        """CREATE TABLE echo_events (
-            seq BIGSERIAL PRIMARY KEY,
-            event_id TEXT NOT NULL UNIQUE,
-            type TEXT NOT NULL,
-            timestamp TEXT NOT NULL,
-            run_id TEXT,
-            workflow_id TEXT,
-            agent_id TEXT,
-            tool_id TEXT,
-            body TEXT NOT NULL
+        *events_table_sql("echo_events", "BIGSERIAL PRIMARY KEY"),
+        runs_table_sql("echo_runs"),
+    ),
+    (
+        # the credential store's document as one row per credential (its `{type, secret, hosts}` entry,
+        # the secret a Fernet token), so replicas setting different credentials at once lose none
+        """CREATE TABLE echo_credentials (
+            store TEXT NOT NULL,
+            name TEXT NOT NULL,
+            entry JSONB NOT NULL,
+            updated TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (store, name)
         )""",
-        "CREATE INDEX echo_events_run ON echo_events (run_id, seq)",
-        "CREATE INDEX echo_events_tool ON echo_events (tool_id, seq)",
-        "CREATE INDEX echo_events_agent ON echo_events (agent_id, seq)",
-        "CREATE INDEX echo_events_time ON echo_events (timestamp)",
-        """CREATE TABLE echo_runs (
-            run_id TEXT PRIMARY KEY,
-            workflow_id TEXT,
-            status TEXT NOT NULL,
-            source TEXT NOT NULL,
-            error TEXT,
-            created TEXT NOT NULL,
-            updated TEXT NOT NULL
-        )""",
+        # a store kept as one blob moves into rows; a damaged blob stays, for the credential store to report
+        """DO $$ BEGIN
+            INSERT INTO echo_credentials (store, name, entry)
+                SELECT s.name, c.key, c.value FROM echo_secrets s,
+                    jsonb_each(convert_from(s.value, 'UTF8')::jsonb -> 'credentials') c
+                WHERE s.name = 'credentials.enc';
+            DELETE FROM echo_secrets WHERE name = 'credentials.enc';
+        EXCEPTION WHEN others THEN NULL;
+        END $$""",
     ),
 )
 

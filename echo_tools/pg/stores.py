@@ -1,12 +1,17 @@
-"""Small tables beside the catalogue: MCP server configs and opaque credential blobs.
+"""Small tables beside the catalogue: MCP server configs and the credential store's storage.
 
 `PgMcpConfigStore` keeps each server's config exactly as given (the `mcpServers` shape, `${ENV}`
 references unresolved), one row per server. `PgSecretStore` is a key-value table of bytes for the
-credential store, which encrypts before it writes: this table never sees a secret in the clear.
+credential store, which encrypts before it writes: no table sees a secret in the clear. The credential
+store's own document (`credentials.enc`) is kept as one row per credential in `echo_credentials`: a write
+applies only what changed since this thread read it, so two replicas setting different credentials at
+once both keep theirs.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -15,6 +20,8 @@ from echo_tools.errors import ToolConfigError, ToolStorageError
 from echo_tools.pg.database import PgDatabase
 
 MAX_NAME_CHARS = 200
+CREDENTIAL_DOCUMENTS = frozenset({"credentials.enc"})  # `echo_tools.credentials.STORE_FILE`
+CREDENTIAL_FORMAT = "echo-tools-credentials/1"  # `echo_tools.credentials.FORMAT`
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -63,10 +70,13 @@ class PgSecretStore:
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
+        self._read = threading.local()  # per document: the credential entries this thread last read
 
     def get(self, name: str) -> bytes | None:
         """The blob stored under `name`, or None."""
         _check_name(name, "secret")
+        if name in CREDENTIAL_DOCUMENTS:
+            return self._get_credentials(name)
         with self.db.connection() as conn:
             row = conn.execute("SELECT value FROM echo_secrets WHERE name = %s", (name,)).fetchone()
         return bytes(row[0]) if row else None
@@ -76,6 +86,9 @@ class PgSecretStore:
         _check_name(name, "secret")
         if not isinstance(value, bytes | bytearray | memoryview):
             raise ToolStorageError(f"secret {name!r}: value must be bytes, got {type(value).__name__}")
+        if name in CREDENTIAL_DOCUMENTS:
+            self._put_credentials(name, bytes(value))
+            return
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO echo_secrets (name, value, updated) VALUES (%s, %s, now())"
@@ -87,9 +100,57 @@ class PgSecretStore:
         """Forget the blob under `name`; False when there was none."""
         _check_name(name, "secret")
         with self.db.transaction() as conn:
+            if name in CREDENTIAL_DOCUMENTS:
+                sql = "DELETE FROM echo_credentials WHERE store = %s"
+                return bool(conn.execute(sql, (name,)).rowcount)
             return bool(conn.execute("DELETE FROM echo_secrets WHERE name = %s", (name,)).rowcount)
 
     def names(self) -> list[str]:
         """Every stored name, sorted."""
         with self.db.connection() as conn:
-            return [r[0] for r in conn.execute("SELECT name FROM echo_secrets ORDER BY name")]
+            rows = conn.execute(
+                "SELECT name FROM echo_secrets UNION SELECT DISTINCT store FROM echo_credentials ORDER BY 1"
+            )
+            return [r[0] for r in rows]
+
+    # -- the credential store's document, one row per credential -------------------------------------
+
+    def _get_credentials(self, store: str) -> bytes | None:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT name, entry FROM echo_credentials WHERE store = %s ORDER BY name", (store,)
+            ).fetchall()
+        entries = {name: entry for name, entry in rows}
+        self._last_read()[store] = entries
+        if not entries:
+            return None
+        return json.dumps({"format": CREDENTIAL_FORMAT, "credentials": entries}).encode("utf-8")
+
+    def _put_credentials(self, store: str, value: bytes) -> None:
+        """Write what differs from the entries this thread last read: the rows of credentials set or
+        changed, the deletion of those removed; rows other writers changed meanwhile stay theirs."""
+        try:
+            document = json.loads(value)
+            entries = document["credentials"]
+            if not isinstance(entries, dict):
+                raise TypeError("credentials is not an object")
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ToolStorageError(f"secret {store!r}: not a credential store document ({exc})") from exc
+        before = self._last_read().get(store, {})
+        with self.db.transaction() as conn:
+            for name, entry in entries.items():
+                if before.get(name) != entry:
+                    conn.execute(
+                        "INSERT INTO echo_credentials (store, name, entry, updated) VALUES (%s, %s, %s, now())"
+                        " ON CONFLICT (store, name) DO UPDATE SET entry = excluded.entry, updated = now()",
+                        (store, name, Jsonb(entry)),
+                    )
+            for name in before.keys() - entries.keys():
+                conn.execute("DELETE FROM echo_credentials WHERE store = %s AND name = %s", (store, name))
+        self._last_read()[store] = dict(entries)
+
+    def _last_read(self) -> dict[str, dict[str, Any]]:
+        seen = getattr(self._read, "entries", None)
+        if seen is None:
+            seen = self._read.entries = {}
+        return seen

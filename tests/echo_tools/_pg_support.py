@@ -249,6 +249,17 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "serve":  # DSN PORT: one replica of the HTTP API on the database, wired as deploy.md says
         return serve_replica(argv[1], int(argv[2]))
+    if command == "credentials":  # DSN PREFIX COUNT: set COUNT credentials (key in ECHO_TOOLS_SECRET_KEY)
+        from echo_tools.credentials import CredentialStore
+        from echo_tools.pg.stores import PgSecretStore
+
+        db = PgDatabase(argv[1])
+        store = CredentialStore(secrets=PgSecretStore(db))
+        for i in range(int(argv[3])):
+            store.set(f"{argv[2]}_{i}", {"type": "bearer", "token": f"token-{argv[2]}-{i}"})
+        db.close()
+        print("set")
+        return 0
     if command == "open":  # DSN: open the database (migrating it) and report the migrations applied
         PgDatabase(argv[1]).close()
         print("opened")

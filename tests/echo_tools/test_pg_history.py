@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from echo_tools.events import ToolEvent
 from echo_tools.history import MAX_LIMIT
+from echo_tools.models import ToolContext
 from echo_tools.pg import PgRunHistory
 from tests.echo_tools._pg_support import PgServer, approval_graph, shared_server, spawn, stop_shared_server
 
@@ -116,6 +118,7 @@ def test_events_from_every_replica_land_in_one_history_and_are_followed(dsn: str
         two.follow(note)
         mine = _event(run_id="shared")
         two(mine)  # a replica does not hear its own events back
+        assert two.flush(10)  # written before the other replica's (each replica keeps its own order)
         theirs = _event("tool.completed", run_id="shared", tool_id="t" * 10_000)  # too big for a NOTIFY
         one(theirs)
         assert arrived.wait(10)
@@ -224,3 +227,36 @@ def test_claiming_a_paused_run_succeeds_once_across_replicas(history: PgRunHisto
         assert replica.run("paused")["status"] == "running"
     finally:
         replica.close()
+
+
+def test_a_recorded_run_on_postgresql_answers_a_replay(history: PgRunHistory) -> None:
+    from echo_tools.executor import ToolExecutor
+    from tests.echo_tools._executor_support import local_tool, make_registry
+
+    add = local_tool("Add", "add", input_schema={"type": "object"})
+    executor = ToolExecutor(make_registry(add), [history])
+    assert executor.invoke_sync("Add", {"a": 2, "b": 3}, ToolContext(run_id="pg_rec")).output == 5
+    executor.close()
+    recording = history.recording("pg_rec")
+    replayer = ToolExecutor(make_registry(add), replay=recording)
+    again = replayer.invoke_sync("Add", {"a": 2, "b": 3})
+    other = replayer.invoke_sync("Add", {"a": 1, "b": 1})
+    replayer.close()
+    assert again.output == 5 and again.metadata["replayed"] is True
+    assert other.success is False and "call 2 ('tool_add' with {'a': 1, 'b': 1}) was not recorded" in (
+        other.error or ""
+    )
+
+
+def test_many_events_from_many_threads_keep_each_runs_order(history: PgRunHistory) -> None:
+    def record(run: int) -> list[str]:
+        events = [_event(run_id=f"run_{run}", tool_id=f"t{i}") for i in range(300)]
+        for event in events:
+            history(event)
+        return [e.event_id for e in events]
+
+    with ThreadPoolExecutor(4) as pool:
+        sent = list(pool.map(record, range(4)))
+    for run, ids in enumerate(sent):
+        assert [e.event_id for e in history.events(run_id=f"run_{run}", limit=1000)] == ids
+    assert history.count() == 1200 and history.dropped == 0

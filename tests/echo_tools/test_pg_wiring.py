@@ -41,6 +41,7 @@ def test_three_replicas_share_one_catalogue_and_one_history(pg_server: PgServer)
         assert all(r.get("shared_tool") is not None for r in registries[1:])
         for i, replica in enumerate(replicas):
             replica.history(ToolEvent(type="tool.invoked", run_id="one-run", agent_id=f"replica{i}"))
+            assert replica.history.flush(10)  # each replica writes in its own order; this test wants theirs
         agents = [e.agent_id for e in replicas[2].history.events(run_id="one-run")]
         assert agents == ["replica0", "replica1", "replica2"]
         replicas[1].secrets.put("api-key", b"sealed")

@@ -158,8 +158,8 @@ def test_credentials_are_kept_encrypted_in_the_database(
     listed = run_cli(tmp_path / "b", "--database-url", dsn, "credentials", "list")
     assert listed.returncode == 0 and "crm" in listed.stdout
     with psycopg.connect(dsn) as conn:
-        blobs = [bytes(r[0]) for r in conn.execute("SELECT value FROM echo_secrets")]
-    assert len(blobs) == 1 and b"crm" in blobs[0] and b"tok-very-secret-123" not in blobs[0]
+        rows = conn.execute("SELECT name, entry::text FROM echo_credentials").fetchall()
+    assert [name for name, _ in rows] == ["crm"] and "tok-very-secret-123" not in rows[0][1]
     assert not (tmp_path / "a" / "credentials.enc").exists()
     assert run_cli(tmp_path / "b", "--database-url", dsn, "credentials", "remove", "crm").returncode == 0
     assert "crm" not in run_cli(tmp_path / "a", "--database-url", dsn, "credentials", "list").stdout
