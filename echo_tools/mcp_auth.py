@@ -164,6 +164,8 @@ def check_credential_type(server: str, credential: str, kind: str | None, store:
 
 def check_registration(registry: ToolRegistry, name: str, config: Mapping[str, Any]) -> None:
     """At registration: a credential of the wrong type is refused; a missing one is a warning."""
+    if "oauth" in config:
+        check_oauth_credential(registry.credentials, name, config)
     credential = config.get("credential")
     if not isinstance(credential, str):
         return
@@ -181,6 +183,18 @@ def check_registration(registry: ToolRegistry, name: str, config: Mapping[str, A
             )
         return
     check_credential_type(name, credential, kind, store)
+
+
+def check_oauth_credential(store: CredentialStore, server: str, config: Mapping[str, Any]) -> None:
+    """Raise `CredentialError` when the name the server's OAuth tokens go to holds another type."""
+    name = oauth_credential_name(server, config)
+    kind = store.type_of(name)
+    if kind not in (None, "mcp_oauth"):
+        raise CredentialError(
+            f"MCP server {server!r}: its OAuth tokens would be kept in credential {name!r}, which is of "
+            f"type {kind!r}; name another with oauth.credential",
+            field=f"mcpServers.{server}.oauth.credential",
+        )
 
 
 # -- at connect time ---------------------------------------------------------------------------------
@@ -207,6 +221,7 @@ async def connection_auth(server: str, config: Mapping[str, Any], egress: Egress
     if "oauth" in config:
         from echo_tools.mcp_oauth import oauth_provider
 
+        check_oauth_credential(store, server, config)
         return EgressCheckedAuth(oauth_provider(store, server, config, config.handlers), egress)
     return None
 

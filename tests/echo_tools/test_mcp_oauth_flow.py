@@ -1,0 +1,159 @@
+"""OAuth 2.1 for an HTTP MCP server through the MCP SDK on both sides: a real server on 127.0.0.1 with the
+SDK's authorization server (metadata, dynamic registration, PKCE, token and refresh grants), the client's
+`OAuthClientProvider` with its tokens kept encrypted in the credential store, and the host's handlers
+standing in for the person at the browser."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from echo_tools import MCPConnectionError, ToolConfigError, ToolRegistry
+from echo_tools.credentials import SECRET_KEY_ENV, STORE_FILE, new_key
+from echo_tools.mcp_auth import set_oauth_handlers
+from tests.echo_tools._mcp_auth_support import AuthServer
+from tests.echo_tools._mcp_support import make_executor, make_registry
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[AuthServer]:
+    running = AuthServer("oauth").start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> str:
+    value = new_key()
+    monkeypatch.setenv(SECRET_KEY_ENV, value)
+    return value
+
+
+class Browser:
+    """The host's part: 'opens' the authorization URL (the test server approves at once) and hands the
+    code and state of the redirect back to the SDK."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+        self.answer: tuple[str, str | None] | None = None
+
+    async def redirect(self, url: str) -> None:
+        self.opened.append(url)
+        async with httpx.AsyncClient() as client:
+            response = await client.get(url)
+        assert response.status_code in (302, 303, 307), response.text
+        query = parse_qs(urlsplit(response.headers["location"]).query)
+        self.answer = (query["code"][0], query.get("state", [None])[0])
+
+    async def callback(self) -> tuple[str, str | None]:
+        assert self.answer is not None
+        return self.answer
+
+
+def authorized(tmp_path: Path, server: AuthServer) -> tuple[ToolRegistry, Browser]:
+    registry = make_registry(tmp_path)
+    browser = Browser()
+    set_oauth_handlers(registry, browser.redirect, browser.callback)
+    registry.add_mcp_server("secure", {"url": server.url, "oauth": {"scopes": ["tools"]}})
+    return registry, browser
+
+
+async def test_the_sdk_flow_authorizes_once_and_the_tokens_are_kept_encrypted(
+    tmp_path: Path, key: str, server: AuthServer
+) -> None:
+    grants = server.stats()["code_grants"]
+    registry, browser = authorized(tmp_path, server)
+    assert len(browser.opened) == 1 and "code_challenge=" in browser.opened[0]
+    assert server.stats()["code_grants"] == grants + 1
+    executor = make_executor(registry)
+    try:
+        result = await executor.invoke("secure_ping", {})
+        assert result.success, result.error
+        assert result.output == {"result": "pong"}
+    finally:
+        await executor.aclose()
+    assert len(browser.opened) == 1  # the call reused the stored token
+    assert registry.credentials.list() == [{"name": "mcp-oauth-secure", "type": "mcp_oauth"}]
+    state = registry.credentials.load_mcp_oauth("mcp-oauth-secure")
+    assert state is not None and state["server_url"] == server.url
+    access = httpx.Response(200, content=state["tokens"]).json()["access_token"]
+    stored = (tmp_path / "tools" / STORE_FILE).read_text(encoding="utf-8")
+    assert access not in stored and "refresh_token" not in stored  # encrypted at rest
+    assert "oauth" in registry.mcp_servers["secure"] and access not in str(registry.mcp_servers)
+
+
+async def test_a_later_process_uses_the_stored_tokens_without_a_person(
+    tmp_path: Path, key: str, server: AuthServer
+) -> None:
+    authorized(tmp_path, server)
+    grants = server.stats()["code_grants"]
+    later = make_registry(tmp_path)  # no handlers: nobody could authorize now
+    assert [t.tool_id for t in later.refresh_mcp_server("secure")] == ["mcp_secure_ping"]
+    executor = make_executor(later)
+    try:
+        assert (await executor.invoke("secure_ping", {})).success
+    finally:
+        await executor.aclose()
+    assert server.stats()["code_grants"] == grants
+
+
+def test_an_expired_stored_token_is_refreshed_without_a_person(
+    tmp_path: Path, key: str, server: AuthServer
+) -> None:
+    registry, _ = authorized(tmp_path, server)
+    state = registry.credentials.load_mcp_oauth("mcp-oauth-secure")
+    assert state is not None
+    registry.credentials.set("mcp-oauth-secure", {**state, "expires_at": time.time() - 60})
+    before = server.stats()
+    later = make_registry(tmp_path)
+    assert [t.tool_id for t in later.refresh_mcp_server("secure")] == ["mcp_secure_ping"]
+    after = server.stats()
+    assert after["refresh_grants"] == before["refresh_grants"] + 1
+    assert after["code_grants"] == before["code_grants"]
+    renewed = later.credentials.load_mcp_oauth("mcp-oauth-secure")
+    assert renewed is not None and renewed["tokens"] != state["tokens"]
+    assert renewed["expires_at"] > time.time()
+
+
+def test_without_tokens_or_handlers_the_error_says_a_person_must_authorize(
+    tmp_path: Path, key: str, server: AuthServer
+) -> None:
+    registry = make_registry(tmp_path)
+    with pytest.raises(MCPConnectionError) as caught:
+        registry.add_mcp_server("secure", {"url": server.url, "oauth": {}})
+    message = caught.value.message
+    assert "'secure'" in message and server.url in message and "needs OAuth authorization" in message
+    assert "echo-tools mcp login secure" in message
+    assert "secure" not in registry.mcp_servers
+
+
+def test_tokens_stored_for_another_server_url_are_never_sent(
+    tmp_path: Path, key: str, server: AuthServer
+) -> None:
+    registry, _ = authorized(tmp_path, server)
+    state = registry.credentials.load_mcp_oauth("mcp-oauth-secure")
+    assert state is not None
+    registry.credentials.set("mcp-oauth-elsewhere", {**state, "server_url": "http://127.0.0.1:9/mcp"})
+    later = make_registry(tmp_path)
+    with pytest.raises(MCPConnectionError) as caught:
+        later.add_mcp_server("other", {"url": server.url, "oauth": {"credential": "mcp-oauth-elsewhere"}})
+    assert "needs OAuth authorization" in caught.value.message
+
+
+def test_an_oauth_credential_name_of_another_type_is_refused_naming_it(
+    tmp_path: Path, key: str, server: AuthServer
+) -> None:
+    registry = make_registry(tmp_path)
+    registry.credentials.set("plain", {"type": "bearer", "token": "tok-secret-1"})
+    with pytest.raises(ToolConfigError) as caught:
+        registry.add_mcp_server("secure", {"url": server.url, "oauth": {"credential": "plain"}})
+    assert caught.value.field == "mcpServers.secure.oauth.credential"
+    assert "'plain'" in caught.value.message and "'bearer'" in caught.value.message
+    assert "tok-secret-1" not in caught.value.message
