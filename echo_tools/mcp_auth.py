@@ -23,6 +23,7 @@ from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError
 if TYPE_CHECKING:
     from echo_tools.credentials import CredentialStore
     from echo_tools.egress import EgressPolicy
+    from echo_tools.models import ToolDef
     from echo_tools.registry import ToolRegistry
 
 logger = logging.getLogger("echo_tools.mcp")
@@ -195,6 +196,29 @@ def check_oauth_credential(store: CredentialStore, server: str, config: Mapping[
             f"type {kind!r}; name another with oauth.credential",
             field=f"mcpServers.{server}.oauth.credential",
         )
+
+
+def tool_session(tool: ToolDef, server: str, config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The session a call of `tool` uses: its server's, or, when the tool names a credential of its own
+    (`execution_config.credential`), a session of its own authenticated with it (`<server>@<credential>`).
+
+    Raises:
+        ToolConfigError: the tool names a credential but its server is started as a process (stdio).
+    """
+    name = tool.execution_config.get("credential")
+    if not name or name == config.get("credential"):
+        return server, config
+    if config.get("transport", "stdio") == "stdio":
+        raise ToolConfigError(
+            f"Tool {tool.tool_id!r}: execution_config.credential {name!r} authenticates HTTP MCP servers "
+            f"only; server {server!r} is started as a process (give it secrets in 'env')",
+            tool_id=tool.tool_id,
+            field="execution_config.credential",
+        )
+    own = ServerConfig({**{k: v for k, v in config.items() if k != "oauth"}, "credential": name})
+    if isinstance(config, ServerConfig):
+        own.credentials, own.handlers = config.credentials, config.handlers
+    return f"{server}@{name}", own
 
 
 # -- at connect time ---------------------------------------------------------------------------------

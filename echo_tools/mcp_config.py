@@ -428,8 +428,10 @@ def _discover(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list
 # -- listing -> ToolDefs -----------------------------------------------------------------------------
 
 
-def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
-    """One `ToolDef` per MCP tool: ids `mcp_<server>_<tool slug>`, names `<server>_<tool>`, unique."""
+def tool_defs(server: str, listing: list[types.Tool], credential: str | None = None) -> list[ToolDef]:
+    """One `ToolDef` per MCP tool: ids `mcp_<server>_<tool slug>`, names `<server>_<tool>`, unique; the
+    server's `credential` (a name) is shown on each, as on `api` tools."""
+    named = {"credential": credential} if credential else {}
     out: list[ToolDef] = []
     used: set[str] = set()
     for tool in listing:
@@ -466,7 +468,7 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
                 input_schema=tool.inputSchema or {"type": "object"},
                 output_schema=tool.outputSchema or {},
                 # a catalogue tool (read_resource, get_prompt) also names the request it sends
-                execution_config={"server": server, "tool": tool.name, **_catalogue_method(tool)},
+                execution_config={"server": server, "tool": tool.name, **_catalogue_method(tool), **named},
                 tags=["source:mcp", f"mcp_server:{server}"],
                 metadata={"mcp": mcp_meta},
                 status=ToolStatus.DISABLED if task_support == "required" else ToolStatus.ACTIVE,
@@ -496,7 +498,8 @@ def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]
         The server's current tools as registered.
     """
     current: list[ToolDef] = []
-    for fresh in tool_defs(server, listing):
+    credential = registry.mcp_servers.get(server, {}).get("credential")
+    for fresh in tool_defs(server, listing, credential if isinstance(credential, str) else None):
         old = registry.get(fresh.tool_id)
         if old is not None:
             vanished = bool(old.metadata.get("mcp", {}).get("missing"))
