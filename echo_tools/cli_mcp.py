@@ -154,6 +154,10 @@ def describe_server(name: str | None, entry: Any) -> str:
         count = f"  {entry['tool_count']} tools"
     redacted = hide_values(config.get("headers") or {})
     extra = f"  headers={json.dumps(redacted)}" if redacted else ""
+    if isinstance(config.get("credential"), str):
+        extra += f"  credential={config['credential']}"
+    elif config.get("oauth") is not None:
+        extra += "  oauth"
     return f"{name}  {where.strip()}{count}{extra}"
 
 

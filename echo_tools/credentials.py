@@ -387,6 +387,12 @@ class CredentialStore:
             self._forget(name)
         return True
 
+    def check_key(self) -> None:
+        """Raise `CredentialError` (saying how to make one) when credentials could not be written now:
+        the store is kept on disk or in a database and the key is missing or malformed."""
+        if not self._in_memory:
+            self._fernet()
+
     def api_key_in(self, name: str) -> str | None:
         """Where the named `api_key` credential puts its key (`header` or `query`), else None."""
         if self.type_of(name) != "api_key":

@@ -187,7 +187,9 @@ def check_registration(registry: ToolRegistry, name: str, config: Mapping[str, A
 
 
 def check_oauth_credential(store: CredentialStore, server: str, config: Mapping[str, Any]) -> None:
-    """Raise `CredentialError` when the name the server's OAuth tokens go to holds another type."""
+    """Raise `CredentialError` when the server's OAuth tokens could not be kept: the store's key is
+    missing, or the name they go to holds another type."""
+    store.check_key()  # before a person authorizes, not after
     name = oauth_credential_name(server, config)
     kind = store.type_of(name)
     if kind not in (None, "mcp_oauth"):

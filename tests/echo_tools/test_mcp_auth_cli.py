@@ -60,6 +60,7 @@ def test_add_with_a_credential_stores_its_name_and_calls_succeed(
     stored = json.loads(config.read_text())["mcpServers"]["guarded"]
     assert stored == {"url": static.url, "transport": "streamable_http", "credential": "m-bearer"}
     listed = run_cli(home, "mcp", "list").stdout
+    assert f"guarded  {static.url}  1 tools  credential=m-bearer" in listed
     everything = added.stdout + called.stdout + listed + config.read_text()
     assert all(secret not in everything for secret in SECRET_VALUES)
 
@@ -102,6 +103,8 @@ def test_login_of_a_server_without_oauth_says_how_to_add_it(
         json.dumps({"type": "api_key", "in": "header", "name": "X-Api-Key", "value": SECRETS["AUTH_API_KEY"]})
     )
     assert run_cli(home, "credentials", "set", "m-key", "--from", str(source)).returncode == 0
-    assert run_cli(home, "mcp", "add", "guarded", "--url", static.url, "--credential", "m-key").returncode == 0
+    assert (
+        run_cli(home, "mcp", "add", "guarded", "--url", static.url, "--credential", "m-key").returncode == 0
+    )
     line = assert_one_line_error(run_cli(home, "mcp", "login", "guarded"), code=2)
     assert "'guarded' is not configured for OAuth" in line and "--oauth" in line

@@ -157,3 +157,17 @@ def test_an_oauth_credential_name_of_another_type_is_refused_naming_it(
     assert caught.value.field == "mcpServers.secure.oauth.credential"
     assert "'plain'" in caught.value.message and "'bearer'" in caught.value.message
     assert "tok-secret-1" not in caught.value.message
+
+
+def test_without_the_store_key_oauth_is_refused_before_anyone_authorizes(
+    tmp_path: Path, server: AuthServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
+    registry = make_registry(tmp_path)
+    browser = Browser()
+    set_oauth_handlers(registry, browser.redirect, browser.callback)
+    with pytest.raises(ToolConfigError) as caught:
+        registry.add_mcp_server("secure", {"url": server.url, "oauth": {}})
+    assert caught.value.field == SECRET_KEY_ENV
+    assert "echo-tools credentials new-key" in caught.value.message
+    assert browser.opened == []
