@@ -171,3 +171,42 @@ def test_without_the_store_key_oauth_is_refused_before_anyone_authorizes(
     assert caught.value.field == SECRET_KEY_ENV
     assert "echo-tools credentials new-key" in caught.value.message
     assert browser.opened == []
+
+
+async def test_no_oauth_secret_appears_in_configs_events_results_logs_or_api_responses(
+    tmp_path: Path, key: str, server: AuthServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+    import logging
+
+    from echo_tools import MemoryEventLog
+    from echo_tools.api import create_app
+    from echo_tools.settings import ApiSettings
+
+    seen: list[str] = []
+    with caplog.at_level(logging.DEBUG):
+        registry, _ = authorized(tmp_path, server)
+        log = MemoryEventLog()
+        executor = make_executor(registry)
+        executor.events.add(log)
+        transport = httpx.ASGITransport(app=create_app(registry, executor, ApiSettings()))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            response = await client.post("/tools/invoke/id/mcp_secure_ping", json={})
+            assert response.status_code == 200, response.text
+            for path in ("/tools/list", "/tools/credentials", "/tools/mcp_secure_ping"):
+                seen.append((await client.get(path)).text)
+        seen.append(response.text)
+        await executor.aclose()
+    state = registry.credentials.load_mcp_oauth("mcp-oauth-secure")
+    assert state is not None
+    tokens, client_info = json.loads(state["tokens"]), json.loads(state["client_info"])
+    secrets = [tokens["access_token"], tokens["refresh_token"], client_info["client_secret"]]
+    seen += [repr(e) for e in log.events] + [e.to_json() for e in log.events]
+    seen += [r.getMessage() for r in caplog.records] + [repr(r.args) for r in caplog.records]
+    storage = tmp_path / "tools"
+    seen += [p.read_text(encoding="utf-8", errors="replace") for p in storage.iterdir() if p.is_file()]
+    seen += [repr(registry.list_mcp_servers()), repr(registry.credentials)]
+    text = "\n".join(seen)
+    assert "mcp-oauth-secure" in text and "pong" in text
+    for secret in secrets:
+        assert secret not in text, f"{secret!r} leaked"
