@@ -153,6 +153,7 @@ class MCPBackend(ToolBackend):
         from echo_tools.mcp_config import apply_listing, server_config
 
         registry = self.executor.registry
+        server = server.partition("@")[0]  # a tool's own-credential session is its server's (tool_session)
         listing = await self.pool.list_tools(server, server_config(registry, server))
         tools = await asyncio.to_thread(apply_listing, registry, server, listing)
         logger.info("MCP server %r changed its tools; %d active now", server, len(tools))

@@ -73,6 +73,20 @@ async def test_each_credential_type_authenticates_discovery_and_calls(
         await executor.aclose()
 
 
+async def test_a_credential_authenticates_an_sse_server_too(
+    tmp_path: Path, key: str, server: AuthServer
+) -> None:
+    registry = registry_with(tmp_path, server, "m-basic")
+    config = {"url": f"{server.base}/sse", "transport": "sse", "credential": "m-basic"}
+    assert [t.tool_id for t in registry.add_mcp_server("old", config)] == ["mcp_old_ping"]
+    executor = make_executor(registry)
+    try:
+        result = await executor.invoke("old_ping", {})
+    finally:
+        await executor.aclose()
+    assert result.success, result.error
+
+
 def test_without_a_credential_the_server_refuses_and_the_error_says_401(
     tmp_path: Path, server: AuthServer
 ) -> None:

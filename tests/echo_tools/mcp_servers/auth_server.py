@@ -1,6 +1,6 @@
 """An MCP server over streamable HTTP on 127.0.0.1 that demands authentication (for the mcp_auth tests).
 
-`python auth_server.py static`: every request needs one of the secrets in the environment
+`python auth_server.py static`: every request (streamable HTTP at `/mcp`, SSE at `/sse`) needs one of the secrets in the environment
 (`AUTH_BEARER` as a bearer token, `AUTH_API_KEY` in `X-Api-Key`, `AUTH_USER`/`AUTH_PASSWORD` as basic, or
 a token its own OAuth2 client-credentials endpoint `/oauth/token` issued to `AUTH_CLIENT_ID` /
 `AUTH_CLIENT_SECRET`). `/oauth/broken` answers 500; `POST /oauth/revoke` forgets the issued tokens;
@@ -82,14 +82,15 @@ def static_app(port: int) -> Any:
     async def stats(request: Request) -> Response:
         return JSONResponse(STATS)
 
-    inner = mcp.streamable_http_app()
+    inner, sse = mcp.streamable_http_app(), mcp.sse_app()
     accepted = {
         f"Bearer {env['AUTH_BEARER']}",
         "Basic " + base64.b64encode(f"{env['AUTH_USER']}:{env['AUTH_PASSWORD']}".encode()).decode("ascii"),
     }
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/mcp"):
+        guarded = scope["type"] == "http" and scope["path"].startswith(("/mcp", "/sse", "/messages"))
+        if guarded:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
             given = headers.get("authorization", "")
             ok = (
@@ -101,6 +102,9 @@ def static_app(port: int) -> Any:
                 response = JSONResponse({"error": "unauthorized"}, status_code=401)
                 await response(scope, receive, send)
                 return
+        if guarded and not scope["path"].startswith("/mcp"):
+            await sse(scope, receive, send)
+            return
         await inner(scope, receive, send)
 
     return app
