@@ -285,6 +285,11 @@ def add_mcp_server(
     check_env_refs(name, checked)
     check_registration(registry, name, checked)
     if auth is not None:
+        if checked["transport"] == "stdio":
+            raise ToolConfigError(
+                f"MCP server {name!r}: auth is for HTTP servers; a stdio server takes its secrets in 'env'",
+                field="auth",
+            )
         set_server_auth(registry, name, auth)
     try:
         listing = _discover(registry, name, checked)

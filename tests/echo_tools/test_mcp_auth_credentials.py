@@ -194,6 +194,20 @@ def test_a_stdio_server_cannot_name_a_credential() -> None:
     assert "'env'" in caught.value.message
 
 
+def test_a_hosts_auth_for_a_stdio_server_is_refused() -> None:
+    registry = make_registry()
+    with pytest.raises(ToolConfigError) as caught:
+        registry.add_mcp_server("local", {"command": "python"}, auth=httpx.BasicAuth("u", "p"))
+    assert caught.value.field == "auth" and "'local'" in caught.value.message
+
+
+def test_a_hosts_auth_that_is_not_an_httpx_auth_is_refused_naming_its_type(server: AuthServer) -> None:
+    registry = make_registry()
+    with pytest.raises(ToolConfigError) as caught:
+        registry.add_mcp_server("guarded", {"url": server.url}, auth="Bearer x")
+    assert caught.value.field == "auth" and "str" in caught.value.message
+
+
 def test_a_failing_token_endpoint_names_the_server_and_the_url_but_no_secret(
     tmp_path: Path, key: str, server: AuthServer
 ) -> None:
