@@ -19,6 +19,7 @@ import httpx
 
 from echo_tools.credential_fields import NAME_PATTERN, CredentialError
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError
+from echo_tools.models import ToolSource
 
 if TYPE_CHECKING:
     from echo_tools.credentials import CredentialStore
@@ -217,6 +218,15 @@ def tool_session(tool: ToolDef, server: str, config: dict[str, Any]) -> tuple[st
             tool_id=tool.tool_id,
             field="execution_config.credential",
         )
+    store = config.credentials if isinstance(config, ServerConfig) else None
+    if store is not None and tool.source == ToolSource.REMOTE:
+        # registered over HTTP: its credential may go only to the hosts it lists (checked again now, as it
+        # may have been created after the tool, without any)
+        refusal = store.refusal_for(name, str(config.get("url", "")))
+        if refusal:
+            raise ToolConfigError(
+                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field="execution_config.credential"
+            )
     own = ServerConfig({**{k: v for k, v in config.items() if k != "oauth"}, "credential": name})
     if isinstance(config, ServerConfig):
         own.credentials, own.handlers = config.credentials, config.handlers

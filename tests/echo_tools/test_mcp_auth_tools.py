@@ -137,3 +137,22 @@ async def test_a_connector_tool_sends_its_credential_to_the_connector_service(
         thread.join(10)
     assert result.success, result.error
     assert _Connector.seen == ["Bearer connector-token-1"]
+
+
+async def test_a_remote_tool_cannot_send_a_credential_created_later_without_hosts(
+    tmp_path: Path, server: AuthServer
+) -> None:
+    registry = make_registry(tmp_path)
+    registry.credentials.set("m-bearer", {"type": "bearer", "token": SECRETS["AUTH_BEARER"]})
+    registry.add_mcp_server("guarded", {"url": server.url, "credential": "m-bearer"})
+    remote = ping_tool("late").model_copy(update={"source": ToolSource.REMOTE})
+    registry.register(remote)  # "late" does not exist yet: a warning, as for api tools
+    registry.credentials.set("late", {"type": "bearer", "token": SECRETS["AUTH_BEARER"]})  # no hosts
+    executor = make_executor(registry)
+    try:
+        result = await executor.invoke("ping_as_late", {})
+    finally:
+        await executor.aclose()
+    assert not result.success
+    assert result.error_field == "execution_config.credential"
+    assert "'late' lists no hosts" in (result.error or "")
