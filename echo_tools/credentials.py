@@ -576,4 +576,12 @@ async def credential_for(
     if not name:
         return None
     store: CredentialStore = executor.registry.credentials
+    from echo_tools.models import ToolSource
+
+    if tool.source == ToolSource.REMOTE:  # checked at registration too, but the credential may be newer
+        refusal = store.refusal_for(name, url)
+        if refusal:
+            raise CredentialError(
+                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field="execution_config.credential"
+            )
     return await store.apply(name, url, tool_id=tool.tool_id, egress=executor.egress, client=client)
