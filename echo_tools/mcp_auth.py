@@ -333,12 +333,15 @@ class EgressCheckedAuth(httpx.Auth):
         import asyncio
 
         flow = self.inner.async_auth_flow(request)
-        outgoing = await flow.__anext__()
-        while True:
-            if outgoing.url.host != request.url.host or outgoing.url.port != request.url.port:
-                await asyncio.to_thread(self.egress.check_resolved, str(outgoing.url))
-            response = yield outgoing
-            try:
-                outgoing = await flow.asend(response)
-            except StopAsyncIteration:
-                return
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                if outgoing.url.host != request.url.host or outgoing.url.port != request.url.port:
+                    await asyncio.to_thread(self.egress.check_resolved, str(outgoing.url))
+                response = yield outgoing
+                try:
+                    outgoing = await flow.asend(response)
+                except StopAsyncIteration:
+                    return
+        finally:
+            await flow.aclose()  # in this task: the inner flow holds a lock that only this task may release

@@ -210,3 +210,20 @@ async def test_no_oauth_secret_appears_in_configs_events_results_logs_or_api_res
     assert "mcp-oauth-secure" in text and "pong" in text
     for secret in secrets:
         assert secret not in text, f"{secret!r} leaked"
+
+
+def test_the_oauth_flow_is_held_to_the_egress_policy(tmp_path: Path, key: str) -> None:
+    from echo_tools import EgressPolicy
+
+    elsewhere = AuthServer("oauth-localhost").start()
+    try:
+        policy = EgressPolicy(allow_loopback=True, denied_hosts=("localhost",))
+        registry = ToolRegistry(tmp_path / "tools", egress=policy)
+        browser = Browser()
+        set_oauth_handlers(registry, browser.redirect, browser.callback)
+        with pytest.raises(MCPConnectionError) as caught:
+            registry.add_mcp_server("secure", {"url": elsewhere.url, "oauth": {}})
+        assert "'secure'" in caught.value.message and "localhost" in caught.value.message
+        assert browser.opened == [] and elsewhere.stats()["code_grants"] == 0
+    finally:
+        elsewhere.stop()

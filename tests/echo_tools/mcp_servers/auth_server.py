@@ -8,7 +8,8 @@ a token its own OAuth2 client-credentials endpoint `/oauth/token` issued to `AUT
 
 `python auth_server.py oauth`: OAuth 2.1 through the SDK's own server side (protected-resource and
 authorization-server metadata, dynamic registration, /authorize approving at once, /token with PKCE and
-refresh); `GET /stats` counts code and refresh grants.
+refresh); `GET /stats` counts code and refresh grants. `oauth-localhost` names its authorization server
+`http://localhost:<port>` (another host for the egress policy).
 
 It prints `PORT <n>` once it listens.
 """
@@ -195,10 +196,10 @@ class ApprovingProvider:
         self.refresh.pop(token.token, None)
 
 
-def oauth_app(port: int) -> Any:
+def oauth_app(port: int, issuer_host: str = "127.0.0.1") -> Any:
     base = f"http://127.0.0.1:{port}"
     settings = AuthSettings(
-        issuer_url=base,  # type: ignore[arg-type]
+        issuer_url=f"http://{issuer_host}:{port}",  # type: ignore[arg-type]
         resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
         client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=["tools"]),
         required_scopes=["tools"],
@@ -224,7 +225,10 @@ def main(mode: str) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    app = static_app(port) if mode == "static" else oauth_app(port)
+    if mode == "static":
+        app = static_app(port)
+    else:  # "oauth", or "oauth-localhost": its authorization server named by another host name
+        app = oauth_app(port, "localhost" if mode == "oauth-localhost" else "127.0.0.1")
     print(f"PORT {port}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
 
