@@ -5,6 +5,7 @@ Kept apart from the store so the CLI and the routes can check input without open
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -23,8 +24,11 @@ CREDENTIAL_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "api_key": (("in", "name", "value"), ()),
     "basic": (("username", "password"), ()),
     "oauth2_client_credentials": (("token_url", "client_id", "client_secret"), ("scopes", "client_auth")),
+    # written by an MCP server's OAuth 2.1 flow (echo_tools.mcp.auth): its tokens and client registration,
+    # as the SDK's JSON; it authenticates that server's connections only
+    "mcp_oauth": (("server_url",), ("tokens", "client_info", "expires_at")),
 }
-SECRET_FIELDS = frozenset({"token", "value", "password", "client_secret"})
+SECRET_FIELDS = frozenset({"token", "value", "password", "client_secret", "tokens", "client_info"})
 NEW_KEY_HINT = (
     f"make one with `echo-tools credentials new-key` and set it as {SECRET_KEY_ENV} "
     "(keep it safe: the credentials cannot be read without it)"
@@ -129,4 +133,36 @@ def check_credential(name: str, credential: Any) -> dict[str, Any]:
                 field="client_auth",
             )
         clean["client_auth"] = auth
+    if kind == "mcp_oauth":
+        _check_mcp_oauth(name, credential, clean)
     return clean
+
+
+def _check_mcp_oauth(name: str, credential: Mapping[str, Any], clean: dict[str, Any]) -> None:
+    if urlsplit(clean["server_url"]).scheme not in ("http", "https"):
+        raise CredentialError(
+            f"credential {name!r}: server_url must be an http(s) URL, got {clean['server_url']!r}",
+            field="server_url",
+        )
+    for key in ("tokens", "client_info"):
+        value = credential.get(key)
+        if value is None:
+            continue
+        try:
+            ok = isinstance(value, str) and isinstance(json.loads(value), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise CredentialError(
+                f"credential {name!r}: {key} must be a JSON object as text, got a secret that is not",
+                field=key,
+            )
+        clean[key] = value
+    expires_at = credential.get("expires_at")
+    if expires_at is not None:
+        if isinstance(expires_at, bool) or not isinstance(expires_at, int | float):
+            raise CredentialError(
+                f"credential {name!r}: expires_at must be a number (epoch seconds), got {expires_at!r}",
+                field="expires_at",
+            )
+        clean["expires_at"] = float(expires_at)

@@ -3,7 +3,8 @@
 One file, `<storage>/credentials.enc`, holds every credential as a Fernet token (the `cryptography`
 library's authenticated encryption) under the key in `ECHO_TOOLS_SECRET_KEY`; names and types stay readable
 so `list()` needs no key. Writes are atomic (temp file, fsync, rename) under a file lock. A secret never
-leaves this module except as the header or query parameter of the request it authenticates.
+leaves this module except as the header or query parameter of the request it authenticates (and, for an
+MCP server's OAuth tokens, to that server's token storage in `echo_tools.mcp.auth`).
 """
 
 from __future__ import annotations
@@ -386,6 +387,41 @@ class CredentialStore:
             self._forget(name)
         return True
 
+    def check_key(self) -> None:
+        """Raise `CredentialError` (saying how to make one) when credentials could not be written now:
+        the store is kept on disk or in a database and the key is missing or malformed."""
+        if not self._in_memory:
+            self._fernet()
+
+    def api_key_in(self, name: str) -> str | None:
+        """Where the named `api_key` credential puts its key (`header` or `query`), else None."""
+        if self.type_of(name) != "api_key":
+            return None
+        return str(self._credential(name)["in"])
+
+    def forget_token(self, name: str) -> None:
+        """Drop the cached OAuth2 token of credential `name` (the server refused it): the next use fetches one."""
+        self._tokens.pop(name, None)
+
+    def load_mcp_oauth(self, name: str) -> dict[str, Any] | None:
+        """The stored OAuth state of an MCP server (`mcp_oauth` credential `name`), or None when there is none.
+
+        Only `echo_tools.mcp.auth`'s token storage reads it, to hand the tokens to the MCP SDK.
+
+        Raises:
+            CredentialError: `name` is a credential of another type, or the store cannot be read.
+        """
+        if name not in self:
+            return None
+        cred = self._credential(name)
+        if cred["type"] != "mcp_oauth":
+            raise CredentialError(
+                f"credential {name!r} is of type {cred['type']!r}, not the 'mcp_oauth' an MCP server's OAuth "
+                "tokens are kept in; choose another name for the server's tokens",
+                field="oauth.credential",
+            )
+        return dict(cred)
+
     def _forget(self, name: str) -> None:
         self.warned.discard(name)
         self._plain.pop(name, None)
@@ -437,6 +473,13 @@ class CredentialStore:
             raise CredentialError(
                 f"{f'Tool {tool_id!r}: ' if tool_id else ''}credential {name!r} may be sent to hosts "
                 f"{cred['hosts']!r} only, not {host!r}",
+                tool_id=tool_id,
+                field="execution_config.credential",
+            )
+        if kind == "mcp_oauth":
+            raise CredentialError(
+                f"{f'Tool {tool_id!r}: ' if tool_id else ''}credential {name!r} holds the OAuth tokens of MCP "
+                f"server {cred['server_url']!r}; only that server's connections use it",
                 tool_id=tool_id,
                 field="execution_config.credential",
             )
@@ -533,4 +576,12 @@ async def credential_for(
     if not name:
         return None
     store: CredentialStore = executor.registry.credentials
+    from echo_tools.models import ToolSource
+
+    if tool.source == ToolSource.REMOTE:  # checked at registration too, but the credential may be newer
+        refusal = store.refusal_for(name, url)
+        if refusal:
+            raise CredentialError(
+                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field="execution_config.credential"
+            )
     return await store.apply(name, url, tool_id=tool.tool_id, egress=executor.egress, client=client)

@@ -779,11 +779,14 @@ class ToolRegistry:
 
     # -- MCP servers (implemented in echo_tools.mcp.config) ------------------------------------------
 
-    def add_mcp_server(self, name: str, config: Mapping[str, Any]) -> list[ToolDef]:
-        """Store an MCP server config (`mcpServers` entry shape), discover its tools and register them."""
+    def add_mcp_server(self, name: str, config: Mapping[str, Any], *, auth: Any = None) -> list[ToolDef]:
+        """Store an MCP server config (`mcpServers` entry shape), discover its tools and register them.
+
+        `auth`: an `httpx.Auth` for an HTTP server's connections in this process, used as is (not stored).
+        """
         from echo_tools.mcp.config import add_mcp_server
 
-        return add_mcp_server(self, name, config)
+        return add_mcp_server(self, name, config, auth=auth)
 
     def load_mcp_config(self, path: str | Path) -> dict[str, list[ToolDef]]:
         """Add every server of an `{"mcpServers": {...}}` JSON file; returns the tools per server."""

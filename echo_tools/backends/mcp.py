@@ -80,6 +80,9 @@ class MCPBackend(ToolBackend):
                 tool_id=tool.tool_id,
                 field="execution_config.server",
             ) from exc
+        from echo_tools.mcp.auth import tool_session  # a tool's own credential: a session of its own
+
+        server, config = tool_session(tool, server, config)
         timeout_s = (context.timeout_ms or tool.timeout_ms) / 1000 + _BACKSTOP_S
         listener = self._listener(tool, context)
         method = tool.execution_config.get("method")
@@ -150,6 +153,7 @@ class MCPBackend(ToolBackend):
         from echo_tools.mcp.config import apply_listing, server_config
 
         registry = self.executor.registry
+        server = server.partition("@")[0]  # a tool's own-credential session is its server's (tool_session)
         listing = await self.pool.list_tools(server, server_config(registry, server))
         tools = await asyncio.to_thread(apply_listing, registry, server, listing)
         logger.info("MCP server %r changed its tools; %d active now", server, len(tools))
@@ -162,7 +166,11 @@ class MCPBackend(ToolBackend):
         connector_id = tool.execution_config["connector_id"]
         url = os.environ.get(CONNECTOR_BASE_ENV, DEFAULT_CONNECTOR_BASE).rstrip("/") + CONNECTOR_PATH
         request = self._connector_requests.get((tool.tool_id, url))
-        if request is None or request.timeout_ms != tool.timeout_ms:
+        if (
+            request is None
+            or request.timeout_ms != tool.timeout_ms
+            or request.execution_config.get("credential") != tool.execution_config.get("credential")
+        ):
             request = ToolDef(
                 tool_id=tool.tool_id,
                 name=tool.name,
@@ -173,6 +181,7 @@ class MCPBackend(ToolBackend):
                     "method": "POST",
                     "body": {"connector_id": connector_id},
                     "timeout": tool.timeout_ms / 1000,
+                    **{k: v for k, v in tool.execution_config.items() if k == "credential"},
                 },
             )
             self._connector_requests[(tool.tool_id, url)] = request

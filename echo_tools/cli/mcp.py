@@ -1,7 +1,8 @@
 """`echo-tools mcp add|load|list|refresh|remove|resources|prompts`: MCP servers in the `mcpServers` shape.
 
 `add NAME -- CMD ARG...` or `add NAME --command CMD --arg A --env K=V` (stdio), or `add NAME --url URL
---header K=V` (streamable HTTP) stores the server and registers every tool it lists; a relative command
+--header K=V [--credential CRED | --oauth [--scope S]]` (streamable HTTP) stores the server and registers
+every tool it lists; `login NAME` runs an OAuth server's browser step again; a relative command
 (`.venv/bin/python`) is stored as an absolute path, a bare name (`npx`) as given. `load FILE` adds every
 server of a config file; `refresh NAME` re-lists the tools; `resources NAME` and `prompts NAME` list what
 the server offers beside its tools.
@@ -55,6 +56,10 @@ def server_config(args: argparse.Namespace) -> dict[str, Any]:
     config = {"url": args.url}
     if args.header:
         config["headers"] = pairs(args.header, "--header")
+    if getattr(args, "credential", None):
+        config["credential"] = args.credential
+    if getattr(args, "oauth", False) or getattr(args, "scope", None):
+        config["oauth"] = {"scopes": list(args.scope)} if args.scope else {}
     return config
 
 
@@ -67,6 +72,12 @@ def absolute_command(command: str) -> str:
 
 
 def run_mcp(args: argparse.Namespace, registry: ToolRegistry) -> int:
+    from echo_tools.cli.mcp_login import install_login, login
+
+    if args.mcp_command in ("add", "load", "refresh", "login"):
+        install_login(registry, open_browser=getattr(args, "open", False))  # for servers with `oauth`
+    if args.mcp_command == "login":
+        return login(registry, args.name)
     if args.mcp_command == "add":
         tools = registry.add_mcp_server(args.name, server_config(args))
         sys.stdout.write(f"MCP server {args.name!r}: {len(tools)} tools registered\n")
@@ -143,4 +154,26 @@ def describe_server(name: str | None, entry: Any) -> str:
         count = f"  {entry['tool_count']} tools"
     redacted = hide_values(config.get("headers") or {})
     extra = f"  headers={json.dumps(redacted)}" if redacted else ""
+    if isinstance(config.get("credential"), str):
+        extra += f"  credential={config['credential']}"
+    elif config.get("oauth") is not None:
+        extra += "  oauth"
     return f"{name}  {where.strip()}{count}{extra}"
+
+
+def add_auth_parsers(add: argparse.ArgumentParser, actions: Any, handler: Any, late: Any) -> None:
+    """`mcp add`'s `--credential`, `--oauth`, `--scope`, `--open`, and `mcp login NAME`."""
+    auth = add.add_mutually_exclusive_group()
+    auth.add_argument(
+        "--credential", metavar="CRED", help="with --url: authenticate with this stored credential"
+    )
+    auth.add_argument(
+        "--oauth", action="store_true", help="with --url: OAuth 2.1 (prints the URL to authorize)"
+    )
+    add.add_argument("--scope", action="append", default=[], metavar="S", help="OAuth scope (repeatable)")
+    add.add_argument("--open", action="store_true", help="with --oauth: open the URL in a browser")
+    login = actions.add_parser("login", help="authorize an OAuth MCP server again (prints the URL)")
+    login.add_argument("name", metavar="NAME")
+    login.add_argument("--open", action="store_true", help="open the URL in a browser")
+    late(login)
+    login.set_defaults(func=handler)

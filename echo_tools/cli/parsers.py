@@ -82,6 +82,9 @@ def add_mcp_parser(sub: SubParsers, handler: Handler) -> None:
         "--env", action="append", default=[], metavar="K=V", help="process environment (repeatable)"
     )
     add.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
+    from echo_tools.cli.mcp import add_auth_parsers  # --credential, --oauth, `mcp login`
+
+    add_auth_parsers(add, actions, handler, add_late_allow_module)
     add_late_allow_module(add)
     add.set_defaults(func=handler, server_command=[], takes_rest=True)
 

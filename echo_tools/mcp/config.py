@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
+from echo_tools.mcp.auth import bind, check_auth_config, check_registration, set_server_auth
 from echo_tools.models import (
     SideEffect,
     ToolDef,
@@ -71,7 +72,9 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
 
     Stdio servers: `{"command", "args"?, "env"?, "cwd"?}`. URL servers: `{"url", "headers"?,
     "transport"?: "streamable_http" (default) | "sse"}` (`type` is read as `transport`, as VS Code
-    writes it). Optional for both: `timeout` (connect seconds), `max_concurrency`. Other keys are kept.
+    writes it), and `credential` (a stored credential's name) or `oauth` (OAuth 2.1, see
+    `echo_tools.mcp.auth`). Optional for both: `timeout` (connect seconds), `max_concurrency`. Other keys
+    are kept.
 
     Raises:
         ToolConfigError: the entry is unusable; the message names the server and the field.
@@ -107,6 +110,7 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise fail("url", f"'url' must be an http(s) URL with a host, got {url!r}")
         _check_strings(out, "headers", fail)
+    check_auth_config(name, out)
     timeout = out.get("timeout")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
@@ -215,7 +219,7 @@ def server_config(registry: ToolRegistry, name: str) -> dict[str, Any]:
         raise ToolNotFoundError(
             f"No MCP server named {name!r} is configured (known: {known})", field="server"
         )
-    return config
+    return bind(registry, name, config)
 
 
 def list_mcp_servers(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
@@ -236,17 +240,37 @@ def list_mcp_servers(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
 # -- add, load, refresh, remove ----------------------------------------------------------------------
 
 
-def add_mcp_server(registry: ToolRegistry, name: str, config: Mapping[str, Any]) -> list[ToolDef]:
+def add_mcp_server(
+    registry: ToolRegistry, name: str, config: Mapping[str, Any], *, auth: Any = None
+) -> list[ToolDef]:
     """Check and store a server's config, list its tools and register them (see module docstring).
 
+    Args:
+        auth: an `httpx.Auth` for this HTTP server's connections in this process, used as is (not stored).
+
     Raises:
-        ToolConfigError: the config is invalid (nothing is stored).
+        ToolConfigError: the config is invalid, or names a credential of a type an MCP server cannot use
+            (nothing is stored).
         MCPConnectionError: the server could not be started or reached (nothing is stored).
     """
     name = check_server_name(name)
     checked = check_server_config(name, config)
     check_env_refs(name, checked)
-    return register_server(registry, name, checked, _discover(registry, name, checked))
+    check_registration(registry, name, checked)
+    if auth is not None:
+        if checked["transport"] == "stdio":
+            raise ToolConfigError(
+                f"MCP server {name!r}: auth is for HTTP servers; a stdio server takes its secrets in 'env'",
+                field="auth",
+            )
+        set_server_auth(registry, name, auth)
+    try:
+        listing = _discover(registry, name, checked)
+    except ToolError:
+        if auth is not None:
+            set_server_auth(registry, name, None)
+        raise
+    return register_server(registry, name, checked, listing)
 
 
 def check_env_refs(name: str, config: Mapping[str, Any]) -> None:
@@ -304,6 +328,7 @@ def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[
         name = check_server_name(raw_name)
         checked[name] = check_server_config(name, config)
         check_env_refs(name, checked[name])
+        check_registration(registry, name, checked[name])
     listings = _discover_all(registry, checked)
     added: dict[str, list[ToolDef]] = {}
     failures: list[str] = []
@@ -332,7 +357,8 @@ def _discover_all(
 
         timeout = float(config.get("timeout") or 15.0) + DISCOVERY_TIMEOUT_S
         try:
-            return await asyncio.wait_for(discover_tools(name, config, registry.egress), timeout)
+            bound = bind(registry, name, config)
+            return await asyncio.wait_for(discover_tools(name, bound, registry.egress), timeout)
         except TimeoutError:
             return MCPConnectionError(
                 f"MCP server {name!r}: listing its tools took longer than {timeout:g} s"
@@ -360,6 +386,7 @@ def remove_mcp_server(registry: ToolRegistry, name: str) -> list[str]:
     server_config(registry, name)
     disabled = _disable_missing(registry, name, keep=set())
     _store(registry, name, None)
+    set_server_auth(registry, name, None)
     return disabled
 
 
@@ -369,7 +396,7 @@ def _discover(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list
 
     timeout = float(config.get("timeout") or 15.0) + DISCOVERY_TIMEOUT_S
     try:
-        return run_sync(discover_tools(name, config, registry.egress), timeout=timeout)
+        return run_sync(discover_tools(name, bind(registry, name, config), registry.egress), timeout=timeout)
     except TimeoutError as exc:
         raise MCPConnectionError(
             f"MCP server {name!r}: listing its tools took longer than {timeout:g} s"
@@ -379,8 +406,10 @@ def _discover(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list
 # -- listing -> ToolDefs -----------------------------------------------------------------------------
 
 
-def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
-    """One `ToolDef` per MCP tool: ids `mcp_<server>_<tool slug>`, names `<server>_<tool>`, unique."""
+def tool_defs(server: str, listing: list[types.Tool], credential: str | None = None) -> list[ToolDef]:
+    """One `ToolDef` per MCP tool: ids `mcp_<server>_<tool slug>`, names `<server>_<tool>`, unique; the
+    server's `credential` (a name) is shown on each, as on `api` tools."""
+    named = {"credential": credential} if credential else {}
     out: list[ToolDef] = []
     used: set[str] = set()
     for tool in listing:
@@ -417,7 +446,7 @@ def tool_defs(server: str, listing: list[types.Tool]) -> list[ToolDef]:
                 input_schema=tool.inputSchema or {"type": "object"},
                 output_schema=tool.outputSchema or {},
                 # a catalogue tool (read_resource, get_prompt) also names the request it sends
-                execution_config={"server": server, "tool": tool.name, **_catalogue_method(tool)},
+                execution_config={"server": server, "tool": tool.name, **_catalogue_method(tool), **named},
                 tags=["source:mcp", f"mcp_server:{server}"],
                 metadata={"mcp": mcp_meta},
                 status=ToolStatus.DISABLED if task_support == "required" else ToolStatus.ACTIVE,
@@ -447,7 +476,8 @@ def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]
         The server's current tools as registered.
     """
     current: list[ToolDef] = []
-    for fresh in tool_defs(server, listing):
+    credential = registry.mcp_servers.get(server, {}).get("credential")
+    for fresh in tool_defs(server, listing, credential if isinstance(credential, str) else None):
         old = registry.get(fresh.tool_id)
         if old is not None:
             vanished = bool(old.metadata.get("mcp", {}).get("missing"))

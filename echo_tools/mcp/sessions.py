@@ -195,17 +195,20 @@ class _Connection:
         url = config["url"]
         await asyncio.to_thread(self.egress.check_resolved, url)
         headers = resolve_env_refs(config.get("headers") or {}, server=self.name, field="headers")
+        from echo_tools.mcp.auth import connection_auth  # a stored credential, OAuth 2.1 or the host's
+
+        auth = await connection_auth(self.name, config, self.egress)
         if config["transport"] == "sse":
             from mcp.client.sse import sse_client
 
-            return await stack.enter_async_context(sse_client(url, headers=headers))
+            return await stack.enter_async_context(sse_client(url, headers=headers, auth=auth))
         from mcp.client.streamable_http import streamable_http_client
 
         # the SDK's defaults (30 s, 300 s read for streams), plus a transport that notices a broken stream
         transport = _WatchedTransport(httpx.AsyncHTTPTransport(), self._stream_broke)
         timeout = httpx.Timeout(30.0, read=300.0)
         client = await stack.enter_async_context(
-            httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport)
+            httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport, auth=auth)
         )
         read, write, _ = await stack.enter_async_context(streamable_http_client(url, http_client=client))
         return read, write
