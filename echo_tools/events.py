@@ -281,6 +281,10 @@ class EventBus:
         self.sinks: list[EventSink] = []
         self.dropped = 0  # events not delivered to the background sinks because the queue was full
         self._inline: list[EventSink] = []
+        # what `emit` delivers, split once per change of sinks rather than on every event
+        self._all: tuple[EventSink, ...] = ()
+        self._in_place: tuple[EventSink, ...] = ()  # inline sinks: in the emitting thread, even on a loop
+        self._later: tuple[EventSink, ...] = ()  # the others: from the delivery thread when on a loop
         self._queue: queue.Queue[tuple[tuple[EventSink, ...], Any]] = queue.Queue(queue_size)
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -299,6 +303,7 @@ class EventBus:
         self.sinks.append(sink)
         if inline or (inline is None and isinstance(sink, InlineSink)):
             self._inline.append(sink)
+        self._split()
 
     def remove(self, sink: EventSink) -> None:
         """Stop delivering to `sink`, once it has received every event emitted before (waiting at most
@@ -308,6 +313,13 @@ class EventBus:
             self.sinks.remove(sink)
         if sink in self._inline:
             self._inline.remove(sink)
+        self._split()
+
+    def _split(self) -> None:
+        inline = self._inline
+        self._in_place = tuple(s for s in self.sinks if s in inline)
+        self._later = tuple(s for s in self.sinks if s not in inline)
+        self._all = tuple(self.sinks)
 
     def emit(
         self, event: ToolEvent, flat_keys: frozenset[str] = frozenset(), *, on_loop: bool = False
@@ -321,7 +333,7 @@ class EventBus:
             on_loop: the caller runs on an event loop: sinks that are not inline get the event from the
                 delivery thread, so none of them can stall the loop.
         """
-        sinks = tuple(self.sinks)  # a sink added or removed meanwhile does not disturb this delivery
+        sinks = self._all  # a sink added or removed meanwhile does not disturb this delivery
         if not sinks:
             return
         value = event.input
@@ -335,10 +347,9 @@ class EventBus:
             _deliver(sinks, event)
             return
         # on a loop, or behind events still queued (delivered in place it would overtake them): queue it
-        inline = self._inline
-        later = tuple(s for s in sinks if s not in inline) if inline else sinks
-        if inline:
-            _deliver(tuple(s for s in sinks if s in inline), event)
+        later = self._later
+        if self._in_place:
+            _deliver(self._in_place, event)
         if later:
             self._enqueue(later, event)
 

@@ -45,7 +45,7 @@ from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, Tool
 from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
 from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
-from echo_tools.runtime import call_in_worker, run_in_worker, run_sync
+from echo_tools.runtime import await_in_worker, call_in_worker, run_sync
 from echo_tools.schema import normalize_args
 
 if TYPE_CHECKING:
@@ -453,11 +453,11 @@ class _OnLoop(_Waits):
         sync = route.sync
         if sync is UNDECIDED:
             sync = await asyncio.wrap_future(route.decide_sync_elsewhere(backend))  # may import: off the loop
-        if sync is not None and sync.inline:
-            return _run_inline(sync, args, timeout_s)
+        if sync is not None:
+            if sync.inline:
+                return _run_inline(sync, args, timeout_s)
+            return await await_in_worker(sync.fn, timeout_s, args)
         async with asyncio.timeout(timeout_s):
-            if sync is not None:
-                return await run_in_worker(sync.fn, args)
             if backend.nests and context.call_id is None:  # its inner calls name this one as parent
                 assert isinstance(call_id, int)
                 context = context.model_copy(update={"call_id": format_call_id(call_id)})
