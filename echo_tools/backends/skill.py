@@ -34,6 +34,28 @@ class _StepFailed(Exception):
         self.message = message
 
 
+class _InnerContext:
+    """The context of a skill's inner calls, whose timeout is what is left of the skill's deadline.
+
+    Steps started in the same millisecond share one copy (a skill's independent steps all start at once).
+    """
+
+    def __init__(self, base: ToolContext, deadline: float) -> None:
+        self.base = base
+        self.deadline = deadline  # on the loop's clock
+        self._ms = 0
+        self._context = base
+
+    def now(self) -> ToolContext | None:
+        """The context for a call starting now; None once the deadline has passed."""
+        remaining_ms = int((self.deadline - asyncio.get_running_loop().time()) * 1000)
+        if remaining_ms <= 0:
+            return None
+        if remaining_ms != self._ms:
+            self._ms, self._context = remaining_ms, self.base.model_copy(update={"timeout_ms": remaining_ms})
+        return self._context
+
+
 class SkillBackend(ToolBackend):
     """Runs `skill` tools; inner calls go back through the executor (events, limits, permissions)."""
 
@@ -69,31 +91,56 @@ class SkillBackend(ToolBackend):
             )
         skill = self._skill(tool)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000
-        inner = context.model_copy(
-            update={
-                "parent_call_id": context.call_id,
-                "call_id": None,
-                "depth": context.depth + 1,
-                "call_path": [*context.call_path, tool.tool_id],
-            }
+        inner = _InnerContext(
+            context.model_copy(
+                update={
+                    "parent_call_id": context.call_id,
+                    "call_id": None,
+                    "depth": context.depth + 1,
+                    "call_path": [*context.call_path, tool.tool_id],
+                }
+            ),
+            deadline=loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000,
         )
         scope: dict[str, Any] = {"input": args, "steps": {}}
         report: dict[str, dict[str, Any]] = {}
-        pending = {step.id: step for step in skill.steps}
-        running: dict[asyncio.Task[None], SkillStep] = {}
+        # what each step still waits for; a finished step starts the steps it was the last wait of
+        waiting = {step.id: set(step.depends_on) for step in skill.steps}
+        dependents: dict[str, list[SkillStep]] = {step.id: [] for step in skill.steps}
+        for step in skill.steps:
+            for dep in step.depends_on:
+                dependents[dep].append(step)
+        running: set[asyncio.Task[None]] = set()
+        all_done: asyncio.Future[None] = (
+            loop.create_future()
+        )  # set when the last step ends, or the first fails
+
+        def start(step: SkillStep) -> None:
+            report[step.id] = {"status": "running", "tool_id": None}
+            task = loop.create_task(self._run_step(step, scope, report, inner))
+            running.add(task)
+            task.add_done_callback(lambda task: ended(step, task))
+
+        def ended(step: SkillStep, task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            error = None if task.cancelled() else task.exception()  # read, so it is never left unretrieved
+            if all_done.done():
+                return
+            if error is not None:
+                all_done.set_exception(error)
+                return
+            for dependent in dependents[step.id]:
+                waiting[dependent.id].discard(step.id)
+                if not waiting[dependent.id]:
+                    start(dependent)
+            if not running:
+                all_done.set_result(None)
+
         try:
-            while pending or running:
-                finished = {sid for sid, r in report.items() if r["status"] != "running"}
-                for step in [s for s in pending.values() if set(s.depends_on) <= finished]:
-                    del pending[step.id]
-                    report[step.id] = {"status": "running", "tool_id": None}
-                    task = asyncio.create_task(self._run_step(step, scope, report, inner, deadline))
-                    running[task] = step
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    running.pop(task)
-                    task.result()  # a failed step raises _StepFailed here
+            for step in skill.steps:
+                if not step.depends_on:
+                    start(step)
+            await all_done
         except _StepFailed as failure:
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: step {failure.step.id!r} failed: {failure.message}",
@@ -114,8 +161,7 @@ class SkillBackend(ToolBackend):
         step: SkillStep,
         scope: dict[str, Any],
         report: dict[str, dict[str, Any]],
-        context: ToolContext,
-        deadline: float,
+        inner: _InnerContext,
     ) -> None:
         entry = report[step.id]
         try:
@@ -129,15 +175,13 @@ class SkillBackend(ToolBackend):
             raise _StepFailed(step, str(exc)) from None
         errors: list[str] = []
         for ref in [step.tool, *step.fallback]:
-            remaining_ms = int((deadline - asyncio.get_running_loop().time()) * 1000)
-            if remaining_ms <= 0:
+            context = inner.now()
+            if context is None:
                 entry.update(status="failed", error="the skill's deadline passed")
                 raise ToolTimeoutError(
                     f"step {step.id!r}: the skill's deadline passed before {ref!r} could run"
                 )
-            result = await self.executor.invoke(
-                ref, step_input, context.model_copy(update={"timeout_ms": remaining_ms})
-            )
+            result = await self.executor.invoke(ref, step_input, context)
             if result.success:
                 entry.update(status="completed", tool_id=result.tool_id, failed_before=errors)
                 scope["steps"][step.id] = {"output": result.output}
