@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.backends.base import BackendOutput, ToolBackend, forget_entries
 from echo_tools.errors import ToolExecutionError, ToolTimeoutError
 from echo_tools.skills import (
     MAX_CALL_DEPTH,
@@ -74,10 +74,7 @@ class SkillBackend(ToolBackend):
         return skill
 
     def forget(self, tool_id: str | None = None) -> None:
-        if tool_id is None:
-            self._parsed.clear()
-        else:
-            self._parsed.pop(tool_id, None)
+        forget_entries(self._parsed, tool_id)
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         if tool.tool_id in context.call_path:
