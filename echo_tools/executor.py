@@ -347,9 +347,9 @@ class ToolExecutor:
         """Step 6, one attempt under the deadline. Only how it waits differs between callers: `invoke`
         awaits on its loop; `invoke_sync` (`on_loop` False) blocks its thread, so it never suspends."""
         tool = route.tool
-        backend = self.backend_for(tool.tool_type)
         sync = route.sync
         if sync is UNDECIDED:  # the first call: may import the tool's module, so never on a loop
+            backend = self.backend_for(tool.tool_type)
             if on_loop:
                 sync = await asyncio.wrap_future(route.decide_sync_elsewhere(backend))
             else:
@@ -362,6 +362,7 @@ class ToolExecutor:
             return call_in_worker(sync.fn, timeout_s, args)
         if not on_loop:  # the backend's async call, on the background loop
             return run_sync(self._attempt(route, args, context, timeout_s, call_id, True))
+        backend = self.backend_for(tool.tool_type)
         async with asyncio.timeout(timeout_s):
             if backend.nests and context.call_id is None:  # its inner calls name this one as parent
                 assert isinstance(call_id, int)
