@@ -285,7 +285,9 @@ class EventBus:
         self._all: tuple[EventSink, ...] = ()
         self._in_place: tuple[EventSink, ...] = ()  # inline sinks: in the emitting thread, even on a loop
         self._later: tuple[EventSink, ...] = ()  # the others: from the delivery thread when on a loop
-        self._queue: queue.Queue[tuple[tuple[EventSink, ...], Any]] = queue.Queue(queue_size)
+        # unbounded itself (no lock of its own on the way in): `_pending` holds it to `queue_size`
+        self._queue: queue.SimpleQueue[tuple[tuple[EventSink, ...], Any]] = queue.SimpleQueue()
+        self.queue_size = queue_size
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending = 0  # events queued and not yet delivered
@@ -358,10 +360,7 @@ class EventBus:
         if self._worker is None or threading.current_thread() is self._worker:
             return True
         done = threading.Event()
-        try:
-            self._queue.put(((), done), timeout=timeout)
-        except queue.Full:
-            return False
+        self._queue.put(((), done))
         return done.wait(timeout)
 
     def _enqueue(self, sinks: tuple[EventSink, ...], event: ToolEvent) -> None:
@@ -370,22 +369,22 @@ class EventBus:
                 if self._worker is None:
                     self._worker = threading.Thread(target=self._drain, name="echo-tools-events", daemon=True)
                     self._worker.start()
-        try:
-            with self._lock:
-                self._pending += 1
-            self._queue.put_nowait((sinks, event))
-        except queue.Full:
-            with self._lock:
-                self._pending -= 1
-            with self._lock:
+        with self._lock:
+            # one in delivery and `queue_size` waiting, as a bounded queue behind a busy consumer
+            full = self._pending > self.queue_size
+            if full:
                 self.dropped += 1
                 first = self.dropped == 1
-            if first:
-                logger.warning(
-                    "event queue full (%d events): a sink is slower than the calls; dropping events "
-                    "(counted in EventBus.dropped)",
-                    self._queue.maxsize,
-                )
+            else:
+                self._pending += 1
+        if not full:
+            self._queue.put((sinks, event))
+        elif first:
+            logger.warning(
+                "event queue full (%d events): a sink is slower than the calls; dropping events "
+                "(counted in EventBus.dropped)",
+                self.queue_size,
+            )
 
     def _drain(self) -> None:
         while True:
