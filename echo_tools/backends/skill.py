@@ -13,14 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend, forget_entries
 from echo_tools.errors import ToolExecutionError, ToolTimeoutError
-from echo_tools.skills import (
-    MAX_CALL_DEPTH,
-    SkillConfig,
-    SkillStep,
-    parse_skill,
-    resolve_reference,
-    substitute,
-)
+from echo_tools.skills import MAX_CALL_DEPTH, SkillPlan, SkillStep, StepPlan, parse_skill, plan_skill
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -63,13 +56,13 @@ class SkillBackend(ToolBackend):
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
-        self._parsed: dict[str, tuple[ToolDef, SkillConfig]] = {}  # tool id -> (the definition, parsed)
+        self._parsed: dict[str, tuple[ToolDef, SkillPlan]] = {}  # tool id -> (the definition, its plan)
 
-    def _skill(self, tool: ToolDef) -> SkillConfig:
+    def _skill(self, tool: ToolDef) -> SkillPlan:
         cached = self._parsed.get(tool.tool_id)
         if cached is not None and cached[0] is tool:  # the registry hands out a new object on change
             return cached[1]
-        skill = parse_skill(tool.tool_id, tool.execution_config)
+        skill = plan_skill(parse_skill(tool.tool_id, tool.execution_config))
         self._parsed[tool.tool_id] = (tool, skill)
         return skill
 
@@ -102,23 +95,19 @@ class SkillBackend(ToolBackend):
         scope: dict[str, Any] = {"input": args, "steps": {}}
         report: dict[str, dict[str, Any]] = {}
         # what each step still waits for; a finished step starts the steps it was the last wait of
-        waiting = {step.id: set(step.depends_on) for step in skill.steps}
-        dependents: dict[str, list[SkillStep]] = {step.id: [] for step in skill.steps}
-        for step in skill.steps:
-            for dep in step.depends_on:
-                dependents[dep].append(step)
+        waiting = {
+            sid: set(plan.step.depends_on) for sid, plan in skill.steps.items() if plan.step.depends_on
+        }
         running: set[asyncio.Task[None]] = set()
-        all_done: asyncio.Future[None] = (
-            loop.create_future()
-        )  # set when the last step ends, or the first fails
+        all_done: asyncio.Future[None] = loop.create_future()  # the last step ended, or the first failed
 
-        def start(step: SkillStep) -> None:
-            report[step.id] = {"status": "running", "tool_id": None}
-            task = loop.create_task(self._run_step(step, scope, report, inner))
+        def start(plan: StepPlan) -> None:
+            report[plan.step.id] = {"status": "running", "tool_id": None}
+            task = loop.create_task(self._run_step(plan, scope, report, inner))
             running.add(task)
-            task.add_done_callback(lambda task: ended(step, task))
+            task.add_done_callback(lambda task: ended(plan, task))
 
-        def ended(step: SkillStep, task: asyncio.Task[None]) -> None:
+        def ended(plan: StepPlan, task: asyncio.Task[None]) -> None:
             running.discard(task)
             error = None if task.cancelled() else task.exception()  # read, so it is never left unretrieved
             if all_done.done():
@@ -126,17 +115,16 @@ class SkillBackend(ToolBackend):
             if error is not None:
                 all_done.set_exception(error)
                 return
-            for dependent in dependents[step.id]:
-                waiting[dependent.id].discard(step.id)
-                if not waiting[dependent.id]:
-                    start(dependent)
+            for dependent in plan.dependents:
+                waiting[dependent].discard(plan.step.id)
+                if not waiting[dependent]:
+                    start(skill.steps[dependent])
             if not running:
                 all_done.set_result(None)
 
         try:
-            for step in skill.steps:
-                if not step.depends_on:
-                    start(step)
+            for root in skill.roots:
+                start(skill.steps[root])
             await all_done
         except _StepFailed as failure:
             raise ToolExecutionError(
@@ -150,23 +138,24 @@ class SkillBackend(ToolBackend):
         if skill.output is None:
             output: Any = {sid: step["output"] for sid, step in scope["steps"].items()}
         else:
-            output = substitute(skill.output, scope)
+            output = skill.output(scope)
         return BackendOutput(output=output, metadata={"steps": report})
 
     async def _run_step(
         self,
-        step: SkillStep,
+        plan: StepPlan,
         scope: dict[str, Any],
         report: dict[str, dict[str, Any]],
         inner: _InnerContext,
     ) -> None:
+        step = plan.step
         entry = report[step.id]
         try:
-            if step.when is not None and not resolve_reference(step.when, scope):
+            if plan.when is not None and not plan.when(scope):
                 entry.update(status="skipped")
                 scope["steps"][step.id] = {"output": None}
                 return
-            step_input = substitute(step.input, scope)
+            step_input = plan.input(scope)
         except LookupError as exc:
             entry.update(status="failed", error=str(exc))
             raise _StepFailed(step, str(exc)) from None
