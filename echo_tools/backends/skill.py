@@ -112,6 +112,9 @@ class SkillBackend(ToolBackend):
             error = None if task.cancelled() else task.exception()  # read, so it is never left unretrieved
             if all_done.done():
                 return
+            if task.cancelled():  # only the skill cancels its steps, after it stopped waiting: never here
+                all_done.cancel()
+                return
             if error is not None:
                 all_done.set_exception(error)
                 return
