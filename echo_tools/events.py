@@ -281,7 +281,13 @@ class EventBus:
         self.sinks: list[EventSink] = []
         self.dropped = 0  # events not delivered to the background sinks because the queue was full
         self._inline: list[EventSink] = []
-        self._queue: queue.Queue[tuple[tuple[EventSink, ...], Any]] = queue.Queue(queue_size)
+        # what `emit` delivers, split once per change of sinks rather than on every event
+        self._all: tuple[EventSink, ...] = ()
+        self._in_place: tuple[EventSink, ...] = ()  # inline sinks: in the emitting thread, even on a loop
+        self._later: tuple[EventSink, ...] = ()  # the others: from the delivery thread when on a loop
+        # unbounded itself (no lock of its own on the way in): `_pending` holds it to `queue_size`
+        self._queue: queue.SimpleQueue[tuple[tuple[EventSink, ...], Any]] = queue.SimpleQueue()
+        self.queue_size = queue_size
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending = 0  # events queued and not yet delivered
@@ -299,6 +305,7 @@ class EventBus:
         self.sinks.append(sink)
         if inline or (inline is None and isinstance(sink, InlineSink)):
             self._inline.append(sink)
+        self._split()
 
     def remove(self, sink: EventSink) -> None:
         """Stop delivering to `sink`, once it has received every event emitted before (waiting at most
@@ -308,6 +315,13 @@ class EventBus:
             self.sinks.remove(sink)
         if sink in self._inline:
             self._inline.remove(sink)
+        self._split()
+
+    def _split(self) -> None:
+        inline = self._inline
+        self._in_place = tuple(s for s in self.sinks if s in inline)
+        self._later = tuple(s for s in self.sinks if s not in inline)
+        self._all = tuple(self.sinks)
 
     def emit(
         self, event: ToolEvent, flat_keys: frozenset[str] = frozenset(), *, on_loop: bool = False
@@ -321,7 +335,7 @@ class EventBus:
             on_loop: the caller runs on an event loop: sinks that are not inline get the event from the
                 delivery thread, so none of them can stall the loop.
         """
-        sinks = tuple(self.sinks)  # a sink added or removed meanwhile does not disturb this delivery
+        sinks = self._all  # a sink added or removed meanwhile does not disturb this delivery
         if not sinks:
             return
         value = event.input
@@ -335,10 +349,9 @@ class EventBus:
             _deliver(sinks, event)
             return
         # on a loop, or behind events still queued (delivered in place it would overtake them): queue it
-        inline = self._inline
-        later = tuple(s for s in sinks if s not in inline) if inline else sinks
-        if inline:
-            _deliver(tuple(s for s in sinks if s in inline), event)
+        later = self._later
+        if self._in_place:
+            _deliver(self._in_place, event)
         if later:
             self._enqueue(later, event)
 
@@ -347,10 +360,7 @@ class EventBus:
         if self._worker is None or threading.current_thread() is self._worker:
             return True
         done = threading.Event()
-        try:
-            self._queue.put(((), done), timeout=timeout)
-        except queue.Full:
-            return False
+        self._queue.put(((), done))
         return done.wait(timeout)
 
     def _enqueue(self, sinks: tuple[EventSink, ...], event: ToolEvent) -> None:
@@ -359,22 +369,22 @@ class EventBus:
                 if self._worker is None:
                     self._worker = threading.Thread(target=self._drain, name="echo-tools-events", daemon=True)
                     self._worker.start()
-        try:
-            with self._lock:
-                self._pending += 1
-            self._queue.put_nowait((sinks, event))
-        except queue.Full:
-            with self._lock:
-                self._pending -= 1
-            with self._lock:
+        with self._lock:
+            # one in delivery and `queue_size` waiting, as a bounded queue behind a busy consumer
+            full = self._pending > self.queue_size
+            if full:
                 self.dropped += 1
                 first = self.dropped == 1
-            if first:
-                logger.warning(
-                    "event queue full (%d events): a sink is slower than the calls; dropping events "
-                    "(counted in EventBus.dropped)",
-                    self._queue.maxsize,
-                )
+            else:
+                self._pending += 1
+        if not full:
+            self._queue.put((sinks, event))
+        elif first:
+            logger.warning(
+                "event queue full (%d events): a sink is slower than the calls; dropping events "
+                "(counted in EventBus.dropped)",
+                self.queue_size,
+            )
 
     def _drain(self) -> None:
         while True:

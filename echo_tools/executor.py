@@ -9,8 +9,8 @@ Every call gets an id that all its events carry (`call_id`); a backend that `nes
 context it runs with, so the calls it makes name it as their `parent_call_id`.
 
 `invoke` runs the pipeline on the caller's event loop; `invoke_sync` runs the same coroutine in the
-calling thread with waits that block (`_Blocking`), so it never suspends and needs no loop. Only how step
-6 waits differs between the two (`_OnLoop` / `_Blocking`): a tool whose backend offers it as a plain sync
+calling thread with waits that block (`on_loop=False`), so it never suspends and needs no loop. Only
+how step 6 waits differs between the two (`_attempt`): a tool whose backend offers it as a plain sync
 function (`ToolBackend.sync_call`) runs inline or on a worker thread (`runtime`) that a sync caller waits
 on directly; every other tool runs through `backend.call`, on the background loop for sync callers.
 What is decided once per tool lives in `routes`, the error table in `outcomes`, retries in `retry`.
@@ -45,7 +45,7 @@ from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, Tool
 from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
 from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
-from echo_tools.runtime import call_in_worker, run_in_worker, run_sync
+from echo_tools.runtime import await_in_worker, call_in_worker, run_sync
 from echo_tools.schema import normalize_args
 from echo_tools.suggest import tool_hint
 
@@ -115,7 +115,7 @@ class ToolExecutor:
             input_data: the arguments, a JSON object.
             context: who calls (ids carried into every event), granted permissions, a timeout override.
         """
-        return await self._call(ref, input_data, context or NO_CONTEXT, _ON_LOOP)
+        return await self._call(ref, input_data, context or NO_CONTEXT, on_loop=True)
 
     def invoke_sync(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
@@ -134,7 +134,7 @@ class ToolExecutor:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: the caller may block
-            return _drive(self._call(ref, input_data, context or NO_CONTEXT, _BLOCKING))
+            return _drive(self._call(ref, input_data, context or NO_CONTEXT, on_loop=False))
         raise RuntimeError(
             "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
             "use 'await executor.invoke(...)' instead"
@@ -142,7 +142,7 @@ class ToolExecutor:
 
     # -- the pipeline --------------------------------------------------------------------------------
 
-    async def _call(self, ref: Any, input_data: Any, context: ToolContext, wait: type[_Waits]) -> ToolResult:
+    async def _call(self, ref: Any, input_data: Any, context: ToolContext, *, on_loop: bool) -> ToolResult:
         started = _perf()
         # every event of this call carries its id, and the inner calls of a composite tool as their parent's;
         # a caller may name the call itself (`context.call_id`)
@@ -152,10 +152,10 @@ class ToolExecutor:
         if tool is None:
             hint = tool_hint(self.registry, ref)  # "did you mean"
             refusal: ToolError = ToolNotFoundError(f"No tool matches {ref!r}{hint}", field="tool")
-            return self._refuse(None, ref, input_data, refusal, context, started, wait, call_id)
+            return self._refuse(None, ref, input_data, refusal, context, started, on_loop, call_id)
         if tool.status is ToolStatus.DISABLED:
             refusal = ToolDisabledError(f"Tool {tool.tool_id!r} is disabled", tool_id=tool.tool_id)
-            return self._refuse(tool, ref, input_data, refusal, context, started, wait, call_id)
+            return self._refuse(tool, ref, input_data, refusal, context, started, on_loop, call_id)
         # 2. permissions: what the tool needs must be within what the caller granted (None: unrestricted)
         granted = context.granted_permissions
         if tool.permissions and granted is not None:
@@ -167,27 +167,27 @@ class ToolExecutor:
                     tool_id=tool.tool_id,
                     field="permissions",
                 )
-                return self._refuse(tool, ref, input_data, refusal, context, started, wait, call_id)
+                return self._refuse(tool, ref, input_data, refusal, context, started, on_loop, call_id)
         # 3. normalise (drop None for optional non-nullable keys, fill defaults) and 4. validate
         route = self._routes.route(tool)
         args = self._checked_input(route, input_data)
         if isinstance(args, ToolError):
-            return self._refuse(tool, ref, input_data, args, context, started, wait, call_id)
+            return self._refuse(tool, ref, input_data, args, context, started, on_loop, call_id)
         if self.replay is not None:  # 5-9 answered from a recorded run: no tool runs
-            return self.replay.answer(self, tool, args, _ids(context), call_id, wait.on_loop)
+            return self.replay.answer(self, tool, args, _ids(context), call_id, on_loop)
         # 5. announce the call
         fields = None
         if self.events.sinks:
             fields = call_fields(tool.tool_id, tool.name, route.kind, _ids(context), call_id)
             event = ToolEvent(type="tool.invoked", input=args, **fields)
-            self.events.emit(event, route.flat_keys, on_loop=wait.on_loop)
+            self.events.emit(event, route.flat_keys, on_loop=on_loop)
         cache_key = None
         if route.cache_ttl_s is not None:  # a deterministic, pure tool: the same call gives the same result
             cache_key = self.result_cache.key(tool, args)
             hit = self.result_cache.get(cache_key, tool) if cache_key is not None else None
             if hit is not None:
                 kept = BackendOutput(hit.output, {**hit.metadata, "cached": True})
-                return self._finish(route, args, context, started, fields, wait, kept, None, 0, call_id)
+                return self._finish(route, args, context, started, fields, on_loop, kept, None, 0, call_id)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
         timeout_ms = context.timeout_ms or tool.timeout_ms
         output: Any = None
@@ -196,21 +196,26 @@ class ToolExecutor:
         while True:
             attempts += 1
             try:
-                output = await wait.attempt(self, route, args, context, timeout_ms / 1000, call_id)
+                output = await self._attempt(route, args, context, timeout_ms / 1000, call_id, on_loop)
                 error = None
                 break
             # the caller gave up (task cancelled, Ctrl-C while waiting): close the call, pass it on
             except (asyncio.CancelledError, KeyboardInterrupt):
                 failure = cancelled_error(tool)
-                self._finish(route, args, context, started, fields, wait, None, failure, attempts, call_id)
+                self._finish(route, args, context, started, fields, on_loop, None, failure, attempts, call_id)
                 raise
             except Exception as exc:  # boundary: translated into the call's error at this one edge
                 error = as_tool_error(exc, tool, timeout_ms)
             if not retry.again(tool, error, attempts):
                 break
-            await wait.sleep(retry.backoff_s(tool, attempts))
+            if on_loop:
+                await asyncio.sleep(retry.backoff_s(tool, attempts))
+            else:
+                time.sleep(retry.backoff_s(tool, attempts))
         # 7-9. normalise and check the output, close the call, return the result
-        result = self._finish(route, args, context, started, fields, wait, output, error, attempts, call_id)
+        result = self._finish(
+            route, args, context, started, fields, on_loop, output, error, attempts, call_id
+        )
         if cache_key is not None and result.success and route.cache_ttl_s is not None:
             self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
         return result
@@ -253,7 +258,7 @@ class ToolExecutor:
         context: ToolContext,
         started: float,
         fields: dict[str, Any] | None,
-        wait: type[_Waits],
+        on_loop: bool,
         output: Any,
         error: ToolError | None,
         attempts: int,
@@ -301,7 +306,7 @@ class ToolExecutor:
                     error=error.message, error_type=error_type, duration_ms=duration_ms, attempts=attempts,
                     metadata=metadata, **fields,
                 )  # fmt: skip
-            self.events.emit(event, route.flat_keys, on_loop=wait.on_loop)
+            self.events.emit(event, route.flat_keys, on_loop=on_loop)
         self._metrics.record(tool.tool_id, duration_ms, error_type)
         # 9. the result
         if error is None:
@@ -322,7 +327,7 @@ class ToolExecutor:
         error: ToolError,
         context: ToolContext,
         started: float,
-        wait: type[_Waits],
+        on_loop: bool,
         call_id: str | int,
     ) -> ToolResult:
         """A call stopped before it ran (steps 1-4): one `tool.failed` event and no `tool.invoked`."""
@@ -336,13 +341,46 @@ class ToolExecutor:
                 type="tool.failed", input=input_data, error=error.message, error_type=error.error_type,
                 duration_ms=duration_ms, attempts=0, **fields,
             )  # fmt: skip
-            self.events.emit(event, on_loop=wait.on_loop)
+            self.events.emit(event, on_loop=on_loop)
         if tool is not None:
             self._metrics.record(tool.tool_id, duration_ms, error.error_type)
         return ToolResult(
             tool_id=tool_id, name=name, success=False, error=error.message, error_type=error.error_type,
             error_field=error.field, duration_ms=duration_ms, attempts=0,
         )  # fmt: skip
+
+    async def _attempt(
+        self, route: Route, args: dict[str, Any], context: ToolContext, timeout_s: float, call_id: str | int,
+        on_loop: bool,
+    ) -> Any:  # fmt: skip
+        """Step 6, one attempt under the deadline. Only how it waits differs between callers: `invoke`
+        awaits on its loop; `invoke_sync` (`on_loop` False) blocks its thread, so it never suspends."""
+        tool = route.tool
+        sync = route.sync
+        if sync is UNDECIDED:  # the first call: may import the tool's module, so never on a loop
+            backend = self.backend_for(tool.tool_type)
+            if on_loop:
+                sync = await asyncio.wrap_future(route.decide_sync_elsewhere(backend))
+            else:
+                sync = route.decide_sync(backend)
+        if sync is not None:  # a plain sync function: inline, or on a worker thread waited for directly
+            if sync.inline:
+                return _run_inline(sync, args, timeout_s)
+            if on_loop:
+                return await await_in_worker(sync.fn, timeout_s, args)
+            return call_in_worker(sync.fn, timeout_s, args)
+        if not on_loop:  # the backend's async call, on the background loop
+            return run_sync(self._attempt(route, args, context, timeout_s, call_id, True))
+        backend = self.backend_for(tool.tool_type)
+        async with asyncio.timeout(timeout_s):
+            if backend.nests and context.call_id is None:  # its inner calls name this one as parent
+                assert isinstance(call_id, int)
+                context = context.model_copy(update={"call_id": format_call_id(call_id)})
+            limit = self._limits.get(tool)
+            if limit is None:
+                return await backend.call(tool, args, context)
+            async with limit:  # waiting for a slot counts against the deadline too
+                return await backend.call(tool, args, context)
 
     # -- backends and resources ----------------------------------------------------------------------
 
@@ -421,96 +459,7 @@ class ToolExecutor:
         )
 
 
-# -- how step 6 waits ----------------------------------------------------------------------------------
-
-
-class _Waits:
-    """How one attempt of step 6 runs and how the pipeline waits between attempts."""
-
-    on_loop = True  # events are emitted on an event loop (ordinary sinks then get them off the loop)
-
-    @staticmethod
-    async def attempt(
-        executor: ToolExecutor,
-        route: Route,
-        args: dict[str, Any],
-        context: ToolContext,
-        timeout_s: float,
-        call_id: str | int,
-    ) -> Any:
-        raise NotImplementedError
-
-    @staticmethod
-    async def sleep(seconds: float) -> None:
-        raise NotImplementedError
-
-
-class _OnLoop(_Waits):
-    """`invoke`: every wait is an await on the caller's loop; the deadline is `asyncio.timeout`."""
-
-    @staticmethod
-    async def attempt(
-        executor: ToolExecutor,
-        route: Route,
-        args: dict[str, Any],
-        context: ToolContext,
-        timeout_s: float,
-        call_id: str | int,
-    ) -> Any:
-        tool = route.tool
-        backend = executor.backend_for(tool.tool_type)
-        sync = route.sync
-        if sync is UNDECIDED:
-            sync = await asyncio.wrap_future(route.decide_sync_elsewhere(backend))  # may import: off the loop
-        if sync is not None and sync.inline:
-            return _run_inline(sync, args, timeout_s)
-        async with asyncio.timeout(timeout_s):
-            if sync is not None:
-                return await run_in_worker(sync.fn, args)
-            if backend.nests and context.call_id is None:  # its inner calls name this one as parent
-                assert isinstance(call_id, int)
-                context = context.model_copy(update={"call_id": format_call_id(call_id)})
-            limit = executor._limits.get(tool)
-            if limit is None:
-                return await backend.call(tool, args, context)
-            async with limit:  # waiting for a slot counts against the deadline too
-                return await backend.call(tool, args, context)
-
-    @staticmethod
-    async def sleep(seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-class _Blocking(_Waits):
-    """`invoke_sync`: every wait blocks the calling thread, so the pipeline never suspends."""
-
-    on_loop = False
-
-    @staticmethod
-    async def attempt(
-        executor: ToolExecutor,
-        route: Route,
-        args: dict[str, Any],
-        context: ToolContext,
-        timeout_s: float,
-        call_id: str | int,
-    ) -> Any:
-        sync = route.sync
-        if sync is UNDECIDED:
-            sync = route.decide_sync(executor.backend_for(route.tool.tool_type))
-        if sync is None:  # the backend's async call, on the background loop
-            return run_sync(_OnLoop.attempt(executor, route, args, context, timeout_s, call_id))
-        if sync.inline:
-            return _run_inline(sync, args, timeout_s)
-        return call_in_worker(sync.fn, timeout_s, args)
-
-    @staticmethod
-    async def sleep(seconds: float) -> None:
-        time.sleep(seconds)
-
-
-_ON_LOOP = _OnLoop
-_BLOCKING = _Blocking
+# -- helpers of the pipeline --------------------------------------------------------------------------
 
 
 def _ids(context: ToolContext) -> ToolContext | None:
@@ -528,7 +477,7 @@ def _run_inline(sync: SyncCall, args: dict[str, Any], timeout_s: float) -> Any:
 
 
 def _drive(coro: Coroutine[Any, Any, ToolResult]) -> ToolResult:
-    """Run a pipeline whose every wait blocks (`_Blocking`): it finishes without ever suspending."""
+    """Run a pipeline whose every wait blocks (`on_loop=False`): it finishes without ever suspending."""
     try:
         coro.send(None)
     except StopIteration as finished:

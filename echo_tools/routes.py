@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import SyncCall
+from echo_tools.backends.base import SyncCall, forget_entries
 from echo_tools.errors import ToolError
 from echo_tools.models import ToolDef
 from echo_tools.redaction import is_secret_key
@@ -110,10 +110,7 @@ class RouteTable:
 
     def forget(self, tool_id: str | None = None) -> None:
         """Drop the route of one tool (every route when None)."""
-        if tool_id is None:
-            self.by_id.clear()
-        else:
-            self.by_id.pop(tool_id, None)
+        forget_entries(self.by_id, tool_id)
 
 
 def passes(check: Callable[[Any], bool], value: Any) -> bool:

@@ -168,11 +168,15 @@ class WorkerPool:
             raise WaitTimedOut(f"the job did not finish within {timeout_s:g} s")
         return job.outcome()
 
-    async def run(self, fn: Callable[[], Any]) -> Any:
+    async def run(self, fn: Callable[[], Any], timeout_s: float | None = None) -> Any:
         """Run `fn()` on a worker and await its result; cancelling the await abandons the job.
+
+        The deadline is one timer on the loop that settles the wait (cheaper than `asyncio.timeout`
+        around it, which the pipeline pays on every call of a sync tool).
 
         Raises:
             WorkersBusy: no worker is free; nothing ran.
+            WaitTimedOut: `timeout_s` passed first; the job is abandoned (see the module doc).
         """
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
@@ -182,11 +186,15 @@ class WorkerPool:
 
         job = _Job(fn, notify)
         self._dispatch(job)
+        deadline = None if timeout_s is None else loop.call_later(timeout_s, _expire, waiter, timeout_s)
         try:
             await waiter
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, or the deadline passed: the caller is gone, so is its claim
             self.abandon(job)
             raise
+        finally:
+            if deadline is not None:
+                deadline.cancel()
         return job.outcome()
 
     def abandon(self, job: _Job) -> None:
@@ -262,6 +270,11 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+def _expire(waiter: asyncio.Future[None], timeout_s: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(WaitTimedOut(f"the job did not finish within {timeout_s:g} s"))
+
+
 _pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
@@ -308,6 +321,17 @@ async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> An
     """
     ctx = contextvars.copy_context()
     return await worker_pool().run(functools.partial(ctx.run, fn, *args, **kwargs))
+
+
+async def await_in_worker(fn: Callable[..., Any], timeout_s: float, *args: Any) -> Any:
+    """`await` twin of `call_in_worker`: `fn(*args)` on a worker thread, awaited up to `timeout_s`.
+
+    Raises:
+        WorkersBusy: every worker is busy; nothing ran.
+        WaitTimedOut: the timeout passed (the thread is abandoned, the result dropped).
+    """
+    ctx = contextvars.copy_context()
+    return await worker_pool().run(functools.partial(ctx.run, fn, *args), timeout_s)
 
 
 def call_in_worker(fn: Callable[..., Any], timeout_s: float, *args: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -86,34 +87,97 @@ def referenced_step(ref: str) -> str | None:
     return match.group(2)
 
 
+Template = Callable[[dict[str, Any]], Any]  # a value with its references compiled: scope -> the value
+
+
 def resolve_reference(ref: str, scope: dict[str, Any]) -> Any:
     """The value `ref` points at in `scope` (`{"input": ..., "steps": {id: {"output": ...}}}`).
 
     Raises:
         LookupError: a part of the path is missing (the message names the reference and the part).
     """
-    match = _REF.fullmatch(ref)
-    if match is None:
-        raise LookupError(f"reference {ref!r} is malformed")
-    value: Any = scope["input"] if match.group(1) == "input" else scope["steps"][match.group(2)]["output"]
-    for name, index in _PART.findall(match.group(3)):
-        try:
-            value = value[int(index)] if index else value[name]
-        except (KeyError, IndexError, TypeError):
-            part = f"[{index}]" if index else f".{name}"
-            raise LookupError(f"reference {ref!r}: {part} is not there") from None
-    return value
+    return _compile_reference(ref)(scope)
 
 
 def substitute(value: Any, scope: dict[str, Any]) -> Any:
     """`value` with every reference replaced by what it points at."""
+    return compile_template(value)(scope)
+
+
+def compile_template(value: Any) -> Template:
+    """`value` as a function of the scope that rebuilds it with every reference resolved (raising
+    `LookupError` as `resolve_reference` does). Parsed once, so running a skill does no matching."""
     if is_reference(value):
-        return resolve_reference(value, scope)
+        return _compile_reference(value)
     if isinstance(value, dict):
-        return {k: substitute(v, scope) for k, v in value.items()}
+        items = [(key, compile_template(item)) for key, item in value.items()]
+        return lambda scope: {key: item(scope) for key, item in items}
     if isinstance(value, list):
-        return [substitute(v, scope) for v in value]
-    return value
+        parts = [compile_template(item) for item in value]
+        return lambda scope: [part(scope) for part in parts]
+    return lambda scope: value
+
+
+def _compile_reference(ref: str) -> Template:
+    match = _REF.fullmatch(ref)
+    if match is None:
+
+        def malformed(scope: dict[str, Any]) -> Any:
+            raise LookupError(f"reference {ref!r} is malformed")
+
+        return malformed
+    step = match.group(2)
+    path = [(name, int(index) if index else None) for name, index in _PART.findall(match.group(3))]
+
+    def resolve(scope: dict[str, Any]) -> Any:
+        value: Any = scope["input"] if step is None else scope["steps"][step]["output"]
+        for name, index in path:
+            try:
+                value = value[name] if index is None else value[index]
+            except (KeyError, IndexError, TypeError):
+                part = f".{name}" if index is None else f"[{index}]"
+                raise LookupError(f"reference {ref!r}: {part} is not there") from None
+        return value
+
+    return resolve
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step, ready to run: its input and `when` compiled, the steps that wait for it."""
+
+    step: SkillStep
+    input: Template
+    when: Template | None
+    dependents: list[str]
+
+
+@dataclass(frozen=True)
+class SkillPlan:
+    """A parsed skill, ready to run many times: steps by id, the ones that start at once, the output."""
+
+    steps: dict[str, StepPlan]
+    roots: list[str]  # steps without dependencies
+    output: Template | None  # None: the outputs of all steps by id
+
+
+def plan_skill(skill: SkillConfig) -> SkillPlan:
+    """Compile a parsed skill's references and dependency graph once."""
+    dependents: dict[str, list[str]] = {step.id: [] for step in skill.steps}
+    for step in skill.steps:
+        for dep in step.depends_on:
+            dependents[dep].append(step.id)
+    steps = {
+        step.id: StepPlan(
+            step,
+            compile_template(step.input),
+            None if step.when is None else _compile_reference(step.when),
+            dependents[step.id],
+        )
+        for step in skill.steps
+    }
+    roots = [step.id for step in skill.steps if not step.depends_on]
+    return SkillPlan(steps, roots, None if skill.output is None else compile_template(skill.output))
 
 
 def parse_skill(tool_id: str, config: Any) -> SkillConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import ToolBackend
+from echo_tools.backends.base import ToolBackend, forget_entries
 from echo_tools.backends.local import build_instance, import_module_checked, run_in_worker
 from echo_tools.errors import ToolConfigError
 
@@ -66,7 +66,4 @@ class FrameworkToolBackend(ToolBackend):
 
     def forget(self, tool_id: str | None = None) -> None:
         with self._lock:
-            if tool_id is None:
-                self._instances.clear()
-            else:
-                self._instances.pop(tool_id, None)
+            forget_entries(self._instances, tool_id)

@@ -83,6 +83,14 @@ class ToolBackend(ABC):
         """Drop cached instances (of one tool, or all)."""
 
 
+def forget_entries(entries: dict[str, Any], tool_id: str | None) -> None:
+    """Drop `tool_id`'s entry from a per-tool cache, or every entry when None (what `forget` means)."""
+    if tool_id is None:
+        entries.clear()
+    else:
+        entries.pop(tool_id, None)
+
+
 def module_allowed(module: str, allowed_modules: Sequence[str]) -> bool:
     """True when `module` is one of `allowed_modules` or inside one of them (and not always denied)."""
     if module.split(".", 1)[0] in ALWAYS_DENIED_MODULES:

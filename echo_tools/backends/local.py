@@ -24,7 +24,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import SyncCall, ToolBackend, module_allowed
+from echo_tools.backends.base import SyncCall, ToolBackend, forget_entries, module_allowed
 from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError, ToolInputRejectedError
 from echo_tools.runtime import run_in_worker, run_sync
 
@@ -292,10 +292,7 @@ class LocalBackend(ToolBackend):
 
     def forget(self, tool_id: str | None = None) -> None:
         with self._lock:
-            if tool_id is None:
-                self._plans.clear()
-            else:
-                self._plans.pop(tool_id, None)
+            forget_entries(self._plans, tool_id)
 
     async def aclose(self) -> None:
         self.forget()

@@ -11,16 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.backends.base import BackendOutput, ToolBackend, forget_entries
 from echo_tools.errors import ToolExecutionError, ToolTimeoutError
-from echo_tools.skills import (
-    MAX_CALL_DEPTH,
-    SkillConfig,
-    SkillStep,
-    parse_skill,
-    resolve_reference,
-    substitute,
-)
+from echo_tools.skills import MAX_CALL_DEPTH, SkillPlan, SkillStep, StepPlan, parse_skill, plan_skill
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -34,6 +27,28 @@ class _StepFailed(Exception):
         self.message = message
 
 
+class _InnerContext:
+    """The context of a skill's inner calls, whose timeout is what is left of the skill's deadline.
+
+    Steps started in the same millisecond share one copy (a skill's independent steps all start at once).
+    """
+
+    def __init__(self, base: ToolContext, deadline: float) -> None:
+        self.base = base
+        self.deadline = deadline  # on the loop's clock
+        self._ms = 0
+        self._context = base
+
+    def now(self) -> ToolContext | None:
+        """The context for a call starting now; None once the deadline has passed."""
+        remaining_ms = int((self.deadline - asyncio.get_running_loop().time()) * 1000)
+        if remaining_ms <= 0:
+            return None
+        if remaining_ms != self._ms:
+            self._ms, self._context = remaining_ms, self.base.model_copy(update={"timeout_ms": remaining_ms})
+        return self._context
+
+
 class SkillBackend(ToolBackend):
     """Runs `skill` tools; inner calls go back through the executor (events, limits, permissions)."""
 
@@ -41,21 +56,18 @@ class SkillBackend(ToolBackend):
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
-        self._parsed: dict[str, tuple[ToolDef, SkillConfig]] = {}  # tool id -> (the definition, parsed)
+        self._parsed: dict[str, tuple[ToolDef, SkillPlan]] = {}  # tool id -> (the definition, its plan)
 
-    def _skill(self, tool: ToolDef) -> SkillConfig:
+    def _skill(self, tool: ToolDef) -> SkillPlan:
         cached = self._parsed.get(tool.tool_id)
         if cached is not None and cached[0] is tool:  # the registry hands out a new object on change
             return cached[1]
-        skill = parse_skill(tool.tool_id, tool.execution_config)
+        skill = plan_skill(parse_skill(tool.tool_id, tool.execution_config))
         self._parsed[tool.tool_id] = (tool, skill)
         return skill
 
     def forget(self, tool_id: str | None = None) -> None:
-        if tool_id is None:
-            self._parsed.clear()
-        else:
-            self._parsed.pop(tool_id, None)
+        forget_entries(self._parsed, tool_id)
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         if tool.tool_id in context.call_path:
@@ -69,31 +81,54 @@ class SkillBackend(ToolBackend):
             )
         skill = self._skill(tool)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000
-        inner = context.model_copy(
-            update={
-                "parent_call_id": context.call_id,
-                "call_id": None,
-                "depth": context.depth + 1,
-                "call_path": [*context.call_path, tool.tool_id],
-            }
+        inner = _InnerContext(
+            context.model_copy(
+                update={
+                    "parent_call_id": context.call_id,
+                    "call_id": None,
+                    "depth": context.depth + 1,
+                    "call_path": [*context.call_path, tool.tool_id],
+                }
+            ),
+            deadline=loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000,
         )
         scope: dict[str, Any] = {"input": args, "steps": {}}
         report: dict[str, dict[str, Any]] = {}
-        pending = {step.id: step for step in skill.steps}
-        running: dict[asyncio.Task[None], SkillStep] = {}
+        # what each step still waits for; a finished step starts the steps it was the last wait of
+        waiting = {
+            sid: set(plan.step.depends_on) for sid, plan in skill.steps.items() if plan.step.depends_on
+        }
+        running: set[asyncio.Task[None]] = set()
+        all_done: asyncio.Future[None] = loop.create_future()  # the last step ended, or the first failed
+
+        def start(plan: StepPlan) -> None:
+            report[plan.step.id] = {"status": "running", "tool_id": None}
+            task = loop.create_task(self._run_step(plan, scope, report, inner))
+            running.add(task)
+            task.add_done_callback(lambda task: ended(plan, task))
+
+        def ended(plan: StepPlan, task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            error = None if task.cancelled() else task.exception()  # read, so it is never left unretrieved
+            if all_done.done():
+                return
+            if task.cancelled():  # only the skill cancels its steps, after it stopped waiting: never here
+                all_done.cancel()
+                return
+            if error is not None:
+                all_done.set_exception(error)
+                return
+            for dependent in plan.dependents:
+                waiting[dependent].discard(plan.step.id)
+                if not waiting[dependent]:
+                    start(skill.steps[dependent])
+            if not running:
+                all_done.set_result(None)
+
         try:
-            while pending or running:
-                finished = {sid for sid, r in report.items() if r["status"] != "running"}
-                for step in [s for s in pending.values() if set(s.depends_on) <= finished]:
-                    del pending[step.id]
-                    report[step.id] = {"status": "running", "tool_id": None}
-                    task = asyncio.create_task(self._run_step(step, scope, report, inner, deadline))
-                    running[task] = step
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    running.pop(task)
-                    task.result()  # a failed step raises _StepFailed here
+            for root in skill.roots:
+                start(skill.steps[root])
+            await all_done
         except _StepFailed as failure:
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: step {failure.step.id!r} failed: {failure.message}",
@@ -106,38 +141,36 @@ class SkillBackend(ToolBackend):
         if skill.output is None:
             output: Any = {sid: step["output"] for sid, step in scope["steps"].items()}
         else:
-            output = substitute(skill.output, scope)
+            output = skill.output(scope)
         return BackendOutput(output=output, metadata={"steps": report})
 
     async def _run_step(
         self,
-        step: SkillStep,
+        plan: StepPlan,
         scope: dict[str, Any],
         report: dict[str, dict[str, Any]],
-        context: ToolContext,
-        deadline: float,
+        inner: _InnerContext,
     ) -> None:
+        step = plan.step
         entry = report[step.id]
         try:
-            if step.when is not None and not resolve_reference(step.when, scope):
+            if plan.when is not None and not plan.when(scope):
                 entry.update(status="skipped")
                 scope["steps"][step.id] = {"output": None}
                 return
-            step_input = substitute(step.input, scope)
+            step_input = plan.input(scope)
         except LookupError as exc:
             entry.update(status="failed", error=str(exc))
             raise _StepFailed(step, str(exc)) from None
         errors: list[str] = []
         for ref in [step.tool, *step.fallback]:
-            remaining_ms = int((deadline - asyncio.get_running_loop().time()) * 1000)
-            if remaining_ms <= 0:
+            context = inner.now()
+            if context is None:
                 entry.update(status="failed", error="the skill's deadline passed")
                 raise ToolTimeoutError(
                     f"step {step.id!r}: the skill's deadline passed before {ref!r} could run"
                 )
-            result = await self.executor.invoke(
-                ref, step_input, context.model_copy(update={"timeout_ms": remaining_ms})
-            )
+            result = await self.executor.invoke(ref, step_input, context)
             if result.success:
                 entry.update(status="completed", tool_id=result.tool_id, failed_before=errors)
                 scope["steps"][step.id] = {"output": result.output}

@@ -98,3 +98,26 @@ async def test_close_inside_a_running_loop_raises_instead_of_deadlocking() -> No
     with pytest.raises(RuntimeError, match="await executor.aclose"):
         executor.close()
     await executor.aclose()
+
+
+async def test_an_awaited_sync_tool_past_its_timeout_returns_while_its_thread_still_runs() -> None:
+    from tests.echo_tools.fixture_tools import basic
+
+    basic.FINISHED.clear()
+    executor, log = make_executor(local_tool("slow", "slow_sync", timeout_ms=300))
+    result = await executor.invoke("slow", {"seconds": 5})
+    assert not basic.FINISHED.is_set()  # the await came back at the deadline; the thread is abandoned
+    assert result.error_type == "timeout" and "300 ms" in result.error
+    assert [e.type for e in log.events] == ["tool.invoked", "tool.timeout"]
+
+
+async def test_a_worker_wait_with_a_deadline_raises_at_it_and_abandons_the_job() -> None:
+    from echo_tools.runtime import WaitTimedOut, WorkerPool
+
+    pool = WorkerPool(max_workers=1)
+    release = threading.Event()
+    with pytest.raises(WaitTimedOut, match="0.05 s"):
+        await pool.run(lambda: release.wait(10), 0.05)
+    assert pool.abandoned == 1  # the stuck thread no longer counts against the one worker allowed
+    assert await pool.run(lambda: "done", 5) == "done"  # a new worker took its place
+    release.set()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from echo_tools import MemoryEventLog, ToolContext, ToolDef, ToolExecutor, ToolRegistrationError, ToolRegistry
-from echo_tools.skills import parse_skill, resolve_reference
+from echo_tools.skills import compile_template, parse_skill, plan_skill, resolve_reference
 from tests.echo_tools.fixture_tools import basic
 
 MODULE = "tests.echo_tools.fixture_tools.basic"
@@ -242,3 +242,28 @@ def test_references_read_nested_values_and_name_what_is_missing() -> None:
     with pytest.raises(LookupError, match=r"'\$.input.a.z': .z is not there"):
         resolve_reference("$.input.a.z", scope)
     assert parse_skill("t", {"steps": [{"id": "a", "tool": "x"}]}).steps[0].tool == "x"
+
+
+def test_a_compiled_template_rebuilds_nested_values_with_references_resolved_on_every_run() -> None:
+    template = compile_template({"q": "$.input.q", "pair": ["$.steps.s1.output.items[1]", 7], "fixed": "x"})
+    first = template({"input": {"q": "tea"}, "steps": {"s1": {"output": {"items": [1, 2]}}}})
+    second = template({"input": {"q": "jam"}, "steps": {"s1": {"output": {"items": [3, 4]}}}})
+    assert first == {"q": "tea", "pair": [2, 7], "fixed": "x"}
+    assert second == {"q": "jam", "pair": [4, 7], "fixed": "x"}
+    with pytest.raises(LookupError, match=r"'\$.steps.s1.output.items\[1\]': \[1\] is not there"):
+        template({"input": {"q": "tea"}, "steps": {"s1": {"output": {"items": [1]}}}})
+
+
+def test_a_skill_plan_starts_the_independent_steps_and_names_who_waits_for_whom() -> None:
+    config = {
+        "steps": [
+            {"id": "a", "tool": "t"},
+            {"id": "b", "tool": "t"},
+            {"id": "c", "tool": "t", "depends_on": ["a", "b"], "input": {"x": "$.steps.a.output"}},
+        ],
+    }
+    plan = plan_skill(parse_skill("skill_x", config))
+    assert plan.roots == ["a", "b"]
+    assert plan.steps["a"].dependents == ["c"] and plan.steps["b"].dependents == ["c"]
+    assert plan.steps["c"].input({"input": {}, "steps": {"a": {"output": 5}}}) == {"x": 5}
+    assert plan.output is None
