@@ -51,12 +51,11 @@ from workflow_bridge._canvas import (
     ToolResolution,
     as_dict,
     consumed_keys,
-    cycles,
-    infer_execution_model,
     json_copy,
     resolve_tool_entries,
     type_metadata,
 )
+from workflow_bridge._canvas_graph import cycles, infer_execution_model
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry

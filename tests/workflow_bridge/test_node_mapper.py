@@ -489,7 +489,7 @@ def _rich_canvas() -> dict:
             "name": "Code Execution",
             "type": "code",
             "enabled": True,
-            "config": {"language": "python", "code": "print(1)"},
+            "config": {"language": "python", "code": "def main(x: int):\n    return x\n"},
         },
         {"id": 13, "name": "Calculator", "type": "tools", "enabled": False, "config": {"provider": "x"}},
         "File Reader",
@@ -545,7 +545,9 @@ def test_the_reverse_mapping_keeps_tool_id(mapper: NodeMapper) -> None:
     entries = {e.get("tool_id", e["name"]): e for e in researcher["config"]["tools"]}
     assert entries["tool_web_search"]["fixed"] == {"max_results": 5}
     assert entries["tool_code_reviewer"]["name"] == "Code Reviewer"
-    assert entries["Code Execution"]["config"] == {"language": "python", "code": "print(1)"}
+    (code,) = [e for e in researcher["config"]["tools"] if e["name"] == "Code Execution"]
+    assert code["config"] == {"language": "python", "code": "def main(x: int):\n    return x\n"}
+    assert code["type"] == "code" and code["tool_id"].startswith("code_")  # main is the tool
     assert {n["id"] for n in back["canvas_nodes"]} == {1, 2, 3, 4, 5, 6, 7}
     gate = next(n for n in back["canvas_nodes"] if n["name"] == "Gate")
     assert [b["targetNodeId"] for b in gate["config"]["branches"]] == [4, 5]
