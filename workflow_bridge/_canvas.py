@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from echo_tools.models import ToolStatus
 from workflow_bridge._code_entries import code_tool, has_code
+from workflow_bridge._mcp_entries import match_mcp_tool, mcp_server_tool
 from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
 
 if TYPE_CHECKING:
@@ -219,10 +220,17 @@ def _resolve_entry(
             f"{where}.tool_id",
             f"tool_id {tool_ref!r} is unknown; bound {tool.tool_id!r} by its name",
         )
-    if tool is None and kind == "mcp_server":
-        tool = _match_mcp_tool(registry, config.get("serverId"), config.get("operationName"))
     if tool is None and kind not in BUILTIN_TOOL_TYPES:
         kind = _round_tripped_builtin(tool_ref, name) or kind  # before templates: it is typed as one
+    if tool is None and kind == "mcp_server":  # the server's tool, its server added from serverUrl
+        tool, key, problem = mcp_server_tool(registry, config)
+        if tool is None:
+            diags.error(
+                node_id,
+                f"{where}.config.{key}",
+                f"Node {node_id!r}: tool entry {where} ({label or kind}): {problem}",
+            )
+            return None
     if tool is None and kind == TEMPLATE_TOOL_TYPE:  # {provider, action, credentials}: an imported tool
         from echo_tools.openapi import template_tool
 
@@ -295,26 +303,10 @@ def _lookup(registry: ToolRegistry | None, *refs: Any) -> ToolDef | None:
     return None
 
 
-def _match_mcp_tool(registry: ToolRegistry | None, server: Any, operation: Any) -> ToolDef | None:
-    if registry is None or not server or not operation:
-        return None
-    for tool in registry.list_by_type("mcp"):
-        cfg = tool.execution_config
-        if cfg.get("server") == server and cfg.get("tool") == operation:
-            return tool
-    return None
-
-
 def _check_builtin(
     kind: str, config: dict[str, Any], node_id: str | None, where: str, diags: Diagnostics
 ) -> None:
-    if kind == "mcp_server" and not (config.get("serverId") and config.get("operationName")):
-        diags.error(
-            node_id,
-            f"{where}.config",
-            f"an MCP Server tool needs config.serverId and config.operationName, got {config!r:.120}",
-        )
-    elif kind == "code" and str(config.get("language") or "python").lower() != "python":
+    if kind == "code" and str(config.get("language") or "python").lower() != "python":
         diags.warning(
             node_id, f"{where}.config.language", f"only python code runs; got {config.get('language')!r}"
         )
@@ -530,7 +522,7 @@ def _mcp(
             f"the MCP node needs serverId and operation, got {server!r}, {operation!r}",
         )
         return mcp
-    tool = _match_mcp_tool(registry, server, operation)
+    tool = match_mcp_tool(registry, server, operation)
     if tool is not None:
         mcp["tool_id"] = tool.tool_id
     else:

@@ -15,6 +15,7 @@ from typing import Any
 from echo_tools.errors import ToolNotFoundError
 from echo_tools.models import ToolContext, ToolDef, ToolStatus
 from workflow_bridge._code_entries import code_tool, has_code
+from workflow_bridge._mcp_entries import mcp_server_tool
 from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
 
 logger = logging.getLogger("workflow_bridge.agent_factory")
@@ -125,6 +126,13 @@ class AgentFactory:
             return tool.tool_id
         if ref == "builtin_code" and self.registry.resolve(CODE_TOOL) is not None:
             return CODE_TOOL
+        if kind == "mcp_server" and (config or {}).get("serverId"):  # the server's tool, or why not
+            tool, _, problem = mcp_server_tool(self.registry, config or {})
+            if tool is None:
+                raise ToolNotFoundError(
+                    f"Agent {agent_label(agent_def)}: tool {ref!r}: {problem}", field="tools"
+                )
+            return tool.tool_id
         if kind in SUBWORKFLOW_KINDS:
             tool, problem = subworkflow_tool(self.registry, kind, config or {})
             if tool is None:

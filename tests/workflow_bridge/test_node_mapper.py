@@ -191,7 +191,11 @@ def test_the_save_payload_maps_to_three_agents_with_web_search_bound(mapper: Nod
     assert agent["metadata"]["canvas_extra"]["memory"] == {"enabled": True, "type": "short-term"}
 
 
-def test_all_five_tool_entry_shapes_resolve(mapper: NodeMapper) -> None:
+def test_all_five_tool_entry_shapes_resolve(mapper: NodeMapper, registry: ToolRegistry) -> None:
+    registry.register(  # an MCP Server entry binds its server's registered tool (see test_canvas_mcp_*)
+        ToolDef(name="Read File", tool_id="mcp.files.read_file", tool_type="mcp",
+                execution_config={"server": "files", "tool": "read_file"})
+    )  # fmt: skip
     entries = [
         {
             "id": 1,
@@ -223,13 +227,13 @@ def test_all_five_tool_entry_shapes_resolve(mapper: NodeMapper) -> None:
     agent = next(iter(mapped.agents.values()))
     assert agent["tools"] == [
         "tool_calculator",
-        "builtin_mcp_server",
+        "mcp.files.read_file",
         "tool_code_reviewer",
         "tool_web_search",
         "tool_file_reader",
     ]
     bindings = {b["tool_id"]: b for b in agent["tool_bindings"]}
-    assert bindings["builtin_mcp_server"]["config"] == {"serverId": "files", "operationName": "read_file"}
+    assert bindings["mcp.files.read_file"]["config"] == {"serverId": "files", "operationName": "read_file"}
     assert bindings["tool_code_reviewer"]["config"]["action"] == "review"
     assert bindings["tool_calculator"]["config"] == {}  # the copied input schema is not a setting
 
