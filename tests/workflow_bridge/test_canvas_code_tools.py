@@ -10,6 +10,7 @@ import pytest
 
 from echo_tools.errors import ToolNotFoundError, ToolRegistrationError
 from echo_tools.executor import ToolExecutor
+from echo_tools.models import ToolContext
 from echo_tools.registry import ToolRegistry
 from tests.workflow_bridge._compiler_support import MODULE, tool_definitions
 from tests.workflow_bridge._mapper_support import chain, node
@@ -158,6 +159,19 @@ def test_registering_a_code_tool_that_cannot_run_names_the_field(
         registry.register({"tool_id": "c", "name": "C", "tool_type": "code", "execution_config": config})
     assert info.value.field == field and says in str(info.value)
     assert registry.get("c") is None and not (tmp_path / "tools" / "c.json").exists()
+
+
+async def test_a_code_tool_always_needs_shell_execute_whatever_its_definition_says(tmp_path: Path) -> None:
+    registry = _registry(tmp_path)
+    registry.register({"tool_id": "c", "name": "C", "tool_type": "code", "permissions": [],
+                       "execution_config": {"code": "def main():\n    return 1\n"}})  # fmt: skip
+    assert [p.value for p in registry.require("c").permissions] == ["shell:execute"]
+    executor = ToolExecutor(registry)
+    refused = await executor.invoke("c", {}, ToolContext(granted_permissions=[]))
+    assert (
+        not refused.success and refused.error_type == "permission_denied" and "shell:execute" in refused.error
+    )
+    await executor.aclose()
 
 
 @pytest.mark.slow
