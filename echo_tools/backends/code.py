@@ -21,13 +21,15 @@ if TYPE_CHECKING:
     from echo_tools.models import ToolContext, ToolDef
 
 _MODULE = "tool_code"
+# asyncio is imported only for an `async def main`: its import is a large part of a small call's time
 _RUNNER = f"""\
-import asyncio, json, sys
+import json, sys
 marker = sys.argv[1]
 arguments = json.loads(sys.stdin.read() or "{{}}")
 import {_MODULE}
 value = {_MODULE}.{ENTRY_POINT}(**arguments)
-if asyncio.iscoroutine(value):
+if hasattr(value, "__await__"):
+    import asyncio
     value = asyncio.run(value)
 try:
     text = json.dumps(value)

@@ -183,6 +183,10 @@ async def test_a_code_tool_runs_main_in_the_sandbox_with_the_arguments(tmp_path:
     result = await executor.invoke(tool_id, {"text": "ab", "times": 3, "sep": "-"})
     assert result.success, result.error
     assert result.output == {"result": {"out": "ab-ab-ab"}, "stdout": "repeating 3\n"}
+    registry.register({"tool_id": "later", "name": "Later", "tool_type": "code", "execution_config": {
+        "code": "import asyncio\nasync def main(x: int):\n    await asyncio.sleep(0)\n    return {1, x}\n"}})  # fmt: skip
+    awaited = await executor.invoke("later", {"x": 2})
+    assert awaited.success and awaited.output["result"] == "{1, 2}"  # awaited; not JSON: its repr
     refused = await executor.invoke(tool_id, {"text": "ab", "loops": 3})
     assert not refused.success and refused.error_type == "validation" and "loops" in refused.error
     await executor.aclose()
