@@ -30,7 +30,7 @@ _GENERIC_NAMES = frozenset({"", "code", "code execution", "code tool"})
 def has_code(config: Mapping[str, Any]) -> bool:
     """True when a Code entry's config carries code of its own (else it is the generic executor)."""
     code = config.get("code")
-    return isinstance(code, str) and bool(code.strip())
+    return not (code is None or (isinstance(code, str) and not code.strip()))  # not a string: reported
 
 
 def code_tool(

@@ -119,6 +119,7 @@ def test_an_empty_code_entry_is_still_the_generic_code_executor(tmp_path: Path) 
         ({"code": "def main(x):\n    return (x\n"}, "code", "line 2"),
         ({"code": "def run(x):\n    return x\n"}, "code", "defines no top-level function 'main'"),
         ({"code": "main = lambda: 1\n"}, "code", "it defines no function"),
+        ({"code": 123}, "code", "must be Python source defining main(...), got 123"),
         ({"code": "def main(x, /):\n    return x\n"}, "code", "parameter 'x' is positional-only"),
         ({"code": REPEAT, "language": "javascript"}, "language", "'javascript'"),
         ({"code": REPEAT, "timeout": 600}, "timeout", "got 600"),
