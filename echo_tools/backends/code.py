@@ -13,6 +13,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.builtin_tools import check_builtin_importable
 from echo_tools.code_tools import ENTRY_POINT, merge_config
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolTimeoutError
 
@@ -48,6 +49,7 @@ class CodeBackend(ToolBackend):
         self.executor = executor
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
+        check_builtin_importable()  # a host's own `AgentTools` (EchoAI has one) must not run this code
         try:
             from AgentTools.code_executor.sandbox import SandboxLimits, run_python
         except ImportError as exc:

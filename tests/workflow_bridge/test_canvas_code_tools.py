@@ -245,3 +245,34 @@ def test_an_agents_builtin_code_with_code_binds_its_code_tool(tmp_path: Path) ->
         factory.resolve_tools(stored)
     assert "'Coder'" in str(info.value) and "does not parse: line 1" in str(info.value)
     factory.executor.close()
+
+
+@pytest.mark.slow
+def test_a_hosts_own_agenttools_package_never_runs_a_code_tool(tmp_path: Path) -> None:
+    """EchoAI has its own `AgentTools`: a code tool must not import that package's sandbox."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "host" / "AgentTools" / "code_executor"
+    fake.mkdir(parents=True)
+    for folder in (fake.parent, fake):
+        (folder / "__init__.py").write_text("", encoding="utf-8")
+    marker = tmp_path / "host-code-ran"
+    (fake / "sandbox.py").write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    script = (
+        "from echo_tools import ToolExecutor, ToolRegistry\n"
+        "r = ToolRegistry()\n"
+        "r.register({'tool_id': 'c', 'name': 'C', 'tool_type': 'code',"
+        " 'execution_config': {'code': 'def main():\\n    return 1\\n'}})\n"
+        "res = ToolExecutor(r).invoke_sync('c', {})\n"
+        "print(res.success, res.error)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path / 'host'}:{root}"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+
+    assert done.stdout.startswith("False"), (done.stdout, done.stderr)
+    assert str(fake.parent) in done.stdout and "import AgentTools" in done.stdout
+    assert not marker.exists()
