@@ -30,6 +30,7 @@ class ToolType(StrEnum):
     SKILL = "skill"
     WORKFLOW = "workflow"
     AGENT = "agent"
+    CODE = "code"
 
 
 _TOOL_TYPES = frozenset(t.value for t in ToolType)

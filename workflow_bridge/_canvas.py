@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from echo_tools.models import ToolStatus
+from workflow_bridge._code_entries import code_tool, has_code
+from workflow_bridge._mcp_entries import match_mcp_tool, mcp_server_tool
 from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
 
 if TYPE_CHECKING:
@@ -54,7 +56,6 @@ LOOK_BY_TYPE = {
 TOOL_NODE_TYPES = frozenset({"Agent", "Subagent", "Prompt"})  # the node types EchoAI binds tools for
 BUILTIN_TOOL_TYPES = frozenset({"code", "subworkflow", "subworkflow_deployment", "mcp_server"})
 TEMPLATE_TOOL_TYPE = "tools"
-BRANCHING_TYPES = frozenset({"Conditional", "Loop"})
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 _SCHEMA_KEYS = frozenset({"type", "properties", "$schema", "required", "additionalProperties"})
 
@@ -185,20 +186,31 @@ def _resolve_entry(
     config = {k: json_copy(v) for k, v in raw_config.items() if k != "fixed"}
 
     label = tool_ref or name or entry.get("id")
+    # an entry that names its tool by config (sub-workflow, code) binds by that, whatever its tool_id says
+    by_config = kind in SUBWORKFLOW_KINDS or (kind == "code" and has_code(config))
     if kind in SUBWORKFLOW_KINDS:  # the workflow tool its workflowId names, or the reason it has none
         tool, problem = subworkflow_tool(registry, kind, config)
-        if tool is None:
-            diags.error(
-                node_id,
-                f"{where}.config",
-                f"Node {node_id!r}: tool entry {where} ({label or kind}): {problem}",
-            )
-            return None
+        key = ""
+    elif by_config:  # a Code tool with code: main(**kwargs) is the tool
+        tool, key, problem = code_tool(registry, config, name)
     else:
-        tool = _lookup(registry, tool_ref, name, entry.get("id"))
+        tool, problem = _lookup(registry, tool_ref, name, entry.get("id")), ""
+    if problem:
+        field = f"{where}.config" + (f".{key}" if key else "")
+        diags.error(node_id, field, f"Node {node_id!r}: tool entry {where} ({label or kind}): {problem}")
+        return None
+    if kind == "code" and tool is not None and not tool.input_schema.get("properties"):
+        if tool.input_schema.get("additionalProperties"):  # strict function calling closes open schemas
+            diags.warning(
+                node_id,
+                f"{where}.config.code",
+                f"Node {node_id!r}: tool entry {where} ({label}): main(**kwargs) names no parameter, so the "
+                "model cannot know what to pass: name them (def main(text: str)) or list them under Args: "
+                "in main's docstring",
+            )
     if (
         tool is not None
-        and kind not in SUBWORKFLOW_KINDS
+        and not by_config
         and isinstance(tool_ref, str)
         and tool_ref
         and tool.tool_id != tool_ref
@@ -208,10 +220,17 @@ def _resolve_entry(
             f"{where}.tool_id",
             f"tool_id {tool_ref!r} is unknown; bound {tool.tool_id!r} by its name",
         )
-    if tool is None and kind == "mcp_server":
-        tool = _match_mcp_tool(registry, config.get("serverId"), config.get("operationName"))
     if tool is None and kind not in BUILTIN_TOOL_TYPES:
         kind = _round_tripped_builtin(tool_ref, name) or kind  # before templates: it is typed as one
+    if tool is None and kind == "mcp_server":  # the server's tool, its server added from serverUrl
+        tool, key, problem = mcp_server_tool(registry, config)
+        if tool is None:
+            diags.error(
+                node_id,
+                f"{where}.config.{key}",
+                f"Node {node_id!r}: tool entry {where} ({label or kind}): {problem}",
+            )
+            return None
     if tool is None and kind == TEMPLATE_TOOL_TYPE:  # {provider, action, credentials}: an imported tool
         from echo_tools.openapi import template_tool
 
@@ -245,7 +264,8 @@ def _resolve_entry(
                 fixed[key] = config.pop(key)  # a parameter value set on the node
     _check_fixed(tool, fixed, node_id, f"{where}.fixed", diags)
     shown_type = kind if kind in BUILTIN_TOOL_TYPES or kind == TEMPLATE_TOOL_TYPE else tool.tool_type.value
-    binding = _binding(tool.tool_id, tool.name, shown_type, enabled, fixed, config, entry)
+    shown_name = name if by_config and isinstance(name, str) and name else tool.name
+    binding = _binding(tool.tool_id, shown_name, shown_type, enabled, fixed, config, entry)
     # The IDE copies the tool's description into every entry it adds, so `description` is a snapshot, not a
     # choice: honouring it would pin an outdated text once the tool's own description changes. An override
     # is asked for explicitly.
@@ -283,26 +303,10 @@ def _lookup(registry: ToolRegistry | None, *refs: Any) -> ToolDef | None:
     return None
 
 
-def _match_mcp_tool(registry: ToolRegistry | None, server: Any, operation: Any) -> ToolDef | None:
-    if registry is None or not server or not operation:
-        return None
-    for tool in registry.list_by_type("mcp"):
-        cfg = tool.execution_config
-        if cfg.get("server") == server and cfg.get("tool") == operation:
-            return tool
-    return None
-
-
 def _check_builtin(
     kind: str, config: dict[str, Any], node_id: str | None, where: str, diags: Diagnostics
 ) -> None:
-    if kind == "mcp_server" and not (config.get("serverId") and config.get("operationName")):
-        diags.error(
-            node_id,
-            f"{where}.config",
-            f"an MCP Server tool needs config.serverId and config.operationName, got {config!r:.120}",
-        )
-    elif kind == "code" and str(config.get("language") or "python").lower() != "python":
+    if kind == "code" and str(config.get("language") or "python").lower() != "python":
         diags.warning(
             node_id, f"{where}.config.language", f"only python code runs; got {config.get('language')!r}"
         )
@@ -518,7 +522,7 @@ def _mcp(
             f"the MCP node needs serverId and operation, got {server!r}, {operation!r}",
         )
         return mcp
-    tool = _match_mcp_tool(registry, server, operation)
+    tool = match_mcp_tool(registry, server, operation)
     if tool is not None:
         mcp["tool_id"] = tool.tool_id
     else:
@@ -528,83 +532,6 @@ def _mcp(
             f"no registered MCP tool serves operation {operation!r} of server {server!r}",
         )
     return mcp
-
-
-# -- graph-level checks ----------------------------------------------------------------------------------
-
-
-def infer_execution_model(node_types: Mapping[str, str], edges: Iterable[tuple[str, str]]) -> str:
-    """EchoAI's `_infer_execution_model` (node_mapper L416-451), on canvas node ids.
-
-    Any Subagent: hierarchical. Any Map: parallel, or hybrid with a Conditional. Otherwise a node with more
-    than one outgoing edge gives hybrid when a Conditional or Loop exists, else parallel; else sequential.
-    """
-    types = set(node_types.values())
-    if "Subagent" in types:
-        return "hierarchical"
-    if "Map" in types:
-        return "hybrid" if "Conditional" in types else "parallel"
-    out_degree: dict[str, int] = {}
-    for src, _ in edges:
-        out_degree[src] = out_degree.get(src, 0) + 1
-    fan_out = any(n > 1 for n in out_degree.values())
-    if fan_out and types & BRANCHING_TYPES:
-        return "hybrid"
-    return "parallel" if fan_out else "sequential"
-
-
-def cycles(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> list[list[str]]:
-    """The strongly connected components that hold a cycle (Tarjan, iterative), in node order."""
-    order = list(nodes)
-    succ: dict[str, list[str]] = {n: [] for n in order}
-    self_loops = set()
-    for src, dst in edges:
-        succ.setdefault(src, []).append(dst)
-        if src == dst:
-            self_loops.add(src)
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    found: list[list[str]] = []
-    rank = {n: i for i, n in enumerate(order)}
-    counter = 0
-    for root in order:
-        if root in index:
-            continue
-        work = [(root, iter(succ.get(root, ())))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(succ.get(child, ()))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1 or node in self_loops:
-                    found.append(sorted(component, key=lambda n: rank.get(n, len(rank))))
-    return found
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ A `subworkflow {workflowId}` entry binds the registered `workflow` tool whose `e
 is that id; when there is none and the registry's `WorkflowStore` holds the workflow, a `workflow` tool
 (`subworkflow_<id slug>`) is registered for it. Otherwise the entry cannot bind, and the caller reports why
 (an error diagnostic at map time, an error when an agent's tools are bound): never a silent drop.
-Deployments are not supported yet.
+Deployments are not supported yet: EchoAI's store layout (draft/, temp/, final/) holds none to resolve.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def subworkflow_tool(
         environment = config.get("environment")
         return None, (
             f"deployment {deployment!r} (environment {environment!r}) cannot be bound: subworkflow "
-            "deployments are not supported yet; use a Subworkflow tool naming the workflowId instead"
+            "deployments are not supported yet (EchoAI's workflow store holds draft, temp and final "
+            "workflows, no deployments); use a Subworkflow tool naming the workflowId (and a final "
+            "version with config.version) instead"
         )
     workflow_id = config.get("workflowId")
     if not isinstance(workflow_id, str) or not workflow_id.strip():

@@ -15,6 +15,8 @@ from typing import Any
 from echo_tools.errors import ToolNotFoundError
 from echo_tools.models import ToolContext, ToolDef, ToolStatus
 from echo_tools.suggest import tool_hint
+from workflow_bridge._code_entries import code_tool, has_code
+from workflow_bridge._mcp_entries import mcp_server_tool
 from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
 
 logger = logging.getLogger("workflow_bridge.agent_factory")
@@ -113,12 +115,26 @@ class AgentFactory:
         # when there is none); raw MCP-server entries have no tool to run and are not bound.
         if not (isinstance(ref, str) and ref.startswith("builtin_")):
             return ref
+        kind = ref.removeprefix("builtin_")
+        binding = bindings_of(agent_def).get(ref) or {}
+        config = binding.get("config") if isinstance(binding.get("config"), Mapping) else {}
+        if kind == "code" and has_code(config or {}):  # a Code tool with code: its main is the tool
+            tool, _, problem = code_tool(self.registry, config or {}, binding.get("name"))
+            if tool is None:
+                raise ToolNotFoundError(
+                    f"Agent {agent_label(agent_def)}: tool {ref!r}: {problem}", field="tools"
+                )
+            return tool.tool_id
         if ref == "builtin_code" and self.registry.resolve(CODE_TOOL) is not None:
             return CODE_TOOL
-        kind = ref.removeprefix("builtin_")
+        if kind == "mcp_server" and (config or {}).get("serverId"):  # the server's tool, or why not
+            tool, _, problem = mcp_server_tool(self.registry, config or {})
+            if tool is None:
+                raise ToolNotFoundError(
+                    f"Agent {agent_label(agent_def)}: tool {ref!r}: {problem}", field="tools"
+                )
+            return tool.tool_id
         if kind in SUBWORKFLOW_KINDS:
-            binding = bindings_of(agent_def).get(ref) or {}
-            config = binding.get("config") if isinstance(binding.get("config"), Mapping) else {}
             tool, problem = subworkflow_tool(self.registry, kind, config or {})
             if tool is None:
                 raise ToolNotFoundError(

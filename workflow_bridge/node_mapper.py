@@ -11,8 +11,10 @@ workflow and agent shapes (echoai-notes §1.4, §1.6), fixing what EchoAI's mapp
   `name` (exact, any case, slug, the round-tripped "Tool Web Search"), then the entry's `id`. An unknown
   tool is an error diagnostic naming the node and the tool, never a placeholder id. `enabled: false`
   entries are kept as bindings but not bound; a tool disabled in the registry is not bound either.
-  Built-in tools (`code`, `mcp_server`) become `builtin_<type>` (an `mcp_server` entry whose
-  serverId/operationName match a registered MCP tool binds that tool instead) and keep their config. A
+  A Code tool with code binds a `code` tool made from it (`main`'s signature is its schema; code that
+  does not parse or has no `main` is an error diagnostic), an empty one `builtin_code` (the generic code
+  executor); an `mcp_server` entry binds its server's registered tool, the server added from `serverUrl`
+  under the egress policy when it is not registered, else an error diagnostic. Both keep their config. A
   `subworkflow {workflowId}` entry binds the `workflow` tool running that workflow (registered from the
   registry's `WorkflowStore` when there is none yet); one that cannot, and every `subworkflow_deployment`
   (not supported yet), is an error diagnostic naming the node and the entry. `"*"` keeps `tools: ["*"]` plus `tools_exclude` (ids).
@@ -51,12 +53,11 @@ from workflow_bridge._canvas import (
     ToolResolution,
     as_dict,
     consumed_keys,
-    cycles,
-    infer_execution_model,
     json_copy,
     resolve_tool_entries,
     type_metadata,
 )
+from workflow_bridge._canvas_graph import cycles, infer_execution_model
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry

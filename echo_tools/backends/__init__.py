@@ -60,6 +60,10 @@ def check_execution_config(
         parse_skill(tool.tool_id, config)
     elif kind in (ToolType.WORKFLOW, ToolType.AGENT):
         _check_stored_ref(tool)
+    elif kind == ToolType.CODE:
+        from echo_tools.code_tools import check_code_config
+
+        check_code_config(tool)
 
 
 def _check_api(tool: ToolDef, egress: EgressPolicy | None) -> None:

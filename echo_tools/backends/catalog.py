@@ -27,6 +27,7 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
     ToolType.CREWAI: ("echo_tools.backends.crewai", "CrewAIBackend"),
     ToolType.LANGCHAIN: ("echo_tools.backends.langchain", "LangChainBackend"),
     ToolType.SKILL: ("echo_tools.backends.skill", "SkillBackend"),
+    ToolType.CODE: ("echo_tools.backends.code", "CodeBackend"),
 }
 
 

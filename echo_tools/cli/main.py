@@ -65,8 +65,23 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     registry = open_registry(args)
-    print_json(require_tool(registry, args.ref).to_storage_dict())
+    tool = require_tool(registry, args.ref)
+    if getattr(args, "steps", False):  # a skill's steps drawn (echo_tools.cli.steps)
+        from echo_tools.cli.steps import show_steps
+
+        drawing = show_steps(registry, tool)
+        if drawing is None:
+            raise CliError(f"tool {tool.tool_id!r} is a {tool.tool_type.value} tool: only skills have steps")
+        print(drawing)
+        return 0
+    print_json(tool.to_storage_dict())
     return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from echo_tools.cli.steps import cmd_plan as draw_plan
+
+    return draw_plan(args)
 
 
 def cmd_invoke(args: argparse.Namespace) -> int:
@@ -201,7 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print one tool's definition")
     p.add_argument("ref", metavar="ID", help="tool id or name")
+    p.add_argument("--steps", action="store_true", help="draw a skill's steps instead of the JSON")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("plan", help="plan steps by capability (echo_tools.planning) and draw them")
+    p.add_argument("capabilities", nargs="+", metavar="CAPABILITY", help="a capability or a tool ref")
+    p.add_argument("--inputs", metavar="JSON", help="the plan's inputs, a JSON object")
+    p.add_argument("--json", action="store_true", help="print the plan (a skill's execution_config) as JSON")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("invoke", help="call a tool and print the ToolResult (exit 1 on failure)")
     p.add_argument("ref", metavar="REF", help="tool id or name")

@@ -22,6 +22,8 @@ _STYLES = {
     "tool.failed": ("✗", "red"),
     "tool.timeout": ("⏱", "red"),
     "tool.registered": ("+", "blue"),
+    "tool.progress": ("…", "dim cyan"),
+    "tool.log": ("i", "dim"),
     "run.started": ("●", "bold"),
     "run.finished": ("●", "bold green"),
     "run.interrupted": ("‖", "bold yellow"),
@@ -77,6 +79,7 @@ class LivePrinter:
         self.interrupted = False
         self._lock = threading.Lock()
         self._console: Any = None
+        self._depth: dict[str, int] = {}  # call id -> nesting depth, while the call is live
         if rich:
             from rich.console import Console
 
@@ -96,8 +99,8 @@ class LivePrinter:
             self.note(str(data.get("message", "running the offline rehearsal model")))
             return
         symbol, style = _STYLES.get(kind, ("·", "dim"))
-        indent = "    " if kind.startswith("tool.") else ""
         with self._lock:
+            indent = "    " * self._level(kind, data)
             if self._console is not None:
                 from rich.markup import escape
 
@@ -105,6 +108,22 @@ class LivePrinter:
             else:
                 sys.stdout.write(f"{indent}{symbol} {describe(data)}\n")
                 sys.stdout.flush()
+
+    def _level(self, kind: str, data: dict[str, Any]) -> int:
+        """How far a line is indented: tool calls one level under the run, a nested call (a sub-workflow's,
+        a skill's step) one more per composite call above it, notifications one more under their call."""
+        if not kind.startswith("tool.") or kind == "tool.registered":
+            return 0
+        call = str(data.get("call_id") or "")
+        depth = self._depth.get(call)
+        if depth is None:
+            parent = data.get("parent_call_id")
+            depth = self._depth.get(str(parent), 0) + 1 if parent else 0
+            if call and kind == "tool.invoked":
+                self._depth[call] = depth
+        elif kind in ("tool.completed", "tool.failed", "tool.timeout"):
+            del self._depth[call]  # its children have ended before it
+        return depth + (2 if kind in ("tool.progress", "tool.log") else 1)
 
     def panel(self, title: str, body: str) -> None:
         with self._lock:
@@ -128,6 +147,8 @@ class LivePrinter:
 def describe(event: dict[str, Any]) -> str:
     """The text of a live line (no timestamp)."""
     kind = str(event.get("type", "?"))
+    if kind in ("tool.progress", "tool.log"):
+        return _notification(kind, event)
     if kind.startswith("tool."):
         line = f"{kind[5:]:<9} {event.get('tool_name') or event.get('tool_id')}"
         if event.get("agent_name"):
@@ -152,6 +173,20 @@ def describe(event: dict[str, Any]) -> str:
     if event.get("error"):
         line += f"  {whole(event['error'])}"
     return line
+
+
+def _notification(kind: str, event: dict[str, Any]) -> str:
+    """An MCP progress or log notification of a live call: `progress 2/3 step 2 of 3`, `log [info] ...`."""
+    raw = event.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    if kind == "tool.progress":
+        done, total = meta.get("progress"), meta.get("total")
+        line = f"progress {done:g}" if isinstance(done, (int, float)) else "progress"
+        if isinstance(total, (int, float)):
+            line += f"/{total:g}"
+        return line + (f"  {short(meta['message'])}" if meta.get("message") else "")
+    data = meta.get("data")
+    return f"log [{meta.get('level') or 'info'}] {short(data, 160) if data is not None else ''}".rstrip()
 
 
 class _OncePerMessage(logging.Filter):

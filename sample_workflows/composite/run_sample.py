@@ -1,5 +1,6 @@
 """Run the composite sample offline: a Quarterly Report workflow whose analyst calls the stored Stats
-workflow as a `workflow` tool, whose statistician calls the `Sum and Mean` skill (two calculator calls).
+workflow as a `workflow` tool, whose statistician calls the `Sum and Mean` skill (two calculator calls),
+and a Code tool whose `main(values)` runs in the code sandbox.
 
     .venv/bin/python sample_workflows/composite/run_sample.py [--storage DIR] [--input TEXT]
 

@@ -191,7 +191,11 @@ def test_the_save_payload_maps_to_three_agents_with_web_search_bound(mapper: Nod
     assert agent["metadata"]["canvas_extra"]["memory"] == {"enabled": True, "type": "short-term"}
 
 
-def test_all_five_tool_entry_shapes_resolve(mapper: NodeMapper) -> None:
+def test_all_five_tool_entry_shapes_resolve(mapper: NodeMapper, registry: ToolRegistry) -> None:
+    registry.register(  # an MCP Server entry binds its server's registered tool (see test_canvas_mcp_*)
+        ToolDef(name="Read File", tool_id="mcp.files.read_file", tool_type="mcp",
+                execution_config={"server": "files", "tool": "read_file"})
+    )  # fmt: skip
     entries = [
         {
             "id": 1,
@@ -223,13 +227,13 @@ def test_all_five_tool_entry_shapes_resolve(mapper: NodeMapper) -> None:
     agent = next(iter(mapped.agents.values()))
     assert agent["tools"] == [
         "tool_calculator",
-        "builtin_mcp_server",
+        "mcp.files.read_file",
         "tool_code_reviewer",
         "tool_web_search",
         "tool_file_reader",
     ]
     bindings = {b["tool_id"]: b for b in agent["tool_bindings"]}
-    assert bindings["builtin_mcp_server"]["config"] == {"serverId": "files", "operationName": "read_file"}
+    assert bindings["mcp.files.read_file"]["config"] == {"serverId": "files", "operationName": "read_file"}
     assert bindings["tool_code_reviewer"]["config"]["action"] == "review"
     assert bindings["tool_calculator"]["config"] == {}  # the copied input schema is not a setting
 
@@ -489,7 +493,7 @@ def _rich_canvas() -> dict:
             "name": "Code Execution",
             "type": "code",
             "enabled": True,
-            "config": {"language": "python", "code": "print(1)"},
+            "config": {"language": "python", "code": "def main(x: int):\n    return x\n"},
         },
         {"id": 13, "name": "Calculator", "type": "tools", "enabled": False, "config": {"provider": "x"}},
         "File Reader",
@@ -545,7 +549,9 @@ def test_the_reverse_mapping_keeps_tool_id(mapper: NodeMapper) -> None:
     entries = {e.get("tool_id", e["name"]): e for e in researcher["config"]["tools"]}
     assert entries["tool_web_search"]["fixed"] == {"max_results": 5}
     assert entries["tool_code_reviewer"]["name"] == "Code Reviewer"
-    assert entries["Code Execution"]["config"] == {"language": "python", "code": "print(1)"}
+    (code,) = [e for e in researcher["config"]["tools"] if e["name"] == "Code Execution"]
+    assert code["config"] == {"language": "python", "code": "def main(x: int):\n    return x\n"}
+    assert code["type"] == "code" and code["tool_id"].startswith("code_")  # main is the tool
     assert {n["id"] for n in back["canvas_nodes"]} == {1, 2, 3, 4, 5, 6, 7}
     gate = next(n for n in back["canvas_nodes"] if n["name"] == "Gate")
     assert [b["targetNodeId"] for b in gate["config"]["branches"]] == [4, 5]
