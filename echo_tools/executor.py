@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import httpx
 
     from echo_tools.backends.base import SyncCall, ToolBackend
-    from echo_tools.recording import Recording
+    from echo_tools.history.recording import Recording
     from echo_tools.registry import ToolRegistry
 
 CLOSE_FLUSH_S = 5.0  # how long closing waits for queued events to reach their sinks
@@ -78,7 +78,7 @@ class ToolExecutor:
         result_cache: where results of deterministic, pure tools with `cache_ttl_s` are kept (default: a
             `ResultCache` of 1,000 entries). A call answered from it has `metadata["cached"] = True`.
         replay: a recorded run (`RunHistory(...).recording(run_id)`) answering each validated call in
-            order instead of running the tool (`echo_tools.recording`).
+            order instead of running the tool (`echo_tools.history.recording`).
     """
 
     def __init__(

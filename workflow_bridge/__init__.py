@@ -13,6 +13,7 @@ import echo_tools as _echo_tools  # noqa: F401  (sets third-party telemetry defa
 
 if TYPE_CHECKING:
     from workflow_bridge.agent_factory import AgentFactory
+    from workflow_bridge.agent_json import normalize_agent
     from workflow_bridge.compiler import WorkflowCompileError, WorkflowCompiler
     from workflow_bridge.conditions import ConditionError, evaluate_condition
     from workflow_bridge.crewai_adapter import CrewAIAdapter
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
         MappedWorkflow,
         NodeMapper,
         agent_id_for,
-        normalize_agent,
     )
     from workflow_bridge.plugin import ToolBindingPlugin
     from workflow_bridge.runner import (
@@ -66,7 +66,7 @@ _LAZY = {
     "is_rehearsal": "workflow_bridge.llm",
     "llm_from_spec": "workflow_bridge.llm",
     "make_tool_node": "workflow_bridge.langgraph_tools",
-    "normalize_agent": "workflow_bridge.node_mapper",
+    "normalize_agent": "workflow_bridge.agent_json",
     "resolve_llm": "workflow_bridge.llm",
     "resume_workflow": "workflow_bridge.runner",
     "run_workflow": "workflow_bridge.runner",

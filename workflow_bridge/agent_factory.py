@@ -15,9 +15,9 @@ from typing import Any
 from echo_tools.errors import ToolNotFoundError
 from echo_tools.models import ToolContext, ToolDef, ToolStatus
 from echo_tools.suggest import tool_hint
-from workflow_bridge._code_entries import code_tool, has_code
-from workflow_bridge._mcp_entries import mcp_server_tool
-from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
+from workflow_bridge.canvas.code_entries import code_tool, has_code
+from workflow_bridge.canvas.mcp_entries import mcp_server_tool
+from workflow_bridge.canvas.subworkflow_entries import SUBWORKFLOW_KINDS, subworkflow_tool
 
 logger = logging.getLogger("workflow_bridge.agent_factory")
 
@@ -36,7 +36,7 @@ def persona(agent_def: Mapping[str, Any]) -> tuple[str, str, str]:
     "<Type> node" when the node sets none; those say nothing to the model, so the node's name stands in
     for the role, and its prompt (or name) for the backstory.
     """
-    from workflow_bridge._canvas import ROLE_BY_TYPE
+    from workflow_bridge.canvas.entries import ROLE_BY_TYPE
 
     name = str(agent_def.get("name") or "Agent")
     node_type = str((agent_def.get("metadata") or {}).get("node_type") or "Agent")

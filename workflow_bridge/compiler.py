@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workflow_bridge import nodes
+from workflow_bridge.agent_json import normalize_agent
 from workflow_bridge.conditions import ConditionError, parse_condition
 from workflow_bridge.crewai_adapter import CrewAIAdapter
-from workflow_bridge.node_mapper import normalize_agent
 from workflow_bridge.state import build_state_schema
 
 logger = logging.getLogger("workflow_bridge.compiler")
@@ -43,7 +43,7 @@ class WorkflowCompileError(ValueError):
 
     @property
     def diagnostics(self) -> list[Any]:
-        from workflow_bridge._canvas import Diagnostic
+        from workflow_bridge.canvas.entries import Diagnostic
 
         return [Diagnostic("error", self.node_id, self.field, str(self))]
 

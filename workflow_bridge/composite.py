@@ -4,8 +4,8 @@
 thread of its own (CrewAI refuses to run inside a running event loop), under a sub-run id derived from the
 caller's run. `AgentBackend` runs one agent definition as a one-agent CrewAI crew. Their agents' tool calls
 go back through the executor with what the composite call inherits (granted permissions, the time left,
-`depth + 1`, the chain of composite tools, the parent call id): the backend files it under the sub-run id,
-and `scoped_context`, which `CrewAIAdapter.context` calls, reads it back in whatever thread the node runs.
+`depth + 1`, the chain of composite tools, the parent call id): the backend files it under the sub-run id
+(`run_scope.filed`), and `run_scope.scoped_context` reads it back in whatever thread the node runs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
@@ -29,11 +28,11 @@ from echo_tools.errors import (
     ToolError,
     ToolExecutionError,
     ToolStorageError,
-    ToolTimeoutError,
 )
 from echo_tools.models import ToolContext
 from echo_tools.skills import MAX_CALL_DEPTH
 from echo_tools.stored_tools import agent_permissions
+from workflow_bridge.run_scope import SubRun, filed, scoped_context
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -42,52 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentBackend", "WorkflowBackend", "scoped_context"]
 
 _GRAPH_CACHE_SIZE = 32
-
-
-@dataclass
-class _SubRun:
-    """What the tool calls of one composite run inherit."""
-
-    inner: ToolContext  # granted permissions, depth + 1, call_path, parent_call_id, trace id
-    deadline: float  # time.monotonic()
-    stopped: bool = False
-
-
-_RUNS: dict[str, _SubRun] = {}
-_RUNS_LOCK = threading.Lock()
-
-
-def scoped_context(agent: Mapping[str, Any], context: ToolContext) -> ToolContext:
-    """The context an agent's tool calls carry.
-
-    Inside a composite run (found by `context.run_id`) it inherits the composite call's granted
-    permissions, remaining deadline, depth, call path and parent call id; an agent JSON's `permissions`
-    list then narrows the grant to exactly those (intersected with the caller's).
-
-    Raises:
-        ToolTimeoutError: the composite call that runs this workflow has already ended (deadline or cancel).
-        ValueError: the agent's `permissions` list names an unknown permission.
-    """
-    run = _RUNS.get(context.run_id) if context.run_id else None
-    update: dict[str, Any] = {}
-    if run is not None:
-        remaining_ms = int((run.deadline - time.monotonic()) * 1000)
-        if run.stopped or remaining_ms <= 0:
-            raise ToolTimeoutError(f"run {context.run_id!r} was stopped: its composite tool call has ended")
-        inner = run.inner
-        update = {
-            "granted_permissions": inner.granted_permissions,
-            "timeout_ms": remaining_ms,
-            "depth": inner.depth,
-            "call_path": list(inner.call_path),
-            "parent_call_id": inner.parent_call_id,
-            "trace_id": context.trace_id or inner.trace_id,
-        }
-    granted = agent_permissions(agent)
-    if granted is not None:
-        caller = update.get("granted_permissions", context.granted_permissions)
-        update["granted_permissions"] = granted if caller is None else [p for p in granted if p in caller]
-    return context.model_copy(update=update) if update else context
 
 
 def _check_nesting(tool: ToolDef, context: ToolContext) -> None:
@@ -150,7 +103,7 @@ class _CompositeBackend(ToolBackend):
         deadline of the call that began at `started`, `time.monotonic()`)."""
         sub_run = f"{context.run_id or 'run'}/{tool.tool_id}/{uuid.uuid4().hex[:12]}"
         timeout_ms = context.timeout_ms or tool.timeout_ms
-        entry = _SubRun(
+        entry = SubRun(
             inner=context.model_copy(
                 update={
                     "parent_call_id": context.call_id,
@@ -163,13 +116,8 @@ class _CompositeBackend(ToolBackend):
         )
 
         def work() -> dict[str, Any]:
-            with _RUNS_LOCK:
-                _RUNS[sub_run] = entry
-            try:
+            with filed(sub_run, entry):
                 return run(sub_run)
-            finally:
-                with _RUNS_LOCK:
-                    _RUNS.pop(sub_run, None)
 
         try:
             final = await _in_own_thread(work, f"echo-tools {tool.tool_id}")

@@ -18,8 +18,8 @@ from typing import Any
 from echo_tools.events import ToolEvent
 from echo_tools.models import ToolContext
 from workflow_bridge.agent_factory import AgentFactory, agent_label, persona
-from workflow_bridge.composite import scoped_context
 from workflow_bridge.llm import describe_llm, is_rehearsal, llm_from_spec, llm_params, resolve_llm
+from workflow_bridge.run_scope import scoped_context
 
 END_ROLES = ("Workflow exit point", "Output")
 FAILED_MARK = "[failed]"
@@ -202,7 +202,7 @@ class CrewAIAdapter:
 
     def context(self, agent: Mapping[str, Any], state: Mapping[str, Any], node_id: str) -> ToolContext:
         # inside a `workflow`/`agent` tool call: the caller's grants, deadline and depth; the agent's own
-        # `permissions` list narrows the grant (composite.scoped_context)
+        # `permissions` list narrows the grant (run_scope.scoped_context)
         return scoped_context(
             agent,
             ToolContext(

@@ -23,7 +23,7 @@ from pydantic import Field, PrivateAttr
 from echo_tools.llm_text import text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
-from workflow_bridge._schema_models import (
+from workflow_bridge.tool_view import (
     ToolView,
     args_model,
     as_context,

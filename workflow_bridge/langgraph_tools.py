@@ -26,7 +26,7 @@ from echo_tools.llm_text import content_blocks, text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
 from echo_tools.suggest import did_you_mean
-from workflow_bridge._schema_models import ToolView, as_context, resolve_bindings
+from workflow_bridge.tool_view import ToolView, as_context, resolve_bindings
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor

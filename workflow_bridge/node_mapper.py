@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from workflow_bridge._canvas import (
+from workflow_bridge.agent_json import normalize_agent
+from workflow_bridge.canvas.entries import (
     LOOK_BY_TYPE,
     ROLE_BY_TYPE,
     TOOL_NODE_TYPES,
@@ -57,7 +58,7 @@ from workflow_bridge._canvas import (
     resolve_tool_entries,
     type_metadata,
 )
-from workflow_bridge._canvas_graph import cycles, infer_execution_model
+from workflow_bridge.canvas.graph import cycles, infer_execution_model
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
@@ -445,7 +446,7 @@ class NodeMapper:
         Raises:
             ValueError: the workflow names an agent that `agents` does not hold.
         """
-        from workflow_bridge._canvas_reverse import workflow_to_canvas
+        from workflow_bridge.canvas.reverse import workflow_to_canvas
 
         return workflow_to_canvas(self.registry, workflow, agents)
 
@@ -511,36 +512,4 @@ def _branches(
                     f"no connection leads from this node to branch target {target!r}",
                 )
         out.append(item)
-    return out
-
-
-def normalize_agent(agent: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of an EchoAI agent JSON with the keys the compiler reads filled in.
-
-    Fills `tools`, `input_schema`, `output_schema` ([]), `llm`, `metadata` ({}), `name` (the agent id),
-    `role` (EchoAI's role for the node type), `goal`, `prompt`, `description` (""), `tool_bindings` ([]),
-    and `metadata.node_type` ("Agent" for legacy agents that have none). Present values are kept.
-
-    Raises:
-        TypeError: `agent` is not a mapping.
-    """
-    if not isinstance(agent, Mapping):
-        raise TypeError(f"an agent must be a JSON object, got {type(agent).__name__}")
-    out = json_copy(dict(agent))
-    for key in ("tools", "input_schema", "output_schema", "tool_bindings"):
-        if out.get(key) is None:
-            out[key] = []
-        elif isinstance(out[key], str):
-            out[key] = [out[key]]
-    for key in ("llm", "metadata", "constraints", "permissions"):
-        if not isinstance(out.get(key), Mapping):
-            out[key] = {}
-    if isinstance(agent.get("permissions"), list):  # the permissions an agent grants its tools: kept
-        out["permissions"] = json_copy(agent["permissions"])
-    out["metadata"].setdefault("node_type", "Agent")
-    out["name"] = out.get("name") or str(out.get("agent_id") or "agent")
-    out["role"] = out.get("role") or ROLE_BY_TYPE.get(out["metadata"]["node_type"], "Autonomous AI agent")
-    for key in ("goal", "prompt", "description"):
-        if out.get(key) is None:
-            out[key] = ""
     return out

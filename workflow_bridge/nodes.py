@@ -25,7 +25,7 @@ from workflow_bridge.crewai_adapter import (
     now,
     original_request,
 )
-from workflow_bridge.llm_rehearsal import build_arguments, json_objects_in
+from workflow_bridge.text_arguments import build_arguments, json_objects_in
 
 logger = logging.getLogger("workflow_bridge.nodes")
 

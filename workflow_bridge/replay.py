@@ -1,6 +1,6 @@
 """Replay a recorded run: the workflow runs again under a new run id, each tool call answered from the
 recorded events in order (no tool runs; the events carry `replayed: true`), the recorded HITL decisions
-applied. The one home of the answering is `echo_tools.recording.Recording`, which `ToolExecutor(...,
+applied. The one home of the answering is `echo_tools.history.recording.Recording`, which `ToolExecutor(...,
 replay=...)` consults; `ReplayExecutor` is that executor built beside an existing one (same registry and
 egress policy), for callers holding the recorded events.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from echo_tools.events import ToolEvent
 from echo_tools.executor import ToolExecutor
-from echo_tools.recording import OUTCOMES, Recording, ReplayMismatchError
+from echo_tools.history.recording import OUTCOMES, Recording, ReplayMismatchError
 
 __all__ = ["OUTCOMES", "ReplayExecutor", "ReplayMismatchError"]
 

@@ -11,8 +11,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import ToolBackend, forget_entries
-from echo_tools.backends.local import build_instance, import_module_checked, run_in_worker
+from echo_tools.backends.python_targets import build_instance, import_module_checked
 from echo_tools.errors import ToolConfigError
+from echo_tools.runtime import run_in_worker
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor

@@ -21,7 +21,7 @@ from echo_tools.builtin_tools import builtin_claimed, claim_builtin_package
 from echo_tools.errors import ToolConfigError, ToolExecutionError
 
 if TYPE_CHECKING:
-    from echo_tools.backends.local import CallPlan
+    from echo_tools.backends.python_targets import CallPlan
     from echo_tools.models import ToolDef
 
 _STDERR_TAIL = 2000
@@ -29,7 +29,7 @@ _STDERR_TAIL = 2000
 
 def check_function(tool: ToolDef, allowed_modules: Sequence[str]) -> CallPlan:
     """The plan of a `process` tool: checked against the allow-list here, imported only in the child."""
-    from echo_tools.backends.local import CallPlan
+    from echo_tools.backends.python_targets import CallPlan
 
     module = tool.execution_config.get("module")
     if not isinstance(module, str) or not module_allowed(module, allowed_modules):
@@ -105,7 +105,7 @@ def _child() -> None:
     out = sys.stdout
     sys.stdout = sys.stderr  # the tool's prints must not corrupt the reply line
     request = json.loads(sys.stdin.read())
-    from echo_tools.backends.local import import_target, plan_call
+    from echo_tools.backends.python_targets import import_target, plan_call
     from echo_tools.jsonvalue import to_json_value
     from echo_tools.models import ToolDef
 

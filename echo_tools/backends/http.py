@@ -156,8 +156,8 @@ class HttpBackend(ToolBackend):
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> BackendOutput:
         config = tool.execution_config
-        if "arguments" in config:  # imported tools say where each argument goes (echo_tools.openapi_request)
-            from echo_tools.openapi_request import build_mapped_request
+        if "arguments" in config:  # imported tools say where each argument goes (echo_tools.openapi.request)
+            from echo_tools.openapi.request import build_mapped_request
 
             method, url, query, body, extra = build_mapped_request(tool, args)
         else:

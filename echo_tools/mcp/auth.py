@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from echo_tools.credential_fields import NAME_PATTERN, CredentialError
+from echo_tools.credentials.fields import NAME_PATTERN, CredentialError
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError
 from echo_tools.models import ToolSource
 

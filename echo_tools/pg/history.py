@@ -1,6 +1,6 @@
 """PgRunHistory: `RunHistory` on PostgreSQL, one event history for every replica on the database.
 
-Same public API as `echo_tools.history.RunHistory` (the queries are `echo_tools.history_queries`, shared;
+Same public API as `echo_tools.history.RunHistory` (the queries are `echo_tools.history.queries`, shared;
 events are written in batches by one thread, one transaction per batch). Each replica's events go to one
 table, indexed by run, tool, agent and time; `follow(callback)` hears the events other replicas record
 (LISTEN/NOTIFY), which is what lets `/tools/events` on one replica stream every replica's calls.
@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from echo_tools.event_writer import EventWriter
 from echo_tools.events import ToolEvent
-from echo_tools.history_queries import HistoryQueries, event_from_json
+from echo_tools.history.queries import HistoryQueries, event_from_json
+from echo_tools.history.writer import EventWriter
 from echo_tools.pg.database import PgDatabase, open_database
 from echo_tools.pg.listener import PgListener
 

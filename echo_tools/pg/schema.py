@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from echo_tools.errors import ToolStorageError
-from echo_tools.history_queries import events_table_sql, runs_table_sql
+from echo_tools.history.queries import events_table_sql, runs_table_sql
 
 # pg_advisory_xact_lock key: "echotool" in ASCII, so it does not collide with another application's lock
 MIGRATION_LOCK = 0x6563686F746F6F6C

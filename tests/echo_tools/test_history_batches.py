@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from echo_tools.event_writer import EventWriter
 from echo_tools.events import ToolEvent
 from echo_tools.history import RunHistory
+from echo_tools.history.writer import EventWriter
 
 
 def _event(run_id: str, n: int = 0) -> ToolEvent:

@@ -10,7 +10,7 @@ import pytest
 
 from echo_tools import MemoryEventLog, ToolContext, ToolExecutor
 from echo_tools.history import RunHistory
-from echo_tools.recording import Recording, ReplayMismatchError
+from echo_tools.history.recording import Recording, ReplayMismatchError
 from tests.echo_tools._executor_support import local_tool, make_registry
 from tests.echo_tools.fixture_tools import basic
 

@@ -16,7 +16,8 @@ from tests.workflow_bridge._compiler_support import (
     workflow,
 )
 from workflow_bridge.compiler import WorkflowCompileError, WorkflowCompiler
-from workflow_bridge.llm_rehearsal import RehearsalLLM, user_request_in
+from workflow_bridge.llm_rehearsal import RehearsalLLM
+from workflow_bridge.text_arguments import user_request_in
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 
 import tests.workflow_bridge._compiler_support  # noqa: F401  (imports crewai quietly first)
 from workflow_bridge.llm import LLMConfigError, is_rehearsal, llm_from_spec, provider_of, resolve_llm
-from workflow_bridge.llm_rehearsal import RehearsalLLM, build_arguments, sections
+from workflow_bridge.llm_rehearsal import RehearsalLLM
+from workflow_bridge.text_arguments import build_arguments, sections
 
 
 @pytest.fixture(autouse=True)

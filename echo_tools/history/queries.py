@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from echo_tools.event_writer import EventWriter
 from echo_tools.events import ToolEvent
-from echo_tools.recording import Recording
+from echo_tools.history.recording import Recording
+from echo_tools.history.writer import EventWriter
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000

@@ -6,7 +6,7 @@ retention (`prune(days=...)`) so the table does not grow without end. It also re
 (its source and status) and hands out LangGraph's `SqliteSaver` on the same file, so a run paused at a
 HITL node can be resumed from another process. The schema is versioned: a `schema_version` table records
 the migrations applied. Events are written in batches by one thread (`EventWriter`); the queries live in
-`echo_tools.history_queries`, shared with PostgreSQL's `PgRunHistory`.
+`echo_tools.history.queries`, shared with PostgreSQL's `PgRunHistory`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from echo_tools.errors import ToolStorageError
-from echo_tools.event_writer import EventWriter
 from echo_tools.events import ToolEvent
-from echo_tools.history_queries import (
+from echo_tools.history.queries import (
     DEFAULT_LIMIT,
     DEFAULT_RETENTION_DAYS,
     MAX_LIMIT,
@@ -33,6 +32,7 @@ from echo_tools.history_queries import (
     events_table_sql,
     runs_table_sql,
 )
+from echo_tools.history.writer import EventWriter
 
 __all__ = [
     "DEFAULT_LIMIT",

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from echo_tools.models import ToolStatus
-from workflow_bridge._code_entries import code_tool, has_code
-from workflow_bridge._mcp_entries import match_mcp_tool, mcp_server_tool
-from workflow_bridge._subworkflows import SUBWORKFLOW_KINDS, subworkflow_tool
+from workflow_bridge.canvas.code_entries import code_tool, has_code
+from workflow_bridge.canvas.mcp_entries import match_mcp_tool, mcp_server_tool
+from workflow_bridge.canvas.subworkflow_entries import SUBWORKFLOW_KINDS, subworkflow_tool
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolDef

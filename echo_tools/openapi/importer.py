@@ -28,7 +28,7 @@ from echo_tools.models import (
     name_keys,
     slugify,
 )
-from echo_tools.openapi_document import (
+from echo_tools.openapi.document import (
     OpenApiError,
     Resolver,
     SkipOperation,
@@ -208,7 +208,7 @@ class _Converter:
         return schema, bool(body.get("required"))
 
     def input_schema(self, item: _Operation) -> tuple[dict[str, Any], dict[str, Any]]:
-        """`(input_schema, arguments)` of an operation (see `echo_tools.openapi_request`)."""
+        """`(input_schema, arguments)` of an operation (see `echo_tools.openapi.request`)."""
         self.resolver.nodes = 0
         params = self.parameters(item)
         properties: dict[str, Any] = {}

@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 
 from filelock import FileLock, Timeout
 
-from echo_tools.credential_fields import (
+from echo_tools.credentials.fields import (
     NAME_PATTERN,
     NEW_KEY_HINT,
     SECRET_KEY_ENV,
@@ -36,7 +36,7 @@ from echo_tools.credential_fields import (
     check_name,
     new_key,
 )
-from echo_tools.credentials_oauth import basic_auth, fetch_token
+from echo_tools.credentials.oauth import basic_auth, fetch_token
 from echo_tools.errors import ToolStorageError
 
 __all__ = [

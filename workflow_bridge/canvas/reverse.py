@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from workflow_bridge._canvas import (
+from workflow_bridge.canvas.entries import (
     BUILTIN_TOOL_TYPES,
     LOOK_BY_TYPE,
     ROLE_BY_TYPE,
@@ -40,7 +40,7 @@ def workflow_to_canvas(
     registry: ToolRegistry | None, workflow: Mapping[str, Any], agents: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, Any]:
     """See `NodeMapper.to_canvas`."""
-    from workflow_bridge.node_mapper import normalize_agent
+    from workflow_bridge.agent_json import normalize_agent
 
     agent_ids = [str(a) for a in workflow.get("agents") or []]
     missing = [a for a in agent_ids if a not in agents]
