@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mcp import ClientSession, types
 
     from echo_tools.egress import EgressPolicy
+    from echo_tools.mcp_callbacks import CallHooks
 
 logger = logging.getLogger("echo_tools.mcp")
 
@@ -137,6 +138,7 @@ class _Connection:
         self._lost: set[asyncio.Task[Any]] = set()
         self._by_id: dict[int | None, asyncio.Task[Any]] = {}
         self._listeners: dict[int, Listener] = {}
+        self._hooks: dict[int, CallHooks] = {}  # sampling, elicitation: what each call in flight binds
         self._background: set[asyncio.Task[Any]] = set()
         self._errlog: Any = None
         self._count = 0
@@ -147,14 +149,18 @@ class _Connection:
     async def _run(self) -> None:
         from mcp import ClientSession, types
 
+        from echo_tools.mcp_callbacks import SessionCallbacks
+
         try:
             async with AsyncExitStack() as stack:
+                callbacks = SessionCallbacks(self.name, self.config, lambda: list(self._hooks.values()))
                 read, write = await self._open_transport(stack)
                 session = await stack.enter_async_context(
                     ClientSession(
                         read,
                         write,
                         message_handler=self._on_message,
+                        **callbacks.session_kwargs(),
                         client_info=types.Implementation(name="echo-tools", version="1.0"),
                     )
                 )
@@ -253,11 +259,13 @@ class _Connection:
         result_type: type[R],
         timeout_s: float,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> R:
         """Send one request on this session and return the typed result.
 
         With a `listener`, the request carries a progress token: the server's progress notifications for
-        it, and its log messages while it runs, are handed to the listener.
+        it, and its log messages while it runs, are handed to the listener. `hooks` answer the server's
+        sampling and elicitation requests while this one is in flight (`echo_tools.mcp_callbacks`).
 
         Raises:
             _NotSent: the session was dead before the request was sent.
@@ -286,6 +294,8 @@ class _Connection:
                 if listener is not None:
                     self._listeners[request_id] = listener
                     progress = _progress_callback(listener)
+                if hooks is not None:
+                    self._hooks[request_id] = hooks
                 return await session.send_request(
                     message,
                     result_type,
@@ -326,6 +336,7 @@ class _Connection:
             self._by_id.pop(request_id, None)
             if request_id is not None:
                 self._listeners.pop(request_id, None)
+                self._hooks.pop(request_id, None)
 
     def _send_cancelled(self, request_id: int, reason: str) -> None:
         from mcp import types
@@ -478,20 +489,29 @@ class MCPSessionPool:
         *,
         retry_lost: bool = False,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> types.CallToolResult:
         """`tools/call` on the server's pooled session, without the SDK's client-side output validation.
 
         A session found dead before the request left is replaced once, transparently. A connection lost
         while the call was in flight is retried on a fresh session only with `retry_lost` (tools the
         server marks read-only or idempotent): the server may already have done the work. `listener`
-        hears the call's progress and log notifications (on the background loop).
+        hears the call's progress and log notifications (on the background loop); `hooks` answer the
+        server's sampling and elicitation requests during the call.
         """
         from mcp import types
 
         params = types.CallToolRequestParams(name=tool, arguments=arguments)
         message = types.ClientRequest(types.CallToolRequest(params=params))
         return await self.request(
-            server, config, message, types.CallToolResult, timeout_s, retry_lost=retry_lost, listener=listener
+            server,
+            config,
+            message,
+            types.CallToolResult,
+            timeout_s,
+            retry_lost=retry_lost,
+            listener=listener,
+            hooks=hooks,
         )
 
     async def request(
@@ -504,10 +524,13 @@ class MCPSessionPool:
         *,
         retry_lost: bool = True,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> R:
         """Any request (`resources/read`, `prompts/get`, ...) on the server's pooled session."""
         return await on_background_loop(
-            lambda: self._request(server, config, message, result_type, timeout_s, retry_lost, listener)
+            lambda: self._request(
+                server, config, message, result_type, timeout_s, retry_lost, listener, hooks
+            )
         )
 
     async def list_tools(
@@ -536,12 +559,13 @@ class MCPSessionPool:
         timeout_s: float,
         retry_lost: bool,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> R:
         conn = self._conns.get(server)
         if conn is None or not conn.alive or conn.session is None or conn.config != config:
             conn = await self._connection(server, config)
         try:
-            return await conn.request(message, result_type, timeout_s, listener)
+            return await conn.request(message, result_type, timeout_s, listener, hooks)
         except _NotSent:
             pass  # the server died or the session expired while idle: reconnect once, transparently
         except _Lost as exc:
@@ -549,7 +573,7 @@ class MCPSessionPool:
                 raise MCPConnectionError(str(exc)) from None
         conn = await self._connection(server, config)
         try:
-            return await conn.request(message, result_type, timeout_s, listener)
+            return await conn.request(message, result_type, timeout_s, listener, hooks)
         except _Broken as exc:
             raise MCPConnectionError(str(exc)) from None
 
