@@ -24,6 +24,7 @@ import httpx
 from pydantic import BaseModel
 
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
+from echo_tools.mcp_callbacks import SessionCallbacks
 from echo_tools.mcp_config import resolve_env_refs
 from echo_tools.runtime import background_loop
 
@@ -139,6 +140,8 @@ class _Connection:
         self._by_id: dict[int | None, asyncio.Task[Any]] = {}
         self._listeners: dict[int, Listener] = {}
         self._hooks: dict[int, CallHooks] = {}  # sampling, elicitation: what each call in flight binds
+        # checks the config's `roots` and `sampling_max_tokens` first: a bad value is a ToolConfigError
+        self._callbacks = SessionCallbacks(name, config, lambda: list(self._hooks.values()))
         self._background: set[asyncio.Task[Any]] = set()
         self._errlog: Any = None
         self._count = 0
@@ -149,18 +152,15 @@ class _Connection:
     async def _run(self) -> None:
         from mcp import ClientSession, types
 
-        from echo_tools.mcp_callbacks import SessionCallbacks
-
         try:
             async with AsyncExitStack() as stack:
-                callbacks = SessionCallbacks(self.name, self.config, lambda: list(self._hooks.values()))
                 read, write = await self._open_transport(stack)
                 session = await stack.enter_async_context(
                     ClientSession(
                         read,
                         write,
                         message_handler=self._on_message,
-                        **callbacks.session_kwargs(),
+                        **self._callbacks.session_kwargs(),
                         client_info=types.Implementation(name="echo-tools", version="1.0"),
                     )
                 )
