@@ -78,12 +78,26 @@ def elicitation_handler(handler: ElicitationHandler | None) -> Iterator[None]:
         _ELICITATION.reset(token)
 
 
-class ElicitationInterrupted(Exception):
-    """A LangGraph `interrupt` raised while answering a server's elicitation; `signal` is LangGraph's."""
+class ElicitationInterrupted(BaseException):
+    """A LangGraph `interrupt` raised while answering a server's elicitation; `signal` is LangGraph's.
+
+    A `BaseException`, so the executor and the frameworks between the tool and the graph node pass it on as
+    they pass a cancellation (the call gets no closing event: it is paused, and runs again on resume). The
+    node re-raises `signal` (`graph_pauses()`), which LangGraph takes as the interrupt.
+    """
 
     def __init__(self, signal: BaseException) -> None:
         super().__init__(str(signal))
         self.signal = signal
+
+
+@contextmanager
+def graph_pauses() -> Iterator[None]:
+    """Around the code of a LangGraph node that calls MCP tools: an elicitation's interrupt pauses the run."""
+    try:
+        yield
+    except ElicitationInterrupted as paused:
+        raise paused.signal from None
 
 
 def client_options(server: str, config: Mapping[str, Any]) -> tuple[list[Path] | None, int]:

@@ -1,0 +1,77 @@
+"""Elicitation inside a compiled workflow: a CrewAI agent's MCP tool asks for input, the run pauses with a
+LangGraph interrupt carrying the server's schema, and `Command(resume=answer)` runs the node again with
+the person's answer reaching the server."""
+
+from __future__ import annotations
+
+import json
+
+from langgraph.types import Command
+
+from echo_tools.mcp_callbacks import elicitation_handler
+from tests.echo_tools._mcp_support import SERVERS, stdio_config
+from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
+from workflow_bridge.compiler import WorkflowCompiler
+from workflow_bridge.llm_rehearsal import RehearsalLLM
+
+
+def contact_answers(log) -> list[dict]:
+    done = [e for e in log.events if e.type == "tool.completed" and e.tool_id == "mcp_asking_ask_contact"]
+    return [json.loads(e.output["result"]) for e in done]
+
+
+def compiled():
+    registry = make_registry()
+    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    executor, log = make_executor(registry)
+    wf, agents = chain(
+        agent("clerk", tools=["asking_ask_contact"]), agent("end", "End", output_schema=["result"])
+    )
+    graph = WorkflowCompiler(registry, executor, llm=RehearsalLLM()).compile(wf, agents)
+    return graph, executor, log
+
+
+def test_the_run_pauses_with_the_servers_schema_and_resumes_with_the_answer():
+    graph, executor, log = compiled()
+    try:
+        paused = run(graph, "register me", run_id="run_elicit")
+        (pause,) = paused["__interrupt__"]
+        request = pause.value
+        assert request["type"] == "mcp_elicitation" and request["mode"] == "form"
+        assert request["server"] == "asking" and request["tool"] == "mcp_asking_ask_contact"
+        assert request["message"] == "Who are you?"
+        assert request["schema"]["required"] == ["name"]
+        assert "result" not in paused
+        assert contact_answers(log) == []  # the paused call has no closing event: it runs again on resume
+
+        answer = {"action": "accept", "content": {"name": "Ada", "age": 36}}
+        final = graph.invoke(Command(resume=answer), {"configurable": {"thread_id": "run_elicit"}})
+    finally:
+        executor.close()
+    assert contact_answers(log) == [answer]
+    assert '"name": "Ada"' in final["result"] or "Ada" in final["crew_result"]
+    outcomes = [e.metadata["outcome"] for e in log.events if e.type == "tool.elicitation"]
+    assert outcomes == ["interrupted", "accept"]
+
+
+def test_a_resume_not_matching_the_schema_reaches_the_server_as_an_error_naming_the_field():
+    graph, executor, log = compiled()
+    try:
+        run(graph, "register me", run_id="run_bad")
+        bad = {"action": "accept", "content": {"name": 42}}
+        graph.invoke(Command(resume=bad), {"configurable": {"thread_id": "run_bad"}})
+    finally:
+        executor.close()
+    (answer,) = contact_answers(log)
+    assert 'content.name: 42 is not of type "string"' in answer["error"]
+
+
+def test_a_hosts_handler_answers_without_pausing_the_run():
+    graph, executor, log = compiled()
+    try:
+        with elicitation_handler(lambda request: {"action": "decline"}):
+            final = run(graph, "register me", run_id="run_handler")
+    finally:
+        executor.close()
+    assert "__interrupt__" not in final
+    assert contact_answers(log) == [{"action": "decline"}]
