@@ -22,6 +22,7 @@ from langgraph.config import get_stream_writer
 
 from echo_tools.events import ToolEvent
 from echo_tools.llm_text import content_blocks, text_for_llm
+from echo_tools.mcp_callbacks import graph_pauses
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
 from workflow_bridge._schema_models import ToolView, as_context, resolve_bindings
@@ -271,11 +272,13 @@ class ExecutorToolNode(Runnable[Any, Any]):
     # traces the node), and the executor emits the events; LangGraph's own ToolNode skips it likewise.
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the tool calls of the last AI message (sync callers)."""
-        return self._func(input)
+        with graph_pauses():  # an MCP server's elicitation pauses the run (LangGraph interrupt)
+            return self._func(input)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the tool calls of the last AI message, concurrently."""
-        return await self._afunc(input)
+        with graph_pauses():
+            return await self._afunc(input)
 
     def _func(self, input: Any) -> Any:
         calls, as_dict = self._parse(input)

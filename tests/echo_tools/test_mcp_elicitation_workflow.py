@@ -4,8 +4,10 @@ the person's answer reaching the server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import pytest
 from langgraph.types import Command
 
 from echo_tools.mcp_callbacks import elicitation_handler
@@ -75,3 +77,37 @@ def test_a_hosts_handler_answers_without_pausing_the_run():
         executor.close()
     assert "__interrupt__" not in final
     assert contact_answers(log) == [{"action": "decline"}]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_a_langgraph_tool_node_pauses_and_resumes_too(tmp_path, asynchronous):
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from echo_tools import EgressPolicy, MemoryEventLog, ToolExecutor
+    from tests.echo_tools._mcp_support import make_registry as mcp_registry
+    from workflow_bridge.langgraph_tools import make_tool_node
+
+    registry = mcp_registry(tmp_path)
+    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    executor = ToolExecutor(registry, event_sinks=[MemoryEventLog()], egress=EgressPolicy.local())
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", make_tool_node(registry, executor, ["mcp_asking_ask_contact"]))
+    builder.add_edge(START, "tools")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    call = {"name": "asking_ask_contact", "args": {}, "id": "call_1", "type": "tool_call"}
+    config = {"configurable": {"thread_id": "t1"}}
+    start = {"messages": [AIMessage(content="", tool_calls=[call])]}
+    resume = Command(resume={"action": "accept", "content": {"name": "Lin"}})
+    try:
+        if asynchronous:
+            paused = await graph.ainvoke(start, config)
+            final = await graph.ainvoke(resume, config)
+        else:
+            paused = await asyncio.to_thread(graph.invoke, start, config)
+            final = await asyncio.to_thread(graph.invoke, resume, config)
+    finally:
+        await executor.aclose()
+    assert paused["__interrupt__"][0].value["schema"]["required"] == ["name"]
+    assert json.loads(json.loads(final["messages"][-1].content)["result"])["content"] == {"name": "Lin"}
