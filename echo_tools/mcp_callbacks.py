@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("echo_tools.mcp")
 
 DEFAULT_SAMPLING_MAX_TOKENS = 1024
-ELICITATION_TIMEOUT_S = 600.0
+DEFAULT_ANSWER_TIMEOUT_S = 60.0
 DECLINED_META = "echo-tools/reason"
 
 # what a host's handler gets and returns: see `elicitation_handler`
@@ -141,6 +141,9 @@ class CallHooks:
     server: str
     tool: str
     budget: int
+    # how long the model or the handler may take: the call's own timeout (the SDK answers a server's request
+    # inline, so the session hears nothing else meanwhile)
+    timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S
     llm: Any = None
     handler: ElicitationHandler | None = None
     listener: Listener | None = None
@@ -157,13 +160,16 @@ class CallHooks:
             logger.exception("MCP %s listener failed", kind)
 
 
-def hooks_for_call(server: str, tool: str, config: Mapping[str, Any], listener: Listener | None) -> CallHooks:
+def hooks_for_call(
+    server: str, tool: str, config: Mapping[str, Any], listener: Listener | None, timeout_s: float
+) -> CallHooks:
     """The hooks of a call starting now, from the caller's context (`sampling_llm`, `elicitation_handler`)."""
     _, budget = client_options(server, config)
     return CallHooks(
         server=server,
         tool=tool,
         budget=budget,
+        timeout_s=timeout_s,
         llm=_SAMPLING_LLM.get(),
         handler=_ELICITATION.get(),
         listener=listener,
@@ -231,7 +237,11 @@ class SessionCallbacks:
             return _refuse(self.server, message)
         hooks.budget -= params.maxTokens
         try:
-            text, model = await complete(hooks.llm, params)
+            text, model = await asyncio.wait_for(complete(hooks.llm, params), hooks.timeout_s)
+        except TimeoutError:
+            message = f"sampling failed: the model did not answer within {hooks.timeout_s:g} s"
+            hooks.record("sampling", {**entry, "outcome": "failed", "reason": message})
+            return _refuse(self.server, message)
         except Exception as exc:  # boundary: the model's failure is the server's error, not our crash
             message = f"sampling failed: the model raised {type(exc).__name__}: {exc}"
             hooks.record("sampling", {**entry, "outcome": "failed", "reason": message})
@@ -282,11 +292,9 @@ class SessionCallbacks:
         """(the handler's answer or LangGraph's resume value, None), or (None, why nobody answered)."""
         if hooks.handler is not None:
             try:
-                answer = hooks.caller.run(hooks.handler, request)
-                if inspect.isawaitable(answer):
-                    answer = await asyncio.wait_for(_awaited(answer), ELICITATION_TIMEOUT_S)
+                answer = await asyncio.wait_for(_handler_answer(hooks, request), hooks.timeout_s)
             except TimeoutError:
-                limit = f"{ELICITATION_TIMEOUT_S:g} s"
+                limit = f"{hooks.timeout_s:g} s"
                 return None, f"elicitation declined: the handler did not answer within {limit}"
             except Exception as exc:  # boundary: a failing handler declines, named
                 return None, f"elicitation declined: the handler raised {type(exc).__name__}: {exc}"
@@ -300,8 +308,14 @@ class SessionCallbacks:
         )
 
 
-async def _awaited(answer: Awaitable[Any]) -> Any:
-    return await answer
+async def _handler_answer(hooks: CallHooks, request: dict[str, Any]) -> Any:
+    """The handler's answer: called in a worker thread (a person may take a while; the background loop
+    serves every session), in the caller's context; an awaitable it returns is awaited here."""
+    assert hooks.handler is not None
+    answer = await asyncio.to_thread(hooks.caller.copy().run, hooks.handler, request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
 
 
 def _graph_interrupt(payload: dict[str, Any]) -> Any:

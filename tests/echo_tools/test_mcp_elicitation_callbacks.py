@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from echo_tools import EgressPolicy, MemoryEventLog, ToolExecutor
+from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor
 from echo_tools.mcp_callbacks import DECLINED_META, elicitation_handler
 from tests.echo_tools._mcp_support import SERVERS, HttpServer, make_registry, stdio_config
 from tests.echo_tools.test_mcp_content_npm import installed
@@ -150,3 +151,25 @@ def test_server_everything_offers_and_runs_its_elicitation_tool(tmp_path):
         executor.close()
     assert "declined" in json.dumps(declined.output).lower()
     assert "Ada Lovelace" in json.dumps(accepted.output)
+
+
+@pytest.mark.slow
+def test_a_handler_slower_than_the_call_times_the_call_out_and_frees_the_session(asking):
+    executor, log = asking
+    release = threading.Event()
+
+    def slow(request: dict) -> dict:
+        release.wait(60)
+        return {"action": "accept", "content": {"name": "late"}}
+
+    ask(executor)  # the session is open: the short timeout below is spent waiting for the handler
+    try:
+        with elicitation_handler(slow):
+            late = executor.invoke_sync("mcp_asking_ask_contact", {}, ToolContext(timeout_ms=300))
+        after = ask(executor)  # the same session: it answers once the slow handler was given up
+    finally:
+        release.set()
+    assert late.error_type == "timeout"
+    assert after["action"] == "decline"
+    reasons = [e.get("reason", "") for e in elicited(log)]
+    assert any("the handler did not answer within 5.3 s" in r for r in reasons), reasons
