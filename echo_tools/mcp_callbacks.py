@@ -48,6 +48,8 @@ _SAMPLING_LLM: contextvars.ContextVar[Any] = contextvars.ContextVar(
 _ELICITATION: contextvars.ContextVar[ElicitationHandler | None] = contextvars.ContextVar(
     "echo_tools_mcp_elicitation", default=None
 )
+# set by `graph_pauses()`: the LangGraph node around the call turns an elicitation's interrupt into a pause
+_PAUSABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("echo_tools_mcp_pausable", default=False)
 
 
 @contextmanager
@@ -93,11 +95,15 @@ class ElicitationInterrupted(BaseException):
 
 @contextmanager
 def graph_pauses() -> Iterator[None]:
-    """Around the code of a LangGraph node that calls MCP tools: an elicitation's interrupt pauses the run."""
+    """Around the code of a LangGraph node that calls MCP tools: a server's elicitation (without a host
+    handler) pauses the run with a LangGraph `interrupt`. Elsewhere in a graph, it is declined."""
+    token = _PAUSABLE.set(True)
     try:
         yield
     except ElicitationInterrupted as paused:
         raise paused.signal from None
+    finally:
+        _PAUSABLE.reset(token)
 
 
 def client_options(server: str, config: Mapping[str, Any]) -> tuple[list[Path] | None, int]:
@@ -330,6 +336,8 @@ def _graph_interrupt(payload: dict[str, Any]) -> Any:
         from langgraph.types import interrupt
     except ImportError:
         return None
+    if not _PAUSABLE.get():
+        return None  # no node around the call that turns the interrupt into a pause
     try:
         get_config()
     except RuntimeError:

@@ -111,3 +111,33 @@ async def test_a_langgraph_tool_node_pauses_and_resumes_too(tmp_path, asynchrono
         await executor.aclose()
     assert paused["__interrupt__"][0].value["schema"]["required"] == ["name"]
     assert json.loads(json.loads(final["messages"][-1].content)["result"])["content"] == {"name": "Lin"}
+
+
+def test_a_node_that_cannot_pause_gets_a_decline_not_a_crash(tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    from echo_tools import EgressPolicy, ToolExecutor
+    from tests.echo_tools._mcp_support import make_registry as mcp_registry
+
+    class State(TypedDict, total=False):
+        answer: dict
+
+    registry = mcp_registry(tmp_path)
+    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+
+    def plain(state: State) -> State:  # calls the executor itself, without graph_pauses()
+        return {"answer": executor.invoke_sync("mcp_asking_ask_contact", {}).output}
+
+    builder = StateGraph(State)
+    builder.add_node("plain", plain)
+    builder.add_edge(START, "plain")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    try:
+        final = graph.invoke({}, {"configurable": {"thread_id": "t2"}})
+    finally:
+        executor.close()
+    assert "__interrupt__" not in final
+    assert json.loads(final["answer"]["result"])["action"] == "decline"
