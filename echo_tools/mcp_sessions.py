@@ -5,7 +5,9 @@ them until it is closed (anyio cancel scopes must be left by the task that enter
 other event loop or thread hop to the background loop, so a session never crosses loops. The pool opens
 a server's session at its first use, shares it between concurrent calls, replaces it once transparently
 when it was found dead before the request was sent, and sends `notifications/cancelled` for a call that
-was cancelled (the SDK does not). Discovery paginates `tools/list` on a short-lived session.
+was cancelled (the SDK does not). Discovery paginates `tools/list` on a short-lived session. The server's
+own requests (sampling, elicitation, roots) are answered by `echo_tools.mcp_callbacks`, for the call in
+flight that they belong to.
 """
 
 from __future__ import annotations
