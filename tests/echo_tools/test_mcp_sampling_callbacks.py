@@ -6,6 +6,7 @@ answer or refusal is a `tool.sampling` event, and without a model the server get
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,3 +157,34 @@ def test_server_everything_offers_and_runs_its_sampling_tool(tmp_path):
     assert ok.success and '"model": "echo-rehearsal"' in str(ok.output)
     assert not over.success or "refused" in str(over.output)
     assert [e["outcome"] for e in sampled(log)] == ["answered", "refused"]
+
+
+def test_a_request_while_calls_of_two_callers_are_in_flight_is_refused_not_misrouted(asking, tmp_path):
+    executor, log = asking
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    first_model, second_model = RehearsalLLM(), RehearsalLLM()
+    outcome: dict = {}
+
+    def first_call() -> None:
+        with sampling_llm(first_model):
+            outcome["first"] = executor.invoke_sync(
+                "mcp_asking_summarise_when", {"text": "first", "started": str(started), "gate": str(gate)}
+            )
+
+    worker = threading.Thread(target=first_call)
+    worker.start()
+    try:
+        waiter = threading.Event()
+        while not started.exists() and worker.is_alive():  # the first call is in flight on the server
+            waiter.wait(0.02)
+        with sampling_llm(second_model):
+            second = executor.invoke_sync("mcp_asking_summarise", {"text": "second"})
+    finally:
+        gate.write_text("go", encoding="utf-8")
+        worker.join(60)
+    refused = json.loads(second.output["result"])["error"]
+    assert "2 calls of different callers were in flight" in refused
+    assert second_model.calls == []
+    answered = json.loads(outcome["first"].output["result"])  # alone again: its own model answers
+    assert answered["model"] == "echo-rehearsal" and "Summarise: first" in answered["text"]
+    assert len(first_model.calls) == 1 and "Summarise: first" in json.dumps(first_model.calls)

@@ -12,8 +12,10 @@ import argparse
 import json
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.exceptions import McpError
 from mcp.types import SamplingMessage, TextContent
@@ -43,6 +45,15 @@ async def summarise(text: str, max_tokens: int = 50, ctx: Context = None) -> str
     except McpError as exc:
         return json.dumps({"error": exc.error.message})
     return json.dumps({"text": getattr(reply.content, "text", None), "model": reply.model})
+
+
+@mcp.tool()
+async def summarise_when(text: str, started: str, gate: str, ctx: Context = None) -> str:  # type: ignore[assignment]
+    """Write the file `started`, wait until the file `gate` exists, then ask for a summary of `text`."""
+    Path(started).write_text("started", encoding="utf-8")
+    while not Path(gate).exists():
+        await anyio.sleep(0.02)
+    return await summarise(text, 50, ctx)
 
 
 @mcp.tool()
