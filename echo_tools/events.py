@@ -47,8 +47,19 @@ __all__ = [
 
 logger = logging.getLogger("echo_tools.events")
 
-EVENT_TYPES = ("tool.registered", "tool.invoked", "tool.completed", "tool.failed", "tool.timeout")
-EVENT_TYPES = (*EVENT_TYPES, "tool.progress", "tool.log")  # type: ignore[assignment]  # MCP notifications
+EVENT_TYPES = (
+    "tool.registered",
+    "tool.invoked",
+    "tool.completed",
+    "tool.failed",
+    "tool.timeout",
+    # what an MCP server says or asks during a call: progress and log notifications, sampling and
+    # elicitation requests (the answer's text is never in the event)
+    "tool.progress",
+    "tool.log",
+    "tool.sampling",
+    "tool.elicitation",
+)
 
 EventSink = Callable[["ToolEvent"], Any]
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from echo_tools.events import ToolEvent
+from echo_tools.mcp.callbacks import ElicitationInterrupted, graph_pauses, sampling_llm
 from echo_tools.models import ToolContext
 from workflow_bridge.agent_factory import AgentFactory, agent_label, persona
 from workflow_bridge.llm import describe_llm, is_rehearsal, llm_from_spec, llm_params, resolve_llm
@@ -230,14 +231,20 @@ class CrewAIAdapter:
             agent=crew_agent,
         )
         self.capture.open(ctx.run_id, node_id, _names(agent))
-        try:
-            crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
-            output = without_kickoff_log(crew).kickoff()
-        except Exception as exc:  # boundary: a model or framework failure stops this node, named
-            events = self.capture.close(ctx.run_id, node_id)
-            raise AgentNodeError(
-                f"CrewAI agent node {agent_label(agent)} failed (model {describe_llm(llm)}): {exc}", events
-            ) from exc
+        with graph_pauses():  # an MCP server's elicitation pauses the run (LangGraph interrupt)
+            try:
+                crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
+                with sampling_llm(llm):  # an MCP server's sampling request during a tool call asks this model
+                    output = without_kickoff_log(crew).kickoff()
+            except ElicitationInterrupted:
+                self.capture.close(ctx.run_id, node_id)
+                raise
+            except Exception as exc:  # boundary: a model or framework failure stops this node, named
+                events = self.capture.close(ctx.run_id, node_id)
+                raise AgentNodeError(
+                    f"CrewAI agent node {agent_label(agent)} failed (model {describe_llm(llm)}): {exc}",
+                    events,
+                ) from exc
         events = self.capture.close(ctx.run_id, node_id)
         return str(getattr(output, "raw", output)), names, events, str(getattr(llm, "model", llm))
 

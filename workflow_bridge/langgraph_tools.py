@@ -23,6 +23,7 @@ from langgraph.prebuilt import ToolNode
 
 from echo_tools.events import ToolEvent
 from echo_tools.llm_text import content_blocks, text_for_llm
+from echo_tools.mcp.callbacks import graph_pauses
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
 from echo_tools.suggest import did_you_mean
@@ -335,11 +336,13 @@ class ExecutorToolNode(ToolNode):
     # traces the node), and the executor emits the events; LangGraph's own ToolNode skips it likewise.
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the tool calls of the last AI message (sync callers)."""
-        return self._run_input_sync(input)
+        with graph_pauses():  # an MCP server's elicitation pauses the run (LangGraph interrupt)
+            return self._run_input_sync(input)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run the tool calls of the last AI message, concurrently."""
-        return await self._run_input(input)
+        with graph_pauses():
+            return await self._run_input(input)
 
     def _run_input_sync(self, input: Any) -> Any:
         calls, as_dict = self._parse(input)

@@ -68,6 +68,7 @@ class MCPBackend(ToolBackend):
         """Call the tool on its server's pooled session (or post it to the connector service)."""
         if "connector_id" in tool.execution_config:
             return await self._call_connector(tool, args, context)
+        from echo_tools.mcp.callbacks import hooks_for_call
         from echo_tools.mcp.config import server_config
 
         server, name = tool.execution_config["server"], tool.execution_config["tool"]
@@ -90,9 +91,15 @@ class MCPBackend(ToolBackend):
             return await self._catalogue_call(tool, method, server, config, args, timeout_s, listener)
         # a call lost with its connection is repeated on a fresh session only when repeating is harmless
         retry_lost = tool.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
-        result = await self.pool.call_tool(
-            server, config, name, args, timeout_s, retry_lost=retry_lost, listener=listener
-        )
+        # what answers the server's sampling and elicitation requests during this call (the caller's model)
+        hooks = hooks_for_call(server, tool.tool_id, config, listener, timeout_s)
+        try:
+            result = await self.pool.call_tool(
+                server, config, name, args, timeout_s, retry_lost=retry_lost, listener=listener, hooks=hooks
+            )
+        finally:
+            if hooks.interrupted is not None:  # a LangGraph interrupt for the server's elicitation
+                raise hooks.interrupted
         return tool_output(tool, result)
 
     def _listener(self, tool: ToolDef, context: ToolContext) -> Listener | None:

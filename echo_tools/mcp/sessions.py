@@ -5,7 +5,9 @@ them until it is closed (anyio cancel scopes must be left by the task that enter
 other event loop or thread hop to the background loop, so a session never crosses loops. The pool opens
 a server's session at its first use, shares it between concurrent calls, replaces it once transparently
 when it was found dead before the request was sent, and sends `notifications/cancelled` for a call that
-was cancelled (the SDK does not). Discovery paginates `tools/list` on a short-lived session.
+was cancelled (the SDK does not). Discovery paginates `tools/list` on a short-lived session. The server's
+own requests (sampling, elicitation, roots) are answered by `echo_tools.mcp.callbacks`, for the call in
+flight that they belong to.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from pydantic import BaseModel
 
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
+from echo_tools.mcp.callbacks import SessionCallbacks
 from echo_tools.runtime import background_loop
 
 if TYPE_CHECKING:
     from mcp import ClientSession, types
 
     from echo_tools.egress import EgressPolicy
+    from echo_tools.mcp.callbacks import CallHooks
 
 logger = logging.getLogger("echo_tools.mcp")
 
@@ -137,6 +141,9 @@ class _Connection:
         self._lost: set[asyncio.Task[Any]] = set()
         self._by_id: dict[int | None, asyncio.Task[Any]] = {}
         self._listeners: dict[int, Listener] = {}
+        self._hooks: dict[int, CallHooks] = {}  # sampling, elicitation: what each call in flight binds
+        # checks the config's `roots` and `sampling_max_tokens` first: a bad value is a ToolConfigError
+        self._callbacks = SessionCallbacks(name, config, lambda: list(self._hooks.values()))
         self._background: set[asyncio.Task[Any]] = set()
         self._errlog: Any = None
         self._count = 0
@@ -155,6 +162,7 @@ class _Connection:
                         read,
                         write,
                         message_handler=self._on_message,
+                        **self._callbacks.session_kwargs(),
                         client_info=types.Implementation(name="echo-tools", version="1.0"),
                     )
                 )
@@ -256,11 +264,13 @@ class _Connection:
         result_type: type[R],
         timeout_s: float,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> R:
         """Send one request on this session and return the typed result.
 
         With a `listener`, the request carries a progress token: the server's progress notifications for
-        it, and its log messages while it runs, are handed to the listener.
+        it, and its log messages while it runs, are handed to the listener. `hooks` answer the server's
+        sampling and elicitation requests while this one is in flight (`echo_tools.mcp.callbacks`).
 
         Raises:
             _NotSent: the session was dead before the request was sent.
@@ -289,6 +299,8 @@ class _Connection:
                 if listener is not None:
                     self._listeners[request_id] = listener
                     progress = _progress_callback(listener)
+                if hooks is not None:
+                    self._hooks[request_id] = hooks
                 return await session.send_request(
                     message,
                     result_type,
@@ -329,6 +341,7 @@ class _Connection:
             self._by_id.pop(request_id, None)
             if request_id is not None:
                 self._listeners.pop(request_id, None)
+                self._hooks.pop(request_id, None)
 
     def _send_cancelled(self, request_id: int, reason: str) -> None:
         from mcp import types
@@ -481,20 +494,29 @@ class MCPSessionPool:
         *,
         retry_lost: bool = False,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> types.CallToolResult:
         """`tools/call` on the server's pooled session, without the SDK's client-side output validation.
 
         A session found dead before the request left is replaced once, transparently. A connection lost
         while the call was in flight is retried on a fresh session only with `retry_lost` (tools the
         server marks read-only or idempotent): the server may already have done the work. `listener`
-        hears the call's progress and log notifications (on the background loop).
+        hears the call's progress and log notifications (on the background loop); `hooks` answer the
+        server's sampling and elicitation requests during the call.
         """
         from mcp import types
 
         params = types.CallToolRequestParams(name=tool, arguments=arguments)
         message = types.ClientRequest(types.CallToolRequest(params=params))
         return await self.request(
-            server, config, message, types.CallToolResult, timeout_s, retry_lost=retry_lost, listener=listener
+            server,
+            config,
+            message,
+            types.CallToolResult,
+            timeout_s,
+            retry_lost=retry_lost,
+            listener=listener,
+            hooks=hooks,
         )
 
     async def request(
@@ -507,10 +529,13 @@ class MCPSessionPool:
         *,
         retry_lost: bool = True,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> R:
         """Any request (`resources/read`, `prompts/get`, ...) on the server's pooled session."""
         return await on_background_loop(
-            lambda: self._request(server, config, message, result_type, timeout_s, retry_lost, listener)
+            lambda: self._request(
+                server, config, message, result_type, timeout_s, retry_lost, listener, hooks
+            )
         )
 
     async def list_tools(
@@ -539,12 +564,13 @@ class MCPSessionPool:
         timeout_s: float,
         retry_lost: bool,
         listener: Listener | None = None,
+        hooks: CallHooks | None = None,
     ) -> R:
         conn = self._conns.get(server)
         if conn is None or not conn.alive or conn.session is None or conn.config != config:
             conn = await self._connection(server, config)
         try:
-            return await conn.request(message, result_type, timeout_s, listener)
+            return await conn.request(message, result_type, timeout_s, listener, hooks)
         except _NotSent:
             pass  # the server died or the session expired while idle: reconnect once, transparently
         except _Lost as exc:
@@ -552,7 +578,7 @@ class MCPSessionPool:
                 raise MCPConnectionError(str(exc)) from None
         conn = await self._connection(server, config)
         try:
-            return await conn.request(message, result_type, timeout_s, listener)
+            return await conn.request(message, result_type, timeout_s, listener, hooks)
         except _Broken as exc:
             raise MCPConnectionError(str(exc)) from None
 
