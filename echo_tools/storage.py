@@ -168,6 +168,14 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def storable_tool_id(tool_id: str) -> str:
+    """`tool_id` when it is safe to name a file or a row by, else `ToolStorageError` naming it."""
+    try:
+        return check_tool_id(tool_id)
+    except ValueError as exc:
+        raise ToolStorageError(str(exc), tool_id=tool_id if isinstance(tool_id, str) else None) from exc
+
+
 class ToolStorage:
     """A folder of tool JSON files. Safe for several processes writing at once.
 
@@ -200,11 +208,7 @@ class ToolStorage:
 
     def path_for(self, tool_id: str) -> Path:
         """The file of `tool_id`; the id is checked first, so it can never name a path outside the folder."""
-        try:
-            check_tool_id(tool_id)
-        except ValueError as exc:
-            raise ToolStorageError(str(exc), tool_id=tool_id if isinstance(tool_id, str) else None) from exc
-        path = self.directory / f"{tool_id}.json"
+        path = self.directory / f"{storable_tool_id(tool_id)}.json"
         if path.parent != self.directory or path.name in RESERVED_FILES:
             raise ToolStorageError(f"tool_id {tool_id!r} names a reserved file", tool_id=tool_id)
         return path
