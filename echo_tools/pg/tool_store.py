@@ -24,7 +24,7 @@ from echo_tools.models import ToolDef
 from echo_tools.pg.database import PgDatabase, open_database
 from echo_tools.pg.listener import PgListener
 from echo_tools.pg.stores import PgMcpConfigStore, PgSecretStore
-from echo_tools.storage import Problem, describe_validation_error, storable_tool_id
+from echo_tools.storage import Problem, describe_validation_error, separate_problems, storable_tool_id
 
 logger = logging.getLogger("echo_tools.pg")
 
@@ -269,15 +269,7 @@ class PgToolStorage:
             rows = conn.execute("SELECT tool_id, body FROM echo_tools ORDER BY tool_id").fetchall()
         with self._state_lock:
             self._known_version = int(row[0]) if row else None
-        tools, problems = [], []
-        for tool_id, body in rows:
-            tool, problem = self._parse(tool_id, body)
-            if problem is not None:
-                logger.warning("skipping %s", problem)
-                problems.append(problem)
-            elif tool is not None:
-                tools.append(tool)
-        return tools, problems
+        return separate_problems((self._parse(tool_id, body) for tool_id, body in rows), logger)
 
     def _parse(self, tool_id: str, body: Any) -> tuple[ToolDef | None, Problem | None]:
         where = str(StoredTool(self, tool_id))
