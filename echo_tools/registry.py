@@ -356,15 +356,7 @@ class ToolRegistry:
                 statuses.append("updated" if current is not None or existed[position] else "registered")
         for tool, status, was_changed in zip(batch, statuses, changed, strict=True):
             if was_changed:
-                self.events.emit(
-                    ToolEvent(
-                        type="tool.registered",
-                        tool_id=tool.tool_id,
-                        tool_name=tool.name,
-                        tool_type=tool.tool_type.value,
-                        metadata={"status": status, "version": tool.version},
-                    )
-                )
+                self._announce(tool, status)
         return [{"tool_id": t.tool_id, "status": status} for t, status in zip(batch, statuses, strict=True)]
 
     def _check_batch_names(self, batch: Sequence[ToolDef]) -> None:
@@ -400,16 +392,20 @@ class ToolRegistry:
             self._forget_problem(tool.tool_id)
         status = "updated" if existed else "registered"
         if changed:
-            self.events.emit(
-                ToolEvent(
-                    type="tool.registered",
-                    tool_id=tool.tool_id,
-                    tool_name=tool.name,
-                    tool_type=tool.tool_type.value,
-                    metadata={"status": status, "version": tool.version},
-                )
-            )
+            self._announce(tool, status)
         return {"tool_id": tool.tool_id, "status": status}
+
+    def _announce(self, tool: ToolDef, status: str) -> None:
+        # `status` is "registered" or "updated"; sent only when the stored definition changed
+        self.events.emit(
+            ToolEvent(
+                type="tool.registered",
+                tool_id=tool.tool_id,
+                tool_name=tool.name,
+                tool_type=tool.tool_type.value,
+                metadata={"status": status, "version": tool.version},
+            )
+        )
 
     def _coerce(self, tool: ToolDef | Mapping[str, Any], source: ToolSource | None = None) -> ToolDef:
         if isinstance(tool, ToolDef):

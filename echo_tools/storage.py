@@ -168,6 +168,29 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def separate_problems(
+    read: Iterable[tuple[ToolDef | None, Problem | None]], log: logging.Logger
+) -> tuple[list[ToolDef], list[Problem]]:
+    """The tools read and, apart, the problems met (each logged to `log` as skipped), in order."""
+    tools: list[ToolDef] = []
+    problems: list[Problem] = []
+    for tool, problem in read:
+        if problem is not None:
+            log.warning("skipping %s", problem)
+            problems.append(problem)
+        elif tool is not None:
+            tools.append(tool)
+    return tools, problems
+
+
+def storable_tool_id(tool_id: str) -> str:
+    """`tool_id` when it is safe to name a file or a row by, else `ToolStorageError` naming it."""
+    try:
+        return check_tool_id(tool_id)
+    except ValueError as exc:
+        raise ToolStorageError(str(exc), tool_id=tool_id if isinstance(tool_id, str) else None) from exc
+
+
 class ToolStorage:
     """A folder of tool JSON files. Safe for several processes writing at once.
 
@@ -200,11 +223,7 @@ class ToolStorage:
 
     def path_for(self, tool_id: str) -> Path:
         """The file of `tool_id`; the id is checked first, so it can never name a path outside the folder."""
-        try:
-            check_tool_id(tool_id)
-        except ValueError as exc:
-            raise ToolStorageError(str(exc), tool_id=tool_id if isinstance(tool_id, str) else None) from exc
-        path = self.directory / f"{tool_id}.json"
+        path = self.directory / f"{storable_tool_id(tool_id)}.json"
         if path.parent != self.directory or path.name in RESERVED_FILES:
             raise ToolStorageError(f"tool_id {tool_id!r} names a reserved file", tool_id=tool_id)
         return path
@@ -383,14 +402,13 @@ class ToolStorage:
         return found
 
     def _scan(self) -> tuple[list[ToolDef], list[Problem]]:
-        tools: list[ToolDef] = []
-        problems: list[Problem] = []
         try:
             names = sorted(os.listdir(self.directory))
         except OSError as exc:
             raise ToolStorageError(f"Storage folder {str(self.directory)!r} cannot be read: {exc}") from exc
         directory = str(self.directory)
         self.stale_temp_files = 0
+        read: list[tuple[ToolDef | None, Problem | None]] = []
         with gc_paused():
             for name in names:
                 if name.startswith(_TMP_PREFIX):
@@ -398,13 +416,8 @@ class ToolStorage:
                     continue
                 if not name.endswith(".json") or name in RESERVED_FILES or name.startswith("."):
                     continue
-                tool, problem = self._read_tool(os.path.join(directory, name))
-                if problem is not None:
-                    logger.warning("skipping %s", problem)
-                    problems.append(problem)
-                elif tool is not None:
-                    tools.append(tool)
-        return tools, problems
+                read.append(self._read_tool(os.path.join(directory, name)))
+            return separate_problems(read, logger)
 
     def read_index(self) -> dict[str, Any]:
         """The index as stored (an empty index when it is missing).

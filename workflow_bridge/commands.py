@@ -318,7 +318,6 @@ def dispatch(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """`run`, `resume`, `replay`, `compile` and `demo`: added to `echo-tools` through the entry point
     `echo_tools.commands` (the command line itself knows nothing of workflows)."""
-    handler = dispatch
     run = sub.add_parser("run", help="run a canvas or workflow JSON file, showing nodes and tool calls live")
     run.add_argument("file", metavar="FILE", help="canvas payload, canvas export or {workflow, agents} JSON")
     run.add_argument("--input", metavar="TEXT", help="the user input of the run")
@@ -329,7 +328,6 @@ def add_parsers(sub: Any) -> None:
     )
     run.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
     run.add_argument("--run-id", help="the run id (default: generated)")
-    run.set_defaults(func=handler)
 
     resume = sub.add_parser(
         "resume", help="resume a run paused at a HITL node (recorded in the storage's runs.sqlite)"
@@ -344,7 +342,6 @@ def add_parsers(sub: Any) -> None:
     resume.add_argument("--comment", metavar="TEXT", help="the reviewer's comment")
     resume.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")
     resume.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
-    resume.set_defaults(func=handler)
 
     replay = sub.add_parser(
         "replay", help="run a recorded run again, each tool call answered from its recorded events"
@@ -353,14 +350,12 @@ def add_parsers(sub: Any) -> None:
     replay.add_argument("--run-id", dest="new_run_id", help="the new run's id (default: generated)")
     replay.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")
     replay.add_argument("--events", metavar="FILE", help="append the replay's tool events to this JSONL file")
-    replay.set_defaults(func=handler)
 
     compile_ = sub.add_parser(
         "compile", help="map and compile a workflow file; print diagnostics, nodes and edges"
     )
     compile_.add_argument("file", metavar="FILE")
     compile_.add_argument("--json", action="store_true", help="print JSON")
-    compile_.set_defaults(func=handler)
 
     demo = sub.add_parser("demo", help="discover AgentTools and run the sample workflow offline (make demo)")
     demo.add_argument(
@@ -369,4 +364,5 @@ def add_parsers(sub: Any) -> None:
         help="workflow to run (default: sample_workflows/code_pipeline.canvas.json)",
     )
     demo.add_argument("--events", metavar="FILE", help="append the run's tool events to this JSONL file")
-    demo.set_defaults(func=handler)
+    for parser in (run, resume, replay, compile_, demo):
+        parser.set_defaults(func=dispatch)

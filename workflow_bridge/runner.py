@@ -292,11 +292,7 @@ def resume_run(
     from langgraph.types import Command
 
     history = _open_history(storage)
-    record = history.run(run_id)
-    if record is None:
-        raise RunResumeError(
-            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
-        )
+    record = _recorded_run(history, run_id)
     if record["status"] != "interrupted":
         raise RunResumeError(
             f"run {run_id!r} is {record['status']!r}, not 'interrupted': only a run paused at a HITL node "
@@ -369,11 +365,7 @@ def replay_run(
     from echo_tools.executor import ToolExecutor
 
     history = _open_history(storage)
-    record = history.run(run_id)
-    if record is None:
-        raise RunResumeError(
-            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
-        )
+    record = _recorded_run(history, run_id)
     recording = history.recording(run_id)
     decisions = list(recording.decisions)
     stored = record["source"]
@@ -418,45 +410,54 @@ def check_decision(decision: Any, run_id: str = "") -> dict[str, Any]:
     if isinstance(decision, str):
         decision = {"decision": decision}
     if not isinstance(decision, Mapping):
-        raise RunResumeError(
+        raise _unfit(
             f"decision must be 'approve', 'reject' or 'edit', got {decision!r:.80}",
-            status=422,
-            field="decision",
-            run_id=run_id,
+            "decision",
+            run_id,
         )
     kind = decision.get("decision")
     if kind not in ("approve", "reject", "edit"):
-        raise RunResumeError(
+        raise _unfit(
             f"decision must be 'approve', 'reject' or 'edit', got {kind!r:.80}",
-            status=422,
-            field="decision",
-            run_id=run_id,
+            "decision",
+            run_id,
         )
     value = {k: v for k, v in decision.items() if k != "edits"}
     edits = decision.get("edits")
     if kind == "edit":
         if not isinstance(edits, Mapping):
-            raise RunResumeError(
+            raise _unfit(
                 f"edits must be an object for an 'edit' decision, got {edits!r:.80}",
-                status=422,
-                field="edits",
-                run_id=run_id,
+                "edits",
+                run_id,
             )
         # `crew_result` in the edits replaces the paused result as it is; other edits replace it whole
         value.setdefault("edited_output", edits["crew_result"] if "crew_result" in edits else dict(edits))
     elif edits is not None:
-        raise RunResumeError(
+        raise _unfit(
             f"edits are only taken with an 'edit' decision, not with {kind!r}",
-            status=422,
-            field="edits",
-            run_id=run_id,
+            "edits",
+            run_id,
         )
     comment = value.get("comment")
     if comment is not None and not isinstance(comment, str):
-        raise RunResumeError(
-            f"comment must be a string, got {comment!r:.80}", status=422, field="comment", run_id=run_id
-        )
+        raise _unfit(f"comment must be a string, got {comment!r:.80}", "comment", run_id)
     return value
+
+
+def _unfit(message: str, field: str, run_id: str) -> RunResumeError:
+    # a decision that does not fit the paused HITL node: the API answers 422
+    return RunResumeError(message, status=422, field=field, run_id=run_id)
+
+
+def _recorded_run(history: Any, run_id: str) -> dict[str, Any]:
+    """The history's record of `run_id`, or `RunResumeError` (404) naming it."""
+    record = history.run(run_id)
+    if record is None:
+        raise RunResumeError(
+            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
+        )
+    return record
 
 
 def _check_allowed(kind: str, state: Mapping[str, Any], run_id: str) -> None:
@@ -469,12 +470,11 @@ def _check_allowed(kind: str, state: Mapping[str, Any], run_id: str) -> None:
         if kind == "edit" and request.get("allow_edit") is False:
             allowed = [d for d in allowed if d != "edit"]
         if kind not in allowed:
-            raise RunResumeError(
+            raise _unfit(
                 f"decision {kind!r} is not one the HITL node {request.get('node_id')!r} of run {run_id!r} "
                 f"takes; it takes {', '.join(allowed)}",
-                status=422,
-                field="decision",
-                run_id=run_id,
+                "decision",
+                run_id,
             )
 
 
@@ -486,11 +486,7 @@ def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
         RunResumeError: no run has this id (404).
     """
     history = _open_history(storage)
-    record = history.run(run_id)
-    if record is None:
-        raise RunResumeError(
-            f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
-        )
+    record = _recorded_run(history, run_id)
     saver = history.checkpointer()
     checkpoint = saver.get_tuple({"configurable": {"thread_id": run_id}})
     values = dict(checkpoint.checkpoint.get("channel_values") or {}) if checkpoint else {}

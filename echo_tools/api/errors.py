@@ -12,18 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.errors import (
-    ToolDisabledError,
-    ToolError,
-    ToolNameConflictError,
-    ToolNotFoundError,
-    ToolPermissionError,
-    ToolReadOnlyError,
-    ToolRegistrationError,
-    ToolStorageError,
-    ToolTimeoutError,
-    ToolValidationError,
-)
+from echo_tools import errors as tool_errors
+from echo_tools.errors import ToolError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -88,29 +78,32 @@ def error_body(
     return ApiError(0, error_type, message, tool_id=tool_id, field=field).body()
 
 
+# most specific class first, the first match wins; any other error answers its `error_type`'s status
+_KIND_BY_CLASS: tuple[tuple[type[ToolError], int, str], ...] = (
+    (tool_errors.ToolNameConflictError, 409, "conflict"),
+    (tool_errors.ToolReadOnlyError, 409, "read_only"),
+    (tool_errors.ToolNotFoundError, 404, "not_found"),
+    (tool_errors.ToolDisabledError, 403, "disabled"),
+    (tool_errors.ToolPermissionError, 403, "permission_denied"),
+    (tool_errors.ToolTimeoutError, 504, "timeout"),
+    # the server's folder, not the caller's request: read-only, full or locked; worth a retry later
+    (tool_errors.ToolStorageError, 503, "storage"),
+    (tool_errors.ToolValidationError, 422, "validation"),
+    (tool_errors.ToolRegistrationError, 422, "validation"),
+)
+
+
 def from_tool_error(exc: ToolError) -> ApiError:
     """The `ApiError` of a raised `ToolError` (most specific class first)."""
-    if isinstance(exc, ToolNameConflictError):
-        status, kind = 409, "conflict"
-    elif isinstance(exc, ToolReadOnlyError):
-        status, kind = 409, "read_only"
-    elif isinstance(exc, ToolNotFoundError):
-        status, kind = 404, "not_found"
-    elif isinstance(exc, ToolDisabledError):
-        status, kind = 403, "disabled"
-    elif isinstance(exc, ToolPermissionError):
-        status, kind = 403, "permission_denied"
-    elif isinstance(exc, ToolTimeoutError):
-        status, kind = 504, "timeout"
-    elif isinstance(exc, ToolStorageError):
-        # the server's folder, not the caller's request: read-only, full or locked; worth a retry later
-        status, kind = 503, "storage"
-    elif isinstance(exc, (ToolValidationError, ToolRegistrationError)):
-        status, kind = 422, "validation"
-    else:
-        kind = exc.error_type
-        status = STATUS_BY_ERROR_TYPE.get(kind, 502)
+    status, kind = _status_and_kind(exc)
     return ApiError(status, kind, exc.message, tool_id=exc.tool_id, field=exc.field)
+
+
+def _status_and_kind(exc: ToolError) -> tuple[int, str]:
+    for cls, status, kind in _KIND_BY_CLASS:
+        if isinstance(exc, cls):
+            return status, kind
+    return STATUS_BY_ERROR_TYPE.get(exc.error_type, 502), exc.error_type
 
 
 def from_failed_result(result: ToolResult) -> ApiError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -78,14 +78,7 @@ class RunSummary:
     failed: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "workflow_id": self.workflow_id,
-            "started": self.started,
-            "last_event": self.last_event,
-            "calls": self.calls,
-            "failed": self.failed,
-        }
+        return asdict(self)
 
 
 def check_limit(limit: int) -> int:

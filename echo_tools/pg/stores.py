@@ -14,6 +14,7 @@ import json
 import threading
 from typing import Any
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from echo_tools.errors import ToolConfigError, ToolStorageError
@@ -30,6 +31,16 @@ def _check_name(name: Any, what: str) -> str:
             f"{what} name must be a non-empty string of at most {MAX_NAME_CHARS} characters, got {name!r:.80}"
         )
     return name
+
+
+def _upsert(db: PgDatabase, table: str, column: str, name: str, value: Any) -> None:
+    # store (or replace) the row `name` of a small `(name, <column>, updated)` table
+    query = sql.SQL(
+        "INSERT INTO {table} (name, {column}, updated) VALUES (%s, %s, now())"
+        " ON CONFLICT (name) DO UPDATE SET {column} = excluded.{column}, updated = excluded.updated"
+    ).format(table=sql.Identifier(table), column=sql.Identifier(column))
+    with db.transaction() as conn:
+        conn.execute(query, (name, value))
 
 
 class PgMcpConfigStore:
@@ -51,12 +62,7 @@ class PgMcpConfigStore:
             raise ToolConfigError(
                 f"MCP server {name!r}: config must be an object, got {type(config).__name__}", field="config"
             )
-        with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO echo_mcp_servers (name, config, updated) VALUES (%s, %s, now())"
-                " ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated = excluded.updated",
-                (name, Jsonb(config)),
-            )
+        _upsert(self.db, "echo_mcp_servers", "config", name, Jsonb(config))
 
     def remove(self, name: str) -> bool:
         """Forget one server's config; False when it was not stored."""
@@ -89,12 +95,7 @@ class PgSecretStore:
         if name in CREDENTIAL_DOCUMENTS:
             self._put_credentials(name, bytes(value))
             return
-        with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO echo_secrets (name, value, updated) VALUES (%s, %s, now())"
-                " ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated = excluded.updated",
-                (name, bytes(value)),
-            )
+        _upsert(self.db, "echo_secrets", "value", name, bytes(value))
 
     def delete(self, name: str) -> bool:
         """Forget the blob under `name`; False when there was none."""

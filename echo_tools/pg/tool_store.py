@@ -20,11 +20,11 @@ import psycopg
 from pydantic import ValidationError
 
 from echo_tools.errors import ToolNameConflictError, ToolStorageError
-from echo_tools.models import ToolDef, check_tool_id
+from echo_tools.models import ToolDef
 from echo_tools.pg.database import PgDatabase, open_database
 from echo_tools.pg.listener import PgListener
 from echo_tools.pg.stores import PgMcpConfigStore, PgSecretStore
-from echo_tools.storage import Problem, describe_validation_error
+from echo_tools.storage import Problem, describe_validation_error, separate_problems, storable_tool_id
 
 logger = logging.getLogger("echo_tools.pg")
 
@@ -125,11 +125,7 @@ class PgToolStorage:
 
     def path_for(self, tool_id: str) -> StoredTool:
         """A handle naming the tool's row (`str()` gives `postgresql:echo_tools/<id>`; `.exists()`)."""
-        try:
-            check_tool_id(tool_id)
-        except ValueError as exc:
-            raise ToolStorageError(str(exc), tool_id=tool_id if isinstance(tool_id, str) else None) from exc
-        return StoredTool(self, tool_id)
+        return StoredTool(self, storable_tool_id(tool_id))
 
     def contains(self, tool_id: str) -> bool:
         """True when a row for `tool_id` is stored."""
@@ -273,15 +269,7 @@ class PgToolStorage:
             rows = conn.execute("SELECT tool_id, body FROM echo_tools ORDER BY tool_id").fetchall()
         with self._state_lock:
             self._known_version = int(row[0]) if row else None
-        tools, problems = [], []
-        for tool_id, body in rows:
-            tool, problem = self._parse(tool_id, body)
-            if problem is not None:
-                logger.warning("skipping %s", problem)
-                problems.append(problem)
-            elif tool is not None:
-                tools.append(tool)
-        return tools, problems
+        return separate_problems((self._parse(tool_id, body) for tool_id, body in rows), logger)
 
     def _parse(self, tool_id: str, body: Any) -> tuple[ToolDef | None, Problem | None]:
         where = str(StoredTool(self, tool_id))
