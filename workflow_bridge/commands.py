@@ -123,13 +123,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _run_live(args, run_id, start)
 
 
+def _answer(text: str) -> dict[str, Any]:
+    """`--answer`: `decline`, `cancel`, or the form's fields as a JSON object (accepted)."""
+    from echo_tools.cli.common import CliError
+
+    if text.strip() in ("decline", "cancel"):
+        return {"decision": text.strip()}
+    try:
+        content = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"--answer must be a JSON object, decline or cancel, got {text!r:.80}: {exc.msg}", 2
+        ) from exc
+    if not isinstance(content, dict):
+        raise CliError(f"--answer must be a JSON object, decline or cancel, got {text!r:.80}", code=2)
+    return {"decision": "accept", "content": content}
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     """Resume a run paused at a HITL node (from any process) with `--approve`, `--reject` or `--edit JSON`;
     the rest runs live as `run` shows it, then the final `crew_result`. Same exit codes as `run`."""
     from echo_tools.cli.common import CliError
 
     decision: Any
-    if args.edit is not None:
+    if args.answer is not None:
+        decision = _answer(args.answer)
+    elif args.edit is not None:
         try:
             edits = json.loads(args.edit)
         except json.JSONDecodeError as exc:
@@ -338,6 +357,12 @@ def add_parsers(sub: Any) -> None:
     decision.add_argument("--reject", action="store_true", help="reject it: the run ends")
     decision.add_argument(
         "--edit", metavar="JSON", help='replace the result: a JSON object, e.g. {"crew_result": "..."}'
+    )
+    decision.add_argument(
+        "--answer",
+        metavar="JSON|decline|cancel",
+        help="answer an MCP server's question the run is paused at: the form's fields as a JSON object "
+        "(accepted), or decline / cancel",
     )
     resume.add_argument("--comment", metavar="TEXT", help="the reviewer's comment")
     resume.add_argument("--llm", metavar="SPEC", help="model (default: the one the run started with)")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from echo_tools.api import ApiState
 
 RUN_OPTIONS = ("user_input", "run_id")
-RESUME_FIELDS = ("decision", "edits", "comment")
+RESUME_FIELDS = ("decision", "edits", "comment", "content")
 _RESUME_ERROR_TYPES = {404: "not_found", 409: "conflict", 422: "validation"}
 
 

@@ -301,8 +301,13 @@ def resume_run(
             field="status",
             run_id=run_id,
         )
-    resume_value = check_decision(decision, run_id)
-    _check_allowed(resume_value["decision"], run_status(run_id, storage=history)["state"], run_id)
+    paused = run_status(run_id, storage=history)["state"]
+    asking = _elicitation(paused)
+    if asking is not None:  # an MCP server asked the person something: the answer goes back to it
+        resume_value = check_answer(decision, asking, run_id)
+    else:
+        resume_value = check_decision(decision, run_id)
+        _check_allowed(resume_value["decision"], paused, run_id)
     stored = record["source"]
     source = stored.get("source", stored) if isinstance(stored, Mapping) else stored
     own_executor = executor is None
@@ -458,6 +463,52 @@ def _recorded_run(history: Any, run_id: str) -> dict[str, Any]:
             f"no recorded run has run_id {run_id!r}", status=404, field="run_id", run_id=run_id
         )
     return record
+
+
+ELICITATION_ACTIONS = ("accept", "decline", "cancel")
+
+
+def _elicitation(state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The MCP elicitation request a run is paused at (the interrupt of `echo_tools.mcp.callbacks`), if any."""
+    for request in state.get("__interrupt__") or []:
+        if isinstance(request, Mapping) and request.get("type") == "mcp_elicitation":
+            return dict(request)
+    return None
+
+
+def check_answer(answer: Any, request: Mapping[str, Any], run_id: str = "") -> dict[str, Any]:
+    """A person's answer to an MCP server's elicitation request, or `RunResumeError` (422) naming the field.
+
+    `{"decision": "accept", "content": {...}}` (also `"action"` for `"decision"`), `"decline"` or
+    `"cancel"`; the server's schema checks `content` when the answer reaches it.
+    """
+    server = request.get("server")
+    if isinstance(answer, str):
+        answer = {"decision": answer}
+    if not isinstance(answer, Mapping):
+        raise _unfit(
+            f"run {run_id!r} is paused at MCP server {server!r}'s question; the answer must be an object "
+            f"with 'decision', got {answer!r:.80}",
+            "decision",
+            run_id,
+        )
+    action = answer.get("decision", answer.get("action"))
+    if action not in ELICITATION_ACTIONS:
+        raise _unfit(
+            f"run {run_id!r} is paused at MCP server {server!r}'s question; decision must be "
+            f"{', '.join(map(repr, ELICITATION_ACTIONS))}, got {action!r:.80}",
+            "decision",
+            run_id,
+        )
+    content = answer.get("content")
+    if action == "accept" and not isinstance(content, Mapping):
+        raise _unfit(
+            f"content must be an object answering MCP server {server!r}'s question, got {content!r:.80}",
+            "content",
+            run_id,
+        )
+    answered = dict(content) if action == "accept" and isinstance(content, Mapping) else None
+    return {"decision": action, "action": action, "content": answered}
 
 
 def _check_allowed(kind: str, state: Mapping[str, Any], run_id: str) -> None:
