@@ -15,7 +15,7 @@ import json
 import logging
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -116,8 +116,12 @@ def compile_source(
     llm: Any = None,
     missing_agents: str = "error",
     checkpointer: Any = None,
+    state_keys: Iterable[str] = (),
 ) -> tuple[Any, MappedWorkflow]:
     """Compile any accepted source; returns (compiled graph, mapped workflow).
+
+    `state_keys` are declared in the state class besides the workflow's own: give the run's payload keys,
+    which LangGraph would otherwise drop before any node reads them.
 
     Raises:
         WorkflowSourceError: unreadable or unrecognised source, or canvas errors (listed).
@@ -125,7 +129,12 @@ def compile_source(
     """
     mapped = map_source(load_source(source), registry)
     compiler = WorkflowCompiler(
-        registry, executor, llm, missing_agents=missing_agents, checkpointer=checkpointer
+        registry,
+        executor,
+        llm,
+        missing_agents=missing_agents,
+        checkpointer=checkpointer,
+        state_keys=state_keys,
     )
     graph = compiler.compile(mapped.workflow, mapped.agents)
     _REHEARSAL[graph] = compiler.uses_rehearsal
@@ -201,6 +210,7 @@ def run_workflow(
         llm=llm,
         missing_agents=missing_agents,
         checkpointer=history.checkpointer() if history is not None else None,
+        state_keys=list(payload or {}),
     )
     if check_llms:
         check_models(graph)
@@ -319,7 +329,15 @@ def resume_run(
     if llm is None and isinstance(stored, Mapping):
         llm = stored.get("llm")
     try:
-        graph, _ = compile_source(source, registry, executor, llm=llm, checkpointer=history.checkpointer())
+        payload = stored.get("payload") if isinstance(stored, Mapping) else None
+        graph, _ = compile_source(
+            source,
+            registry,
+            executor,
+            llm=llm,
+            checkpointer=history.checkpointer(),
+            state_keys=list(payload or {}),
+        )
         start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
         if not history.claim_run(run_id):  # one step: a second resume of the same pause loses here
             now = (history.run(run_id) or {}).get("status")
@@ -385,7 +403,13 @@ def replay_run(
     new_run_id = new_run_id or f"run_{uuid.uuid4().hex}"
     try:
         data = load_source(stored.get("source") or {})
-        graph, mapped = compile_source(data, registry, replayer, llm=llm or stored.get("llm"))
+        graph, mapped = compile_source(
+            data,
+            registry,
+            replayer,
+            llm=llm or stored.get("llm"),
+            state_keys=list(stored.get("payload") or {}),
+        )
         workflow_id = mapped.workflow.get("workflow_id")
         state = initial_state(
             stored.get("user_input"), workflow_id, new_run_id, **dict(stored.get("payload") or {})
