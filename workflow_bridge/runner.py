@@ -33,7 +33,6 @@ HITL_DECISIONS = ("approve", "reject", "edit")
 EventCallback = Callable[[dict[str, Any]], Any]
 _REHEARSAL: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _MODELS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-_NAMES: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 class RunResumeError(ValueError):
@@ -139,9 +138,6 @@ def compile_source(
     graph = compiler.compile(mapped.workflow, mapped.agents)
     _REHEARSAL[graph] = compiler.uses_rehearsal
     _MODELS[graph] = compiler.models
-    _NAMES[graph] = {
-        str(i): str(a["name"]) for i, a in mapped.agents.items() if isinstance(a, Mapping) and a.get("name")
-    }
     return graph, mapped
 
 
@@ -572,7 +568,6 @@ def stream_run(
         emit({"type": "llm.rehearsal", "run_id": run_id, "message": REHEARSAL_NOTICE})
     config = {"configurable": {"thread_id": run_id}}
 
-    names = _NAMES.get(graph) or {}
     nested = f"{run_id}/"  # sub-runs of `workflow` / `agent` tools called in this run (composite.py)
 
     failures: list[str] = []
@@ -583,11 +578,7 @@ def stream_run(
                 history.record(event)
             if event.type in ("tool.failed", "tool.timeout"):
                 failures.append(str(event.tool_id))
-            data = event.to_dict()
-            name = names.get(str(data.get("agent_id")))
-            if name:
-                data["agent_name"] = name  # which canvas node called; agent ids stay as they are
-            emit(data)
+            emit(event.to_dict())  # `agent_name` comes from the calling agent's context
 
     executor.add_sink(forward)
     interrupts: list[Any] = []
