@@ -259,7 +259,6 @@ class EchoAIHitl:
         history.record(
             ToolEvent(type=DEFERRED, run_id=run_id, workflow_id=record.get("workflow_id"), input=decision)
         )
-        history.flush(10)
         return {
             "action": "defer",
             "run_id": run_id,
@@ -290,10 +289,8 @@ class EchoAIHitl:
     def _deferral(self, run_id: str) -> dict[str, Any] | None:
         """The deferral holding the paused run back: the latest HITL mark is a deferral whose time (if
         any) has not passed; a resume or a new pause after it ends it."""
-        history = self.layer.history
-        history.flush(10)
         last = None
-        for event in history.run_events(run_id):
+        for event in self.layer.history.run_events(run_id):  # a read waits for what was recorded
             if event.type in _HITL_MARKS:
                 last = event
         if last is None or last.type != DEFERRED:
@@ -328,7 +325,6 @@ class EchoAIHitl:
 
     def get_decisions(self, run_id: str) -> list[_Context]:
         """The decisions the run was resumed with, and its deferrals, oldest first."""
-        self.layer.history.flush(10)
         events = self.layer.history.run_events(run_id)
         return [
             _Context({"run_id": run_id, **dict(e.input or {})})
