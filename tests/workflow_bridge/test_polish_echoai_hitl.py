@@ -1,4 +1,4 @@
-"""EchoAI's `/hitl/defer` and `/hitl/modify` through the replaced HITL manager (`echoai_host.EchoAIHitl`).
+"""EchoAI's `/hitl/defer` and `/hitl/modify` through the replaced HITL manager (`echoai_hitl.EchoAIHitl`).
 
 EchoAI's own manager defers by marking the paused run `deferred` (off the pending list, with a time to
 revisit) and recording the decision; its `modify` means an edit of the agent's configuration (`llm`,
@@ -17,7 +17,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from tests.workflow_bridge.test_dropin_echoai_host import _echoai, _pause
-from workflow_bridge.echoai_host import HitlRequestError
+from workflow_bridge.echoai_hitl import HitlRequestError
 
 
 def echoai_routes(hitl: Any) -> TestClient:
