@@ -47,6 +47,8 @@ class EchoAIHitl:
         return self  # EchoAI's routes call `HITLManager()`: the class is replaced by this object
 
     def _resume(self, run_id: str, action: str, decision: dict[str, Any], actor: str) -> dict[str, Any]:
+        decision = {**decision, "actor": actor}  # kept with the decision, as EchoAI's audit trail keeps it
+
         def work() -> dict[str, Any]:
             return runner.resume_run(
                 run_id,

@@ -91,7 +91,8 @@ def test_a_decision_after_a_deferral_resumes_the_run(tmp_path: Path) -> None:
     assert hitl.get_status(run_id)["state"] == "deferred"
     answer = hitl.approve(run_id=run_id, actor="lead", rationale="agreed")
     assert answer["status"] == "approved" and answer["run_status"] == "completed"
-    assert [d.to_dict()["decision"] for d in hitl.get_decisions(run_id)] == ["defer", "approve"]
+    decisions = [d.to_dict() for d in hitl.get_decisions(run_id)]
+    assert [(d["decision"], d["actor"]) for d in decisions] == [("defer", "lead"), ("approve", "lead")]
     assert hitl.get_status(run_id)["state"] == "completed"
 
 
