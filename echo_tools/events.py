@@ -168,6 +168,7 @@ class ToolEvent:
     tool_name: str | None = None
     tool_type: str | None = None
     agent_id: str | None = None
+    agent_name: str | None = None  # the calling agent's canvas name, when its context gave one
     workflow_id: str | None = None
     run_id: str | None = None
     node_id: str | None = None
@@ -224,6 +225,7 @@ def call_fields(
         "call_id": call_id,
         "parent_call_id": context.parent_call_id,
         "agent_id": context.agent_id,
+        "agent_name": context.agent_name,
         "workflow_id": context.workflow_id,
         "run_id": context.run_id,
         "node_id": context.node_id,

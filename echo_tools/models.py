@@ -247,6 +247,7 @@ class ToolContext(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     agent_id: str | None = None
+    agent_name: str | None = None  # the agent's name on the canvas: says which node made the call
     workflow_id: str | None = None
     run_id: str | None = None
     node_id: str | None = None
@@ -265,6 +266,7 @@ class ToolContext(BaseModel):
         """The context ids as a dict (what events carry)."""
         return {
             "agent_id": self.agent_id,
+            "agent_name": self.agent_name,
             "workflow_id": self.workflow_id,
             "run_id": self.run_id,
             "node_id": self.node_id,

@@ -161,7 +161,7 @@ class AgentFactory:
         """CrewAI tools for the agent, each calling the executor with `context`'s ids."""
         from workflow_bridge.crewai_tools import to_crewai_tool
 
-        context = context or ToolContext(agent_id=agent_def.get("agent_id"))
+        context = context or ToolContext(agent_id=agent_def.get("agent_id"), agent_name=agent_def.get("name"))
         return [
             to_crewai_tool(tool, self.executor, context, binding=binding)
             for tool, binding in self.resolve_tools(agent_def)

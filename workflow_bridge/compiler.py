@@ -18,7 +18,7 @@ from typing import Any
 
 from workflow_bridge import nodes
 from workflow_bridge.agent_json import normalize_agent
-from workflow_bridge.conditions import ConditionError, parse_condition
+from workflow_bridge.conditions import ConditionError, condition_variables, parse_condition
 from workflow_bridge.crewai_adapter import CrewAIAdapter
 from workflow_bridge.state import build_state_schema
 
@@ -74,6 +74,8 @@ class WorkflowCompiler:
         missing_agents: `"error"` (default) raises naming the workflow's agents that are not given;
             `"passthrough"` compiles them as nodes that only record that they ran.
         checkpointer: LangGraph checkpointer; default a new `MemorySaver` per compiled graph.
+        state_keys: input keys to declare in the state class besides the workflow's own (a run's payload
+            keys); the variables of Conditional branches are always declared.
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class WorkflowCompiler:
         *,
         missing_agents: str = "error",
         checkpointer: Any = None,
+        state_keys: Iterable[str] = (),
     ) -> None:
         if missing_agents not in MISSING_AGENT_MODES:
             raise ValueError(f"missing_agents must be 'error' or 'passthrough', got {missing_agents!r}")
@@ -92,6 +95,7 @@ class WorkflowCompiler:
         self.adapter = CrewAIAdapter(registry, executor, llm)
         self.missing_agents = missing_agents
         self.checkpointer = checkpointer
+        self.state_keys = tuple(state_keys)
 
     @property
     def models(self) -> dict[str, Any]:
@@ -119,7 +123,13 @@ class WorkflowCompiler:
 
         agent_map = _agent_map(agents)
         topo = self._topology(workflow, agent_map)
-        state_class = build_state_schema(workflow, agent_map)
+        variables = [
+            name
+            for targets in topo.conditionals.values()
+            for condition, _ in targets
+            for name in condition_variables(condition)
+        ]
+        state_class = build_state_schema(workflow, agent_map, extra_keys=[*variables, *self.state_keys])
         graph: Any = StateGraph(state_class)
         for node_id in topo.order:
             agent = agent_map.get(node_id) or {"agent_id": node_id, "name": node_id, "metadata": {}}

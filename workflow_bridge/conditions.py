@@ -120,6 +120,27 @@ def _check_node(node: ast.AST, expression: str) -> None:
         raise ConditionError(f"condition {expression!r} names {node.id!r}, which is not allowed")
 
 
+def condition_variables(expression: str) -> list[str]:
+    """The state keys a condition reads, in order (`win_probability < 30 AND x` -> `win_probability`, `x`).
+
+    The compiler declares them in the state class: LangGraph drops input keys the class does not declare,
+    so a variable given only in the run's payload would otherwise never reach the Conditional.
+
+    Raises:
+        ConditionError: the expression is not in the allowed language.
+    """
+    if not expression or not expression.strip():
+        return []
+    tree = parse_condition(expression)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    names = sorted(
+        (n.col_offset, n.id)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and id(n) not in called and n.id.lower() not in _LITERAL_NAMES
+    )
+    return list(dict.fromkeys(name for _, name in names))
+
+
 def evaluate_condition(expression: str, state: Mapping[str, Any], *, strict: bool = False) -> bool:
     """Evaluate a branch condition against workflow state; an empty condition is true (an `else`).
 

@@ -55,7 +55,6 @@ class ToolEventCapture:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._buckets: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
-        self._names: dict[tuple[str | None, str | None], Mapping[str, Any]] = {}
 
     @classmethod
     def of(cls, executor: Any) -> ToolEventCapture:
@@ -71,22 +70,15 @@ class ToolEventCapture:
             key = (event.run_id, event.node_id)
             bucket = self._buckets.get(key)
             if bucket is not None:
-                data = event.to_dict()
-                name = self._names.get(key, {}).get(str(event.agent_id))
-                if name:
-                    data["agent_name"] = name  # the canvas name says which node; the id stays as it was
-                bucket.append(data)
+                bucket.append(event.to_dict())  # with `agent_name` from the agent's context
 
-    def open(self, run_id: str | None, node_id: str | None, names: Mapping[str, Any] | None = None) -> None:
-        """Start collecting the events of one node run; `names` maps agent ids to canvas names."""
+    def open(self, run_id: str | None, node_id: str | None) -> None:
+        """Start collecting the events of one node run."""
         with self._lock:
             self._buckets.setdefault((run_id, node_id), [])
-            if names:
-                self._names[(run_id, node_id)] = dict(names)
 
     def close(self, run_id: str | None, node_id: str | None) -> list[dict[str, Any]]:
         with self._lock:
-            self._names.pop((run_id, node_id), None)
             return self._buckets.pop((run_id, node_id), [])
 
 
@@ -208,6 +200,7 @@ class CrewAIAdapter:
             agent,
             ToolContext(
                 agent_id=agent.get("agent_id"),
+                agent_name=agent_name(agent),
                 workflow_id=state.get("workflow_id"),
                 run_id=state.get("run_id"),
                 node_id=node_id,
@@ -230,7 +223,7 @@ class CrewAIAdapter:
             expected_output=agent.get("expected_output") or "A complete, accurate answer to the task.",
             agent=crew_agent,
         )
-        self.capture.open(ctx.run_id, node_id, _names(agent))
+        self.capture.open(ctx.run_id, node_id)
         with graph_pauses():  # an MCP server's elicitation pauses the run (LangGraph interrupt)
             try:
                 crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
@@ -387,7 +380,7 @@ class CrewAIAdapter:
                 expected_output=master.get("expected_output")
                 or "A complete answer built from the coworkers' work.",
             )
-            self.capture.open(run_id, node, _names(*workers, master))
+            self.capture.open(run_id, node)
             try:
                 crew = Crew(
                     agents=crew_agents,
@@ -454,8 +447,10 @@ def without_kickoff_log(crew: Any) -> Any:
     return crew
 
 
-def _names(*agents: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(a.get("agent_id")): a.get("name") for a in agents if a.get("name")}
+def agent_name(agent: Mapping[str, Any]) -> str | None:
+    """The agent's canvas name for its tool calls' context (events show it where an id says nothing)."""
+    name = agent.get("name")
+    return str(name) if name else None
 
 
 def _unique_roles(agents: list[dict[str, Any]]) -> list[str]:

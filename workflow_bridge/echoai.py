@@ -143,7 +143,7 @@ class ToolLayer:
         `apps.workflow.runtime.hitl.HITLManager` and its `/workflows/hitl/*` routes resume paused runs."""
 
         def build() -> Any:
-            from workflow_bridge.echoai_host import EchoAIHitl
+            from workflow_bridge.echoai_hitl import EchoAIHitl
 
             return EchoAIHitl(self)
 

@@ -139,8 +139,7 @@ def tool_node(
 
     def run_tool(state: dict[str, Any]) -> dict[str, Any]:
         ctx = adapter.context(agent, state, node_id)  # inherits a composite caller's grants and deadline
-        names = {str(agent.get("agent_id")): agent.get("name")} if agent.get("name") else None
-        adapter.capture.open(ctx.run_id, node_id, names)
+        adapter.capture.open(ctx.run_id, node_id)
         try:
             result = adapter.executor.invoke_sync(tool_ref, make_args(state), ctx)
         finally:

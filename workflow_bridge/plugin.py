@@ -35,6 +35,7 @@ class ToolBindingPlugin:
         state = state or {}
         return ToolContext(
             agent_id=ids.get("agent_id") or agent_config.get("agent_id"),
+            agent_name=ids.get("agent_name") or agent_config.get("name"),
             workflow_id=ids.get("workflow_id") or state.get("workflow_id"),
             run_id=ids.get("run_id") or state.get("run_id"),
             node_id=ids.get("node_id") or agent_config.get("agent_id"),

@@ -15,7 +15,7 @@ import json
 import logging
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -33,7 +33,6 @@ HITL_DECISIONS = ("approve", "reject", "edit")
 EventCallback = Callable[[dict[str, Any]], Any]
 _REHEARSAL: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _MODELS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-_NAMES: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 class RunResumeError(ValueError):
@@ -116,8 +115,12 @@ def compile_source(
     llm: Any = None,
     missing_agents: str = "error",
     checkpointer: Any = None,
+    state_keys: Iterable[str] = (),
 ) -> tuple[Any, MappedWorkflow]:
     """Compile any accepted source; returns (compiled graph, mapped workflow).
+
+    `state_keys` are declared in the state class besides the workflow's own: give the run's payload keys,
+    which LangGraph would otherwise drop before any node reads them.
 
     Raises:
         WorkflowSourceError: unreadable or unrecognised source, or canvas errors (listed).
@@ -125,14 +128,16 @@ def compile_source(
     """
     mapped = map_source(load_source(source), registry)
     compiler = WorkflowCompiler(
-        registry, executor, llm, missing_agents=missing_agents, checkpointer=checkpointer
+        registry,
+        executor,
+        llm,
+        missing_agents=missing_agents,
+        checkpointer=checkpointer,
+        state_keys=state_keys,
     )
     graph = compiler.compile(mapped.workflow, mapped.agents)
     _REHEARSAL[graph] = compiler.uses_rehearsal
     _MODELS[graph] = compiler.models
-    _NAMES[graph] = {
-        str(i): str(a["name"]) for i, a in mapped.agents.items() if isinstance(a, Mapping) and a.get("name")
-    }
     return graph, mapped
 
 
@@ -201,6 +206,7 @@ def run_workflow(
         llm=llm,
         missing_agents=missing_agents,
         checkpointer=history.checkpointer() if history is not None else None,
+        state_keys=list(payload or {}),
     )
     if check_llms:
         check_models(graph)
@@ -320,7 +326,15 @@ def resume_run(
     if llm is None and isinstance(stored, Mapping):
         llm = stored.get("llm")
     try:
-        graph, _ = compile_source(source, registry, executor, llm=llm, checkpointer=history.checkpointer())
+        payload = stored.get("payload") if isinstance(stored, Mapping) else None
+        graph, _ = compile_source(
+            source,
+            registry,
+            executor,
+            llm=llm,
+            checkpointer=history.checkpointer(),
+            state_keys=list(payload or {}),
+        )
         start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
         if not history.claim_run(run_id):  # one step: a second resume of the same pause loses here
             now = (history.run(run_id) or {}).get("status")
@@ -382,7 +396,13 @@ def replay_run(
     new_run_id = new_run_id or f"run_{uuid.uuid4().hex}"
     try:
         data = load_source(stored.get("source") or {})
-        graph, mapped = compile_source(data, registry, replayer, llm=llm or stored.get("llm"))
+        graph, mapped = compile_source(
+            data,
+            registry,
+            replayer,
+            llm=llm or stored.get("llm"),
+            state_keys=list(stored.get("payload") or {}),
+        )
         workflow_id = mapped.workflow.get("workflow_id")
         state = initial_state(
             stored.get("user_input"), workflow_id, new_run_id, **dict(stored.get("payload") or {})
@@ -595,7 +615,6 @@ def stream_run(
         emit({"type": "llm.rehearsal", "run_id": run_id, "message": REHEARSAL_NOTICE})
     config = {"configurable": {"thread_id": run_id}}
 
-    names = _NAMES.get(graph) or {}
     nested = f"{run_id}/"  # sub-runs of `workflow` / `agent` tools called in this run (composite.py)
 
     failures: list[str] = []
@@ -606,11 +625,7 @@ def stream_run(
                 history.record(event)
             if event.type in ("tool.failed", "tool.timeout"):
                 failures.append(str(event.tool_id))
-            data = event.to_dict()
-            name = names.get(str(data.get("agent_id")))
-            if name:
-                data["agent_name"] = name  # which canvas node called; agent ids stay as they are
-            emit(data)
+            emit(event.to_dict())  # `agent_name` comes from the calling agent's context
 
     executor.add_sink(forward)
     interrupts: list[Any] = []

@@ -61,14 +61,19 @@ def append_list(old: Any, new: Any) -> list[Any]:
     return operator.add(list(old or []), list(new or []))
 
 
-def state_keys(workflow: Mapping[str, Any], agents: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Every key of the workflow's state: EchoAI's base keys, agent input/output keys, `state_schema`."""
+def state_keys(
+    workflow: Mapping[str, Any], agents: Mapping[str, Mapping[str, Any]], extra_keys: Iterable[str] = ()
+) -> list[str]:
+    """Every key of the workflow's state: EchoAI's base keys, agent input/output keys, `state_schema`, and
+    `extra_keys` (the compiler's: the variables Conditional branches read and the run's payload keys)."""
     keys: dict[str, None] = dict.fromkeys(BASE_KEYS)
     for agent in agents.values():
         for field in ("input_schema", "output_schema"):
             for key in _key_names(agent.get(field)):
                 keys[key] = None
     for key in _key_names(workflow.get("state_schema")):
+        keys[key] = None
+    for key in _key_names(list(extra_keys)):
         keys[key] = None
     return list(keys)
 
@@ -87,15 +92,19 @@ def _key_names(value: Any) -> Iterable[str]:
 
 
 def build_state_schema(
-    workflow: Mapping[str, Any], agents: Mapping[str, Mapping[str, Any]], name: str = "WorkflowState"
+    workflow: Mapping[str, Any],
+    agents: Mapping[str, Mapping[str, Any]],
+    name: str = "WorkflowState",
+    extra_keys: Iterable[str] = (),
 ) -> type:
     """The `TypedDict` state class for `workflow` (EchoAI's `_create_state_class`, every key declared).
 
     `messages` and `tool_events` append; `parallel_output` and `individual_outputs` merge dicts; every other
-    key keeps the last value written, accepting several writes in one step.
+    key keeps the last value written, accepting several writes in one step. `extra_keys` are declared too
+    (LangGraph drops input keys the class does not declare).
     """
     fields: dict[str, Any] = {}
-    for key in state_keys(workflow, agents):
+    for key in state_keys(workflow, agents, extra_keys):
         if key in ("messages", "tool_events"):
             fields[key] = Annotated[list, append_list]
         elif key in ("parallel_output", "individual_outputs", "_routes"):

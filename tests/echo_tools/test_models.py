@@ -181,6 +181,7 @@ def test_tool_context_ids_are_what_events_carry() -> None:
     context = ToolContext(agent_id="agt_1", run_id="run_1", tool_call_id="call_1")
     assert context.ids() == {
         "agent_id": "agt_1",
+        "agent_name": None,
         "workflow_id": None,
         "run_id": "run_1",
         "node_id": None,
