@@ -70,10 +70,13 @@ def test_resuming_an_unknown_run_names_it(run_cli: InProcessCli, tmp_path: Path)
 @pytest.mark.parametrize(
     ("args", "shown"),
     [
-        ((), "one of the arguments --approve --reject --edit is required"),
+        ((), "one of the arguments --approve --reject --edit --answer is required"),
         (("--approve", "--reject"), "not allowed with argument"),
         (("--edit", "{nope"), "--edit must be a JSON object, got '{nope'"),
         (("--edit", "[1]"), "--edit must be a JSON object, got '[1]'"),
+        (("--answer", "{nope"), "--answer must be a JSON object, decline or cancel, got '{nope'"),
+        (("--answer", "[1]"), "--answer must be a JSON object, decline or cancel, got '[1]'"),
+        (("--answer", "{}", "--approve"), "not allowed with argument"),
     ],
 )
 def test_a_resume_without_one_good_decision_is_a_usage_error(

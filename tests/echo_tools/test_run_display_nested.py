@@ -54,8 +54,8 @@ def test_a_sub_workflows_inner_calls_show_as_a_nested_block(
     executor.close()
     out = capsys.readouterr().out
 
-    (outer_start,) = _lines(out, "invoked", "Research")
-    (outer_end,) = _lines(out, "completed", "Research")
+    (outer_start,) = _lines(out, "invoked", "Research  by Lead")  # not "by Researcher"
+    (outer_end,) = _lines(out, "completed", "Research  by Lead")
     (inner_start,) = _lines(out, "invoked", "Echo")
     (inner_end,) = _lines(out, "completed", "Echo")
     assert _indent(outer_start) == _indent(outer_end) == 4
