@@ -79,26 +79,18 @@ def run_mcp(args: argparse.Namespace, registry: ToolRegistry) -> int:
     if args.mcp_command == "login":
         return login(registry, args.name)
     if args.mcp_command == "add":
-        tools = registry.add_mcp_server(args.name, server_config(args))
-        sys.stdout.write(f"MCP server {args.name!r}: {len(tools)} tools registered\n")
-        for tool in tools:
-            sys.stdout.write(f"  {tool.tool_id}  {tool.name}\n")
+        print_tools(args.name, registry.add_mcp_server(args.name, server_config(args)), "registered")
         return 0
     if args.mcp_command == "load":
         added = registry.load_mcp_config(args.file)
         sys.stdout.write(f"{len(added)} MCP servers added from {args.file}\n")
         for name, tools in added.items():
-            sys.stdout.write(f"MCP server {name!r}: {len(tools)} tools registered\n")
-            for tool in tools:
-                sys.stdout.write(f"  {tool.tool_id}  {tool.name}\n")
+            print_tools(name, tools, "registered")
         return 0
     if args.mcp_command in ("resources", "prompts"):
         return show_catalogue(registry, args.name, args.mcp_command)
     if args.mcp_command == "refresh":
-        tools = registry.refresh_mcp_server(args.name)
-        sys.stdout.write(f"MCP server {args.name!r}: {len(tools)} tools\n")
-        for tool in tools:
-            sys.stdout.write(f"  {tool.tool_id}  {tool.status.value}  {tool.name}\n")
+        print_tools(args.name, registry.refresh_mcp_server(args.name), None)
         return 0
     if args.mcp_command == "remove":
         disabled = registry.remove_mcp_server(args.name)
@@ -177,3 +169,11 @@ def add_auth_parsers(add: argparse.ArgumentParser, actions: Any, handler: Any, l
     login.add_argument("--open", action="store_true", help="open the URL in a browser")
     late(login)
     login.set_defaults(func=handler)
+
+
+def print_tools(server: str, tools: list[Any], done: str | None) -> None:
+    """`MCP server 'x': N tools [registered]` and a line per tool (with its status when `done` is None)."""
+    sys.stdout.write(f"MCP server {server!r}: {len(tools)} tools{' ' + done if done else ''}\n")
+    for tool in tools:
+        status = "" if done else f"{tool.status.value}  "
+        sys.stdout.write(f"  {tool.tool_id}  {status}{tool.name}\n")

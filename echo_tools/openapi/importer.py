@@ -43,18 +43,6 @@ from echo_tools.openapi.document import (
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
 
-__all__ = [
-    "ImportReport",
-    "OpenApiError",
-    "base_url_of",
-    "find_provider_tool",
-    "import_openapi",
-    "import_openapi_report",
-    "load_document",
-    "spec_version",
-    "template_tool",
-]
-
 logger = logging.getLogger("echo_tools.openapi")
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
