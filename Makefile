@@ -35,7 +35,21 @@ demo: $(STAMP)
 	@echo "== a workflow that calls a stored sub-workflow, whose agent calls a skill (sample_workflows/composite)"
 	$(PY) sample_workflows/composite/run_sample.py
 
+MCP_CACHE ?= $(HOME)/.cache/echo-tools-tests
+
+# the peers and MCP servers bench/bench_mcp_adapters.py compares on (fetched from npm and PyPI once)
 bench: $(STAMP)
+	$(VENV)/bin/pip install -q -e ".[bench]"
+	@if command -v npm >/dev/null; then \
+	  test -d $(MCP_CACHE)/npm/node_modules/@modelcontextprotocol/server-everything || \
+	    npm install -q --prefix $(MCP_CACHE)/npm @modelcontextprotocol/server-everything; \
+	  test -d $(MCP_CACHE)/npm-bench/node_modules/@modelcontextprotocol/server-memory || \
+	    npm install -q --prefix $(MCP_CACHE)/npm-bench @modelcontextprotocol/server-filesystem \
+	      @modelcontextprotocol/server-memory; \
+	fi
+	@test -x $(MCP_CACHE)/pypi-venv/bin/mcp-server-git || \
+	  { python3 -m venv $(MCP_CACHE)/pypi-venv && \
+	    $(MCP_CACHE)/pypi-venv/bin/pip install -q mcp-server-time mcp-server-git; }
 	$(PY) bench/run_all.py
 
 clean:
