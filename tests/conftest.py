@@ -8,6 +8,7 @@ outside the repository: it is found through the `ECHOAI_CORPUS` variable or at
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -195,3 +196,21 @@ def corpus(request: pytest.FixtureRequest) -> Corpus:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+# The garbage collector's full passes walk every tracked object: after CrewAI, LiteLLM and LangGraph are
+# imported that is millions of objects, and each full pass (automatic, or a test's own `gc.collect()`)
+# cost about 2 s of CPU late in a whole-suite run. Whatever is still alive once the imports and a test
+# module are done (modules, classes, session fixtures) is moved to the permanent generation, after a
+# collection has freed that module's garbage; later passes then walk only what later tests create.
+# Nothing a test creates is frozen while the test runs, so its own garbage is collected as before.
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is not None and getattr(nextitem, "module", None) is not getattr(item, "module", None):
+        gc.collect()
+        gc.freeze()
