@@ -18,7 +18,7 @@ run = TextToolsService().run
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    """One real `echo-tools serve` for the module's two server tests (a start costs about 2 s of CPU)."""
+    """One real `echo-tools serve` for the module's two server tests (a start costs about 1 s of CPU)."""
     with echo_tools_serve(tmp_path_factory.mktemp("text-tools-serve")) as url_and_pid:
         yield url_and_pid
 

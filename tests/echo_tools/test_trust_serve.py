@@ -82,7 +82,7 @@ def contract(response: httpx.Response, status: int, error_type: str, field: str 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """One server for the Host and `--allow-env` tests (a process start each cost about 2 s of CPU): the
+    """One server for the Host and `--allow-env` tests (a process start each cost about 1 s of CPU): the
     refused requests change nothing, which each test checks on the store, and only the `--allow-env`
     test registers a tool."""
     store = tmp_path_factory.mktemp("trust-serve") / "tools"
