@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -215,3 +216,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if nextitem is not None and getattr(nextitem, "module", None) is not getattr(item, "module", None):
         gc.collect()
         gc.freeze()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the PostgreSQL server the PostgreSQL test modules shared, if one was started."""
+    pg_support = sys.modules.get("tests.echo_tools._pg_support")
+    if pg_support is not None:
+        pg_support.stop_session_server()
