@@ -12,7 +12,7 @@ import gc
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -211,11 +211,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    # after the whole protocol: the module's fixtures are finalised and the last test's values released
+    result = yield
     if nextitem is not None and getattr(nextitem, "module", None) is not getattr(item, "module", None):
         gc.collect()
         gc.freeze()
+    return result
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
