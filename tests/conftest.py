@@ -202,9 +202,10 @@ def repo_root() -> Path:
 # The garbage collector's full passes walk every tracked object: after CrewAI, LiteLLM and LangGraph are
 # imported that is millions of objects, and each full pass (automatic, or a test's own `gc.collect()`)
 # walks them all again: tests/workflow_bridge spent 8.0 s of CPU in 43 full passes (1.8 s with the freeze
-# below), 44 other files 12.6 s in 53 (1.4 s), a test calling gc.collect() 30 times 14 s (1 s). Whatever is still alive once the imports and a test
-# module are done (modules, classes, session fixtures) is moved to the permanent generation, after a
-# collection has freed that module's garbage; later passes then walk only what later tests create.
+# below), 44 other files 12.6 s in 53 (1.4 s), a test calling gc.collect() 30 times 14 s (1 s). Whatever
+# is still alive once the imports and a test module are done (modules, classes, session fixtures) is moved
+# to the permanent generation, after a collection has freed that module's garbage; later passes then walk
+# only what later tests create.
 # Nothing a test creates is frozen while the test runs, so its own garbage is collected as before.
 def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
