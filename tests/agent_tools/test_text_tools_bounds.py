@@ -4,7 +4,7 @@ and no result (replaced text, rendered template, extracted groups) is built past
 from __future__ import annotations
 
 import tracemalloc
-from pathlib import Path
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -16,7 +16,14 @@ from tests.echo_tools._served import echo_tools_serve, peak_rss_kb
 run = TextToolsService().run
 
 
-def test_a_catastrophic_pattern_answers_at_once_through_a_real_server(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """One real `echo-tools serve` for the module's two server tests (a start costs about 1 s of CPU)."""
+    with echo_tools_serve(tmp_path_factory.mktemp("text-tools-serve")) as url_and_pid:
+        yield url_and_pid
+
+
+def test_a_catastrophic_pattern_answers_at_once_through_a_real_server(served: tuple[str, int]) -> None:
     hostile = {"operation": "regex_extract", "text": "a" * 26, "pattern": "(a|a)*b"}
     nested = {
         "operation": "regex_replace",
@@ -24,7 +31,8 @@ def test_a_catastrophic_pattern_answers_at_once_through_a_real_server(tmp_path: 
         "pattern": "(a+)+b",
         "replacement": "x",
     }
-    with echo_tools_serve(tmp_path) as (url, _pid), httpx.Client(base_url=url, timeout=60) as client:
+    url, _pid = served
+    with httpx.Client(base_url=url, timeout=60) as client:
         answer = client.post("/tools/invoke/tool_text_tools", json=hostile)
         assert answer.status_code == 200, answer.text
         assert answer.json()["output"]["count"] == 0
@@ -33,9 +41,12 @@ def test_a_catastrophic_pattern_answers_at_once_through_a_real_server(tmp_path: 
         assert client.get("/tools/health").json()["status"] == "healthy"
 
 
-def test_a_replacement_bomb_is_refused_through_a_real_server_before_it_is_built(tmp_path: Path) -> None:
+def test_a_replacement_bomb_is_refused_through_a_real_server_before_it_is_built(
+    served: tuple[str, int],
+) -> None:
     bomb = {"operation": "regex_replace", "text": "a" * 100_000, "pattern": "a", "replacement": "b" * 4000}
-    with echo_tools_serve(tmp_path) as (url, pid), httpx.Client(base_url=url, timeout=60) as client:
+    url, pid = served
+    with httpx.Client(base_url=url, timeout=60) as client:
         before = peak_rss_kb(pid)
         refused = client.post("/tools/invoke/tool_text_tools", json=bomb)
         grown = peak_rss_kb(pid) - before
@@ -94,7 +105,10 @@ def test_a_replacement_bomb_is_refused_before_it_is_built() -> None:
     tracemalloc.start()
     try:
         with pytest.raises(InputError) as caught:
-            run("regex_replace", text="a" * 100_000, pattern="a", replacement=r"\g<0>" * 800)
+            # 1000 matches of 100 characters, each replaced by 800 copies of itself: 80 M characters
+            # asked for (the same as 100,000 one-character matches); refused after 26 matches, where
+            # one-character matches took 2,500 (18 s of CPU under tracemalloc)
+            run("regex_replace", text="a" * 100_000, pattern="a{100}", replacement=r"\g<0>" * 800)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

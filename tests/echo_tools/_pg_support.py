@@ -10,6 +10,7 @@ Run as `python -m tests.echo_tools._pg_support writer DSN PREFIX COUNT` it is a 
 
 from __future__ import annotations
 
+import atexit
 import glob
 import importlib.util
 import os
@@ -173,14 +174,23 @@ _shared: PgServer | None = None
 
 
 def shared_server() -> PgServer:
-    """The one server every PostgreSQL test module uses (started on first use)."""
+    """The one server every PostgreSQL test module uses (started on first use, stopped at the session's
+    end). Each test takes its own database (`new_database()`); a test that halts or restarts a server
+    starts a `PgServer` of its own."""
     global _shared
     if _shared is None:
         _shared = PgServer().start()
+        atexit.register(stop_session_server)  # outside pytest (tests/conftest.py stops it in pytest)
     return _shared
 
 
 def stop_shared_server() -> None:
+    """A module is done with the shared server: it keeps running for the next module (an initdb and a
+    start cost about 1 s each time) until `stop_session_server()`."""
+
+
+def stop_session_server() -> None:
+    """Stop the shared server and remove its folder (at the end of the test session)."""
     global _shared
     if _shared is not None:
         _shared.stop()

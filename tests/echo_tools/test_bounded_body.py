@@ -35,7 +35,9 @@ def _zeros() -> list[bytes]:
 @pytest.fixture(scope="module")
 def bombs() -> dict[str, bytes]:
     zstd = zstandard.ZstdCompressor(level=3).compressobj()
-    gz = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    # run-length matching finds the same 258-byte matches in zeros as level 9's full search, in 0.96 s of
+    # CPU instead of 2.5 s; the body is the same size (521 KB for 512 MiB)
+    gz = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16, 9, zlib.Z_RLE)
     zstd_body = b"".join(zstd.compress(chunk) for chunk in _zeros()) + zstd.flush()
     gzip_body = b"".join(gz.compress(chunk) for chunk in _zeros()) + gz.flush()
     return {"zstd": zstd_body, "gzip": gzip_body, "gzip, gzip": gzip.compress(gzip_body)}

@@ -80,9 +80,12 @@ def contract(response: httpx.Response, status: int, error_type: str, field: str 
     return body
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    store = tmp_path / "tools"
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One server for the Host and `--allow-env` tests (a process start each cost about 1 s of CPU): the
+    refused requests change nothing, which each test checks on the store, and only the `--allow-env`
+    test registers a tool."""
+    store = tmp_path_factory.mktemp("trust-serve") / "tools"
     with echo_tools_serve(store, "--allow-env", "SERVICE_TOKEN", "--allow-env", "OTHER_TOKEN") as url:
         yield url, store
 

@@ -40,7 +40,7 @@ def risk_service():
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     served["url"] = f"http://127.0.0.1:{server.server_address[1]}/risk.json"
     yield served
