@@ -144,12 +144,14 @@ def _compile_reference(ref: str) -> Template:
 
 @dataclass(frozen=True)
 class StepPlan:
-    """One step, ready to run: its input and `when` compiled, the steps that wait for it."""
+    """One step, ready to run: its input and `when` compiled, the steps that wait for it, and the tools
+    it tries in order (its tool, then its fallbacks)."""
 
     step: SkillStep
     input: Template
     when: Template | None
     dependents: list[str]
+    refs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ def plan_skill(skill: SkillConfig) -> SkillPlan:
             compile_template(step.input),
             None if step.when is None else _compile_reference(step.when),
             dependents[step.id],
+            (step.tool, *step.fallback),
         )
         for step in skill.steps
     }
