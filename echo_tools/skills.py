@@ -110,8 +110,22 @@ def compile_template(value: Any) -> Template:
     if is_reference(value):
         return _compile_reference(value)
     if isinstance(value, dict):
-        items = [(key, compile_template(item)) for key, item in value.items()]
-        return lambda scope: {key: item(scope) for key, item in items}
+        # scalar constants come with one copy of the dict (keys in their order); the rest are computed
+        computed = [
+            (key, compile_template(item))
+            for key, item in value.items()
+            if is_reference(item) or isinstance(item, (dict, list))
+        ]
+        if len(computed) == len(value):
+            return lambda scope: {key: item(scope) for key, item in computed}
+
+        def build(scope: dict[str, Any]) -> dict[str, Any]:
+            out = value.copy()
+            for key, item in computed:
+                out[key] = item(scope)
+            return out
+
+        return build
     if isinstance(value, list):
         parts = [compile_template(item) for item in value]
         return lambda scope: [part(scope) for part in parts]
