@@ -28,35 +28,6 @@ class _StepFailed(Exception):
         self.message = message
 
 
-class _InnerContext:
-    """The context of a skill's inner calls, whose timeout is what is left of the skill's deadline.
-
-    Built on the first step's start, in one copy of the skill's context; steps started in the same
-    millisecond share it (a skill's independent steps all start at once).
-    """
-
-    def __init__(self, outer: ToolContext, update: dict[str, Any], deadline: float) -> None:
-        self._outer = outer
-        self._update = update  # what the inner calls change of the skill's context
-        self.deadline = deadline  # on the loop's clock
-        self._ms = 0
-        self._context: ToolContext | None = None
-
-    def now(self, loop: asyncio.AbstractEventLoop) -> ToolContext | None:
-        """The context for a call starting now; None once the deadline has passed."""
-        remaining_ms = int((self.deadline - loop.time()) * 1000)
-        if remaining_ms <= 0:
-            return None
-        if remaining_ms != self._ms:
-            if self._context is None:
-                self._update["timeout_ms"] = remaining_ms
-                self._context = self._outer.model_copy(update=self._update)
-            else:
-                self._context = self._context.model_copy(update={"timeout_ms": remaining_ms})
-            self._ms = remaining_ms
-        return self._context
-
-
 class SkillBackend(ToolBackend):
     """Runs `skill` tools; inner calls go back through the executor (events, limits, permissions)."""
 
@@ -87,18 +58,7 @@ class SkillBackend(ToolBackend):
                 f"({' -> '.join(context.call_path)})",
                 tool_id=tool.tool_id,
             )
-        loop = asyncio.get_running_loop()
-        inner = _InnerContext(
-            context,
-            {
-                "parent_call_id": context.call_id,
-                "call_id": None,
-                "depth": context.depth + 1,
-                "call_path": [*context.call_path, tool.tool_id],
-            },
-            deadline=loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000,
-        )
-        run = _SkillRun(self.executor, self._skill(tool), args, inner, loop)
+        run = _SkillRun(self.executor, self._skill(tool), tool, args, context)
         try:
             output = await run.finished()
         except _StepFailed as failure:
@@ -117,21 +77,27 @@ class _SkillRun:
     as a task whose completion callback records it and starts the steps it was the last wait of.
 
     No coroutine of its own per step: a step's input and `when` are resolved in the callback that starts
-    it, so a step costs what the call costs, plus one entry in `report`.
+    it, so a step costs what the call costs, plus one entry in `report`. The inner calls' context is
+    the skill's, one level deeper, whose timeout is what is left of the skill's deadline: made in one
+    copy when the first step starts, shared by the steps started in the same millisecond.
     """
 
     def __init__(
         self,
         executor: ToolExecutor,
         skill: SkillPlan,
+        tool: ToolDef,
         args: dict[str, Any],
-        inner: _InnerContext,
-        loop: asyncio.AbstractEventLoop,
+        context: ToolContext,
     ) -> None:
         self.executor = executor
         self.skill = skill
-        self.loop = loop
-        self.inner = inner
+        self.loop = loop = asyncio.get_running_loop()
+        self.deadline = loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000  # on the loop's clock
+        self.outer = context
+        self.call_path = [*context.call_path, tool.tool_id]
+        self.inner_ms = 0  # the timeout of `inner`
+        self.inner: ToolContext | None = None
         self.outputs: dict[str, dict[str, Any]] = {}  # step id -> {"output": ...}, what references read
         self.scope: dict[str, Any] = {"input": args, "steps": self.outputs}
         self.report: dict[str, Any] = dict.fromkeys(skill.steps)  # in declared order, filled as steps end
@@ -140,7 +106,7 @@ class _SkillRun:
             sid: set(plan.step.depends_on) for sid, plan in skill.steps.items() if plan.step.depends_on
         }
         self.left = len(skill.steps)
-        self.running: set[asyncio.Task[ToolResult]] = set()
+        self.tasks: list[asyncio.Task[ToolResult]] = []  # every call started (cancelled when it stops)
         self.done: asyncio.Future[None] = loop.create_future()  # the last step ended, or the first failed
 
     async def finished(self) -> Any:
@@ -155,8 +121,8 @@ class _SkillRun:
         return self.skill.output(self.scope)
 
     def cancel(self) -> None:
-        for task in self.running:
-            task.cancel()
+        for task in self.tasks:
+            task.cancel()  # nothing for one that ended
 
     def _fail(self, error: BaseException) -> None:
         if not self.done.done():
@@ -178,54 +144,60 @@ class _SkillRun:
 
     def _attempt(self, plan: StepPlan, step_input: Any, index: int, errors: list[str]) -> None:
         ref = plan.refs[index]
-        context = self.inner.now(self.loop)
-        if context is None:
+        remaining_ms = int((self.deadline - self.loop.time()) * 1000)
+        if remaining_ms <= 0:
             self._fail(
                 ToolTimeoutError(
                     f"step {plan.step.id!r}: the skill's deadline passed before {ref!r} could run"
                 )
             )
             return
+        context = self.inner
+        if remaining_ms != self.inner_ms or context is None:
+            outer = self.outer
+            update: dict[str, Any] = {"timeout_ms": remaining_ms}
+            if context is None:
+                update.update(
+                    parent_call_id=outer.call_id,
+                    call_id=None,
+                    depth=outer.depth + 1,
+                    call_path=self.call_path,
+                )
+            context = self.inner = (context or outer).model_copy(update=update)
+            self.inner_ms = remaining_ms
         task = self.loop.create_task(self.executor.invoke(ref, step_input, context))
-        self.running.add(task)
+        self.tasks.append(task)
         task.add_done_callback(functools.partial(self._attempted, plan, step_input, index, errors))
 
     def _attempted(
         self, plan: StepPlan, step_input: Any, index: int, errors: list[str], task: asyncio.Task[ToolResult]
     ) -> None:
-        self.running.discard(task)
-        if task.cancelled():  # only the skill cancels its steps, after it stopped waiting
-            if not self.done.done():
-                self.done.cancel()
+        if task.cancelled():  # only the skill cancels its calls, once it stopped waiting
             return
         error = task.exception()  # read, so it is never left unretrieved
-        if self.done.done():
+        if self.done.done():  # a step failed before: the skill has stopped
             return
         if error is not None:
             self._fail(error)
             return
-        try:
-            self._record(plan, step_input, index, errors, task.result())
-        except Exception as exc:  # boundary: a callback's error must end the skill, not the loop's logger
-            self._fail(exc)
-
-    def _record(
-        self, plan: StepPlan, step_input: Any, index: int, errors: list[str], result: ToolResult
-    ) -> None:
+        result = task.result()
         step = plan.step
-        if result.success:
-            entry: dict[str, Any] = {"status": "completed", "tool_id": result.tool_id}
-            if errors:
-                entry["failed_before"] = errors
-            self.report[step.id] = entry
-            self.outputs[step.id] = {"output": result.output}
-            self._ended(plan)
-            return
-        errors.append(f"{result.tool_id}: {result.error}")
-        if index + 1 < len(plan.refs):
-            self._attempt(plan, step_input, index + 1, errors)
-            return
-        self._fail(_StepFailed(step, "; ".join(errors)))
+        try:
+            if result.success:
+                entry: dict[str, Any] = {"status": "completed", "tool_id": result.tool_id}
+                if errors:
+                    entry["failed_before"] = errors
+                self.report[step.id] = entry
+                self.outputs[step.id] = {"output": result.output}
+                self._ended(plan)
+                return
+            errors.append(f"{result.tool_id}: {result.error}")
+            if index + 1 < len(plan.refs):
+                self._attempt(plan, step_input, index + 1, errors)
+            else:
+                self._fail(_StepFailed(step, "; ".join(errors)))
+        except Exception as exc:  # boundary: a callback's error must end the skill, not reach the loop's log
+            self._fail(exc)
 
     def _ended(self, plan: StepPlan) -> None:
         """A step is done (completed or skipped): start the steps that waited only for it."""
