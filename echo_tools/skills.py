@@ -175,6 +175,7 @@ class SkillPlan:
     steps: dict[str, StepPlan]
     roots: list[str]  # steps without dependencies
     output: Template | None  # None: the outputs of all steps by id
+    waits: dict[str, tuple[str, ...]]  # the steps with dependencies -> their dependencies
 
 
 def plan_skill(skill: SkillConfig) -> SkillPlan:
@@ -194,7 +195,9 @@ def plan_skill(skill: SkillConfig) -> SkillPlan:
         for step in skill.steps
     }
     roots = [step.id for step in skill.steps if not step.depends_on]
-    return SkillPlan(steps, roots, None if skill.output is None else compile_template(skill.output))
+    waits = {step.id: tuple(step.depends_on) for step in skill.steps if step.depends_on}
+    output = None if skill.output is None else compile_template(skill.output)
+    return SkillPlan(steps, roots, output, waits)
 
 
 def parse_skill(tool_id: str, config: Any) -> SkillConfig:

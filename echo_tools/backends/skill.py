@@ -102,9 +102,7 @@ class _SkillRun:
         self.scope: dict[str, Any] = {"input": args, "steps": self.outputs}
         self.report: dict[str, Any] = dict.fromkeys(skill.steps)  # in declared order, filled as steps end
         # what each step still waits for; a finished step starts the steps it was the last wait of
-        self.waiting = {
-            sid: set(plan.step.depends_on) for sid, plan in skill.steps.items() if plan.step.depends_on
-        }
+        self.waiting = {sid: set(deps) for sid, deps in skill.waits.items()}
         self.left = len(skill.steps)
         self.tasks: list[asyncio.Task[ToolResult]] = []  # every call started (cancelled when it stops)
         self.done: asyncio.Future[None] = loop.create_future()  # the last step ended, or the first failed
