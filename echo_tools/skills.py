@@ -110,8 +110,22 @@ def compile_template(value: Any) -> Template:
     if is_reference(value):
         return _compile_reference(value)
     if isinstance(value, dict):
-        items = [(key, compile_template(item)) for key, item in value.items()]
-        return lambda scope: {key: item(scope) for key, item in items}
+        # scalar constants come with one copy of the dict (keys in their order); the rest are computed
+        computed = [
+            (key, compile_template(item))
+            for key, item in value.items()
+            if is_reference(item) or isinstance(item, (dict, list))
+        ]
+        if len(computed) == len(value):
+            return lambda scope: {key: item(scope) for key, item in computed}
+
+        def build(scope: dict[str, Any]) -> dict[str, Any]:
+            out = value.copy()
+            for key, item in computed:
+                out[key] = item(scope)
+            return out
+
+        return build
     if isinstance(value, list):
         parts = [compile_template(item) for item in value]
         return lambda scope: [part(scope) for part in parts]
@@ -144,12 +158,14 @@ def _compile_reference(ref: str) -> Template:
 
 @dataclass(frozen=True)
 class StepPlan:
-    """One step, ready to run: its input and `when` compiled, the steps that wait for it."""
+    """One step, ready to run: its input and `when` compiled, the steps that wait for it, and the tools
+    it tries in order (its tool, then its fallbacks)."""
 
     step: SkillStep
     input: Template
     when: Template | None
     dependents: list[str]
+    refs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -159,6 +175,7 @@ class SkillPlan:
     steps: dict[str, StepPlan]
     roots: list[str]  # steps without dependencies
     output: Template | None  # None: the outputs of all steps by id
+    waits: dict[str, tuple[str, ...]]  # the steps with dependencies -> their dependencies
 
 
 def plan_skill(skill: SkillConfig) -> SkillPlan:
@@ -173,11 +190,14 @@ def plan_skill(skill: SkillConfig) -> SkillPlan:
             compile_template(step.input),
             None if step.when is None else _compile_reference(step.when),
             dependents[step.id],
+            (step.tool, *step.fallback),
         )
         for step in skill.steps
     }
     roots = [step.id for step in skill.steps if not step.depends_on]
-    return SkillPlan(steps, roots, None if skill.output is None else compile_template(skill.output))
+    waits = {step.id: tuple(step.depends_on) for step in skill.steps if step.depends_on}
+    output = None if skill.output is None else compile_template(skill.output)
+    return SkillPlan(steps, roots, output, waits)
 
 
 def parse_skill(tool_id: str, config: Any) -> SkillConfig:

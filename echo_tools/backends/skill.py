@@ -9,6 +9,7 @@ cannot outlive the skill, and a skill that reaches itself at run time is stopped
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend, forget_entries
@@ -17,7 +18,7 @@ from echo_tools.skills import MAX_CALL_DEPTH, SkillPlan, SkillStep, StepPlan, pa
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
-    from echo_tools.models import ToolContext, ToolDef
+    from echo_tools.models import ToolContext, ToolDef, ToolResult
 
 
 class _StepFailed(Exception):
@@ -25,28 +26,6 @@ class _StepFailed(Exception):
         super().__init__(message)
         self.step = step
         self.message = message
-
-
-class _InnerContext:
-    """The context of a skill's inner calls, whose timeout is what is left of the skill's deadline.
-
-    Steps started in the same millisecond share one copy (a skill's independent steps all start at once).
-    """
-
-    def __init__(self, base: ToolContext, deadline: float) -> None:
-        self.base = base
-        self.deadline = deadline  # on the loop's clock
-        self._ms = 0
-        self._context = base
-
-    def now(self) -> ToolContext | None:
-        """The context for a call starting now; None once the deadline has passed."""
-        remaining_ms = int((self.deadline - asyncio.get_running_loop().time()) * 1000)
-        if remaining_ms <= 0:
-            return None
-        if remaining_ms != self._ms:
-            self._ms, self._context = remaining_ms, self.base.model_copy(update={"timeout_ms": remaining_ms})
-        return self._context
 
 
 class SkillBackend(ToolBackend):
@@ -79,56 +58,9 @@ class SkillBackend(ToolBackend):
                 f"({' -> '.join(context.call_path)})",
                 tool_id=tool.tool_id,
             )
-        skill = self._skill(tool)
-        loop = asyncio.get_running_loop()
-        inner = _InnerContext(
-            context.model_copy(
-                update={
-                    "parent_call_id": context.call_id,
-                    "call_id": None,
-                    "depth": context.depth + 1,
-                    "call_path": [*context.call_path, tool.tool_id],
-                }
-            ),
-            deadline=loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000,
-        )
-        scope: dict[str, Any] = {"input": args, "steps": {}}
-        report: dict[str, dict[str, Any]] = {}
-        # what each step still waits for; a finished step starts the steps it was the last wait of
-        waiting = {
-            sid: set(plan.step.depends_on) for sid, plan in skill.steps.items() if plan.step.depends_on
-        }
-        running: set[asyncio.Task[None]] = set()
-        all_done: asyncio.Future[None] = loop.create_future()  # the last step ended, or the first failed
-
-        def start(plan: StepPlan) -> None:
-            report[plan.step.id] = {"status": "running", "tool_id": None}
-            task = loop.create_task(self._run_step(plan, scope, report, inner))
-            running.add(task)
-            task.add_done_callback(lambda task: ended(plan, task))
-
-        def ended(plan: StepPlan, task: asyncio.Task[None]) -> None:
-            running.discard(task)
-            error = None if task.cancelled() else task.exception()  # read, so it is never left unretrieved
-            if all_done.done():
-                return
-            if task.cancelled():  # only the skill cancels its steps, after it stopped waiting: never here
-                all_done.cancel()
-                return
-            if error is not None:
-                all_done.set_exception(error)
-                return
-            for dependent in plan.dependents:
-                waiting[dependent].discard(plan.step.id)
-                if not waiting[dependent]:
-                    start(skill.steps[dependent])
-            if not running:
-                all_done.set_result(None)
-
+        run = _SkillRun(self.executor, self._skill(tool), tool, args, context)
         try:
-            for root in skill.roots:
-                start(skill.steps[root])
-            await all_done
+            output = await run.finished()
         except _StepFailed as failure:
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: step {failure.step.id!r} failed: {failure.message}",
@@ -136,45 +68,142 @@ class SkillBackend(ToolBackend):
                 field=f"steps.{failure.step.id}",
             ) from None
         finally:
-            for task in running:
-                task.cancel()
-        if skill.output is None:
-            output: Any = {sid: step["output"] for sid, step in scope["steps"].items()}
-        else:
-            output = skill.output(scope)
-        return BackendOutput(output=output, metadata={"steps": report})
+            run.cancel()
+        return BackendOutput(output=output, metadata={"steps": run.report})
 
-    async def _run_step(
+
+class _SkillRun:
+    """One run of a skill: each step is one executor call at a time (its tool, then its fallbacks), started
+    as a task whose completion callback records it and starts the steps it was the last wait of.
+
+    No coroutine of its own per step: a step's input and `when` are resolved in the callback that starts
+    it, so a step costs what the call costs, plus one entry in `report`. The inner calls' context is
+    the skill's, one level deeper, whose timeout is what is left of the skill's deadline: made in one
+    copy when the first step starts, shared by the steps started in the same millisecond.
+    """
+
+    def __init__(
         self,
-        plan: StepPlan,
-        scope: dict[str, Any],
-        report: dict[str, dict[str, Any]],
-        inner: _InnerContext,
+        executor: ToolExecutor,
+        skill: SkillPlan,
+        tool: ToolDef,
+        args: dict[str, Any],
+        context: ToolContext,
     ) -> None:
+        self.executor = executor
+        self.skill = skill
+        self.loop = loop = asyncio.get_running_loop()
+        self.deadline = loop.time() + (context.timeout_ms or tool.timeout_ms) / 1000  # on the loop's clock
+        self.outer = context
+        self.call_path = [*context.call_path, tool.tool_id]
+        self.inner_ms = 0  # the timeout of `inner`
+        self.inner: ToolContext | None = None
+        self.outputs: dict[str, dict[str, Any]] = {}  # step id -> {"output": ...}, what references read
+        self.scope: dict[str, Any] = {"input": args, "steps": self.outputs}
+        self.report: dict[str, Any] = dict.fromkeys(skill.steps)  # in declared order, filled as steps end
+        # what each step still waits for; a finished step starts the steps it was the last wait of
+        self.waiting = {sid: set(deps) for sid, deps in skill.waits.items()}
+        self.left = len(skill.steps)
+        self.tasks: list[asyncio.Task[ToolResult]] = []  # every call started (cancelled when it stops)
+        self.done: asyncio.Future[None] = loop.create_future()  # the last step ended, or the first failed
+
+    async def finished(self) -> Any:
+        """Run every step; the skill's output. Raises the first failure (`_StepFailed`, a timeout)."""
+        for root in self.skill.roots:
+            self._start(self.skill.steps[root])
+            if self.done.done():
+                break
+        await self.done
+        if self.skill.output is None:
+            return {sid: self.outputs[sid]["output"] for sid in self.skill.steps}
+        return self.skill.output(self.scope)
+
+    def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()  # nothing for one that ended
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(error)
+
+    def _start(self, plan: StepPlan) -> None:
         step = plan.step
-        entry = report[step.id]
         try:
-            if plan.when is not None and not plan.when(scope):
-                entry.update(status="skipped")
-                scope["steps"][step.id] = {"output": None}
+            if plan.when is not None and not plan.when(self.scope):
+                self.report[step.id] = {"status": "skipped", "tool_id": None}
+                self.outputs[step.id] = {"output": None}
+                self._ended(plan)
                 return
-            step_input = plan.input(scope)
+            step_input = plan.input(self.scope)
         except LookupError as exc:
-            entry.update(status="failed", error=str(exc))
-            raise _StepFailed(step, str(exc)) from None
-        errors: list[str] = []
-        for ref in [step.tool, *step.fallback]:
-            context = inner.now()
-            if context is None:
-                entry.update(status="failed", error="the skill's deadline passed")
-                raise ToolTimeoutError(
-                    f"step {step.id!r}: the skill's deadline passed before {ref!r} could run"
+            self._fail(_StepFailed(step, str(exc)))
+            return
+        self._attempt(plan, step_input, 0, [])
+
+    def _attempt(self, plan: StepPlan, step_input: Any, index: int, errors: list[str]) -> None:
+        ref = plan.refs[index]
+        remaining_ms = int((self.deadline - self.loop.time()) * 1000)
+        if remaining_ms <= 0:
+            self._fail(
+                ToolTimeoutError(
+                    f"step {plan.step.id!r}: the skill's deadline passed before {ref!r} could run"
                 )
-            result = await self.executor.invoke(ref, step_input, context)
+            )
+            return
+        context = self.inner
+        if remaining_ms != self.inner_ms or context is None:
+            outer = self.outer
+            update: dict[str, Any] = {"timeout_ms": remaining_ms}
+            if context is None:
+                update.update(
+                    parent_call_id=outer.call_id,
+                    call_id=None,
+                    depth=outer.depth + 1,
+                    call_path=self.call_path,
+                )
+            context = self.inner = (context or outer).model_copy(update=update)
+            self.inner_ms = remaining_ms
+        task = self.loop.create_task(self.executor.invoke(ref, step_input, context))
+        self.tasks.append(task)
+        task.add_done_callback(functools.partial(self._attempted, plan, step_input, index, errors))
+
+    def _attempted(
+        self, plan: StepPlan, step_input: Any, index: int, errors: list[str], task: asyncio.Task[ToolResult]
+    ) -> None:
+        if task.cancelled():  # only the skill cancels its calls, once it stopped waiting
+            return
+        error = task.exception()  # read, so it is never left unretrieved
+        if self.done.done():  # a step failed before: the skill has stopped
+            return
+        if error is not None:
+            self._fail(error)
+            return
+        result = task.result()
+        step = plan.step
+        try:
             if result.success:
-                entry.update(status="completed", tool_id=result.tool_id, failed_before=errors)
-                scope["steps"][step.id] = {"output": result.output}
+                entry: dict[str, Any] = {"status": "completed", "tool_id": result.tool_id}
+                if errors:
+                    entry["failed_before"] = errors
+                self.report[step.id] = entry
+                self.outputs[step.id] = {"output": result.output}
+                self._ended(plan)
                 return
             errors.append(f"{result.tool_id}: {result.error}")
-        entry.update(status="failed", error="; ".join(errors))
-        raise _StepFailed(step, "; ".join(errors))
+            if index + 1 < len(plan.refs):
+                self._attempt(plan, step_input, index + 1, errors)
+            else:
+                self._fail(_StepFailed(step, "; ".join(errors)))
+        except Exception as exc:  # boundary: a callback's error must end the skill, not reach the loop's log
+            self._fail(exc)
+
+    def _ended(self, plan: StepPlan) -> None:
+        """A step is done (completed or skipped): start the steps that waited only for it."""
+        self.left -= 1
+        for dependent in plan.dependents:
+            waiting = self.waiting[dependent]
+            waiting.discard(plan.step.id)
+            if not waiting:
+                self._start(self.skill.steps[dependent])
+        if not self.left and not self.done.done():
+            self.done.set_result(None)
