@@ -1,0 +1,163 @@
+"""Every example in README.md and docs/*.md runs as written, from a folder that is not the repository.
+
+Each page's fenced ```python, ```bash and ```sh blocks run in order, in one fresh interpreter per page whose
+current folder is a temporary one (the package is imported as installed: from PYTHONPATH, never from the
+current folder). Python blocks share one namespace, as a reader pasting them into one session would. A
+Python block whose first line is `# name.py` is the file a reader saves: it is written into the folder,
+not run. A bash/sh block runs with `bash -e`, `echo-tools` being this checkout's command.
+
+A block that needs something outside the machine (EchoAI's repository, a server started by hand, the
+network) is excluded by an HTML comment on the line just above its fence, saying why:
+
+    <!-- not run: needs EchoAI's repository -->
+
+The test fails on an exclusion without a reason. Pages whose examples another test already runs are
+listed in COVERED_ELSEWHERE, and that test's extraction is checked to see the same blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.echo_tools._storage_support import REPO_ROOT, child_env
+
+PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(python|bash|sh)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+EXCLUDED = re.compile(r"<!--\s*not run(?::\s*(.*?))?\s*-->\s*\Z", re.S)
+SAVED_FILE = re.compile(r"#\s*([A-Za-z_][A-Za-z0-9_]*\.py)\s*$")
+
+
+def _dropin_blocks() -> list[str]:
+    from tests.workflow_bridge.test_dropin_doc import _python_blocks
+
+    return _python_blocks()
+
+
+# page -> (the test that runs its examples, its own extraction of them)
+COVERED_ELSEWHERE = {
+    "docs/echoai.md": ("tests/workflow_bridge/test_dropin_doc.py", _dropin_blocks),
+}
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    code: str
+    excluded: str | None  # the reason, "" when the comment gives none; None when the block runs
+
+    @property
+    def saved_as(self) -> str | None:
+        first = self.code.split("\n", 1)[0]
+        match = SAVED_FILE.fullmatch(first.strip()) if self.lang == "python" else None
+        return match.group(1) if match else None
+
+
+def blocks_of(page: Path) -> list[Block]:
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        before = text[: match.start()].rstrip("\n")
+        last = before.rsplit("\n", 1)[-1]
+        excluded = EXCLUDED.search(last)
+        found.append(
+            Block(
+                page=str(page.relative_to(REPO_ROOT)),
+                line=text.count("\n", 0, match.start()) + 1,
+                lang=match.group(1),
+                code=match.group(2),
+                excluded=None if excluded is None else (excluded.group(1) or "").strip(),
+            )
+        )
+    return found
+
+
+def _run_page(blocks: list[Block], folder: Path) -> subprocess.CompletedProcess[str]:
+    """One interpreter for the page: each block exec'd (or handed to bash) in order, in `folder`."""
+    plan = [
+        {"where": f"{b.page}:{b.line}", "lang": b.lang, "code": b.code, "saved_as": b.saved_as}
+        for b in blocks
+        if b.excluded is None
+    ]
+    driver = (
+        "import json, os, subprocess, sys\n"
+        f"plan = json.loads({json.dumps(json.dumps(plan))})\n"
+        "ns = {'__name__': '__main__'}\n"
+        "shell = 'echo-tools() { \"%s\" -m echo_tools.cli \"$@\"; }\\n' % sys.executable\n"
+        "for block in plan:\n"
+        "    print('=== ' + block['where'], flush=True)\n"
+        "    if block['saved_as']:\n"
+        "        with open(block['saved_as'], 'w', encoding='utf-8') as f:\n"
+        "            f.write(block['code'])\n"
+        "    elif block['lang'] == 'python':\n"
+        "        exec(compile(block['code'], block['where'], 'exec'), ns)\n"
+        "    else:\n"
+        "        done = subprocess.run(['bash', '-e', '-c', shell + block['code']])\n"
+        "        if done.returncode:\n"
+        "            sys.exit(block['where'] + ': exit status %d' % done.returncode)\n"
+        "    sys.stdout.flush()\n"
+        "print('=== all blocks ran', flush=True)\n"
+    )
+    (folder / "_doc_driver.py").write_text(driver, encoding="utf-8")
+    env = child_env()
+    env["PYTHONPATH"] = str(REPO_ROOT)  # the package as installed; the folder holds only what the page saves
+    return subprocess.run(
+        [sys.executable, "_doc_driver.py"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def _page_id(page: Path) -> str:
+    return str(page.relative_to(REPO_ROOT))
+
+
+RUN_HERE = [p for p in PAGES if _page_id(p) not in COVERED_ELSEWHERE and blocks_of(p)]
+
+
+def test_every_excluded_block_says_why() -> None:
+    missing = [f"{b.page}:{b.line}" for p in PAGES for b in blocks_of(p) if b.excluded == ""]
+    assert missing == [], f"'<!-- not run: REASON -->' without a reason at {missing}"
+    excluded = [b for p in PAGES for b in blocks_of(p) if b.excluded]
+    assert all(len(b.excluded or "") >= 10 for b in excluded), [(b.page, b.line) for b in excluded]
+
+
+def test_the_extractor_sees_the_pages_blocks() -> None:
+    readme = blocks_of(REPO_ROOT / "README.md")
+    assert [b.saved_as for b in readme] == ["my_tools.py", None]
+    assert sum(len(blocks_of(p)) for p in PAGES) > 40
+
+
+@pytest.mark.parametrize("page", sorted(COVERED_ELSEWHERE))
+def test_pages_run_elsewhere_are_run_whole_there(page: str) -> None:
+    """The other test runs the same Python blocks this extractor finds, none excluded."""
+    _, extraction = COVERED_ELSEWHERE[page]
+    ours = [b for b in blocks_of(REPO_ROOT / page) if b.lang == "python"]
+    assert [b.code for b in ours] == extraction()
+    assert [b for b in blocks_of(REPO_ROOT / page) if b.lang != "python" and b.excluded is None] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUN_HERE, ids=_page_id)
+def test_the_pages_examples_run_as_written_from_another_folder(page: Path, tmp_path: Path) -> None:
+    blocks = blocks_of(page)
+    assert any(b.excluded is None for b in blocks), f"{_page_id(page)}: every block is excluded"
+    folder = tmp_path / "reader"
+    folder.mkdir()
+    done = _run_page(blocks, folder)
+    assert done.returncode == 0, done.stdout[-2000:] + "\n" + done.stderr[-4000:]
+    assert done.stdout.rstrip().endswith("=== all blocks ran")
+    ran = [line[4:] for line in done.stdout.splitlines() if line.startswith("=== ")]
+    assert ran[:-1] == [f"{b.page}:{b.line}" for b in blocks if b.excluded is None]
