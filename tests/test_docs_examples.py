@@ -148,7 +148,11 @@ def test_every_excluded_block_says_why() -> None:
 
 def test_the_extractor_sees_the_pages_blocks() -> None:
     readme = blocks_of(REPO_ROOT / "README.md")
-    assert [b.saved_as for b in readme] == ["my_tools.py", None]
+    assert [(b.lang, b.saved_as) for b in readme] == [("python", "my_tools.py"), ("python", None), ("bash", None)]
+    runs = blocks_of(REPO_ROOT / "docs" / "runs.md")
+    assert runs[0].lang == "json" and runs[0].saved_as == "gated.json"  # `<!-- file: gated.json -->`
+    mcp = blocks_of(REPO_ROOT / "docs" / "mcp.md")
+    assert mcp and all(b.excluded for b in mcp)  # every one starts a server of the clone's tests
     assert sum(len(blocks_of(p)) for p in PAGES) > 40
 
 
