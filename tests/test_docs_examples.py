@@ -5,7 +5,10 @@ current folder is a temporary one (the package is imported as installed: from PY
 current folder). Python blocks share one namespace, as a reader pasting them into one session would. A
 Python block whose first line is `# name.py` is the file a reader saves: it is written into the folder,
 not run. Any other block with `<!-- file: NAME -->` on the line above its fence is saved as NAME the same
-way (a workflow file the page's commands read). A bash/sh block runs with `bash -e`, `echo-tools` being this checkout's command.
+way (a workflow file the page's commands read). A bash/sh block runs with `bash -e`, `echo-tools` being this checkout's command. A console block is a
+transcript: its `$ ` lines run one by one and each must exit 0, unless the transcript shows it failing (its
+next line starts with `echo-tools: error:`), when it must fail. An untagged fence may not hold commands
+(tag it `bash`, or `text` for output), so no example escapes the run by its tag.
 
 A block that needs something outside the machine (EchoAI's repository, a server started by hand, the
 network) is excluded by an HTML comment on the line just above its fence, saying why:
@@ -31,7 +34,7 @@ from tests.echo_tools._storage_support import REPO_ROOT, child_env
 
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([a-z]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
-RUN_LANGS = ("python", "bash", "sh")
+RUN_LANGS = ("python", "bash", "sh", "console")
 FILE_MARK = re.compile(r"<!--\s*file:\s*(\S+?)\s*-->\s*\Z")
 EXCLUDED = re.compile(r"<!--\s*not run(?::\s*(.*?))?\s*-->\s*\Z", re.S)
 SAVED_FILE = re.compile(r"#\s*([A-Za-z_][A-Za-z0-9_]*\.py)\s*$")
@@ -90,10 +93,35 @@ def blocks_of(page: Path) -> list[Block]:
     return found
 
 
+def console_commands(code: str) -> list[tuple[str, bool]]:
+    """The `$ ` commands of a console transcript, each with whether the transcript shows it failing."""
+    lines = code.splitlines()
+    found: list[tuple[str, bool]] = []
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("$ "):
+            i += 1
+            continue
+        command = lines[i][2:]
+        while command.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            command = command + "\n" + lines[i]
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        found.append((command, following.startswith("echo-tools: error:")))
+        i += 1
+    return found
+
+
 def _run_page(blocks: list[Block], folder: Path) -> subprocess.CompletedProcess[str]:
     """One interpreter for the page: each block exec'd (or handed to bash) in order, in `folder`."""
     plan = [
-        {"where": f"{b.page}:{b.line}", "lang": b.lang, "code": b.code, "saved_as": b.saved_as}
+        {
+            "where": f"{b.page}:{b.line}",
+            "lang": b.lang,
+            "code": b.code,
+            "saved_as": b.saved_as,
+            "commands": console_commands(b.code) if b.lang == "console" else [],
+        }
         for b in blocks
         if b.excluded is None
     ]
@@ -109,6 +137,12 @@ def _run_page(blocks: list[Block], folder: Path) -> subprocess.CompletedProcess[
         "            f.write(block['code'])\n"
         "    elif block['lang'] == 'python':\n"
         "        exec(compile(block['code'], block['where'], 'exec'), ns)\n"
+        "    elif block['lang'] == 'console':\n"
+        "        for command, fails in block['commands']:\n"
+        "            done = subprocess.run(['bash', '-c', shell + command], capture_output=True, text=True)\n"
+        "            if bool(done.returncode) != fails:\n"
+        "                sys.exit('%s: %r exited %d%s\\n%s' % (block['where'], command, done.returncode,\n"
+        "                         ' (the transcript shows it failing)' if fails else '', done.stderr))\n"
         "    else:\n"
         "        done = subprocess.run(['bash', '-e', '-c', shell + block['code']])\n"
         "        if done.returncode:\n"
@@ -146,9 +180,36 @@ def test_every_excluded_block_says_why() -> None:
     assert all(len(b.excluded or "") >= 10 for b in excluded), [(b.page, b.line) for b in excluded]
 
 
+COMMAND_LINE = re.compile(r"^\s*(\$ )?(echo-tools|curl|pip|python|make|npx|git)\b", re.M)
+
+
+def test_no_untagged_fence_holds_commands() -> None:
+    untagged = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for match in FENCE.finditer(text):
+            if match.group(1) == "" and COMMAND_LINE.search(match.group(2)):
+                untagged.append(f"{_page_id(page)}:{text.count(chr(10), 0, match.start()) + 1}")
+    assert untagged == [], f"commands in untagged fences (tag them bash, or text for output): {untagged}"
+
+
+def test_console_transcripts_are_read_as_commands() -> None:
+    transcript = (
+        "$ echo-tools run a.json \\\n  --run-id r\nout\n$ echo-tools resume r\necho-tools: error: no\n"
+    )
+    assert console_commands(transcript) == [
+        ("echo-tools run a.json \\\n  --run-id r", False),
+        ("echo-tools resume r", True),
+    ]
+
+
 def test_the_extractor_sees_the_pages_blocks() -> None:
     readme = blocks_of(REPO_ROOT / "README.md")
-    assert [(b.lang, b.saved_as) for b in readme] == [("python", "my_tools.py"), ("python", None), ("bash", None)]
+    assert [(b.lang, b.saved_as) for b in readme] == [
+        ("python", "my_tools.py"),
+        ("python", None),
+        ("bash", None),
+    ]
     runs = blocks_of(REPO_ROOT / "docs" / "runs.md")
     assert runs[0].lang == "json" and runs[0].saved_as == "gated.json"  # `<!-- file: gated.json -->`
     mcp = blocks_of(REPO_ROOT / "docs" / "mcp.md")
@@ -162,8 +223,9 @@ def test_pages_run_elsewhere_are_run_whole_there(page: str) -> None:
     _, extraction = COVERED_ELSEWHERE[page]
     ours = [b for b in blocks_of(REPO_ROOT / page) if b.lang == "python" and b.excluded is None]
     assert [b.code for b in ours] == extraction()
-    assert [b for b in blocks_of(REPO_ROOT / page) if b.lang != "python" and b.excluded is None] == []
-    assert [b for b in blocks_of(REPO_ROOT / page) if b.excluded is not None] == []
+    blocks = blocks_of(REPO_ROOT / page)
+    assert [b for b in blocks if b.lang == "python" and b.excluded is not None] == []  # all run there
+    assert [b for b in blocks if b.lang != "python" and b.excluded is None] == []  # the rest say why not
 
 
 @pytest.mark.slow
