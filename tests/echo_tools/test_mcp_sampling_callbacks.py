@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from crewai import LLM
@@ -33,11 +32,19 @@ def executor_for(registry: ToolRegistry) -> tuple[ToolExecutor, MemoryEventLog]:
     return ToolExecutor(registry, event_sinks=[log], egress=EgressPolicy.local()), log
 
 
-@pytest.fixture
-def asking(tmp_path: Path) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    registry = make_registry(tmp_path)
+@pytest.fixture(scope="module")
+def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
+    """The asking server's tools, discovered once for the module (the tests only call them; each discovery
+    starts the server)."""
+    registry = make_registry(tmp_path_factory.mktemp("asking"))
     registry.add_mcp_server("asking", stdio_config(ASKING, sampling_max_tokens=200))
-    executor, log = executor_for(registry)
+    return registry
+
+
+@pytest.fixture
+def asking(asking_registry: ToolRegistry) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
+    """A fresh executor (its own session with the server) and event log over the shared registry."""
+    executor, log = executor_for(asking_registry)
     yield executor, log
     executor.close()
 
