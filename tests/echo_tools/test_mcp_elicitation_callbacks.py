@@ -15,7 +15,13 @@ import pytest
 
 from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor, ToolRegistry
 from echo_tools.mcp.callbacks import DECLINED_META, elicitation_handler
-from tests.echo_tools._mcp_support import SERVERS, HttpServer, make_registry, stdio_config
+from tests.echo_tools._mcp_support import (
+    SERVERS,
+    HttpServer,
+    add_listed_server,
+    make_registry,
+    stdio_config,
+)
 from tests.echo_tools.test_mcp_content_npm import installed
 
 ASKING = SERVERS / "asking_server.py"
@@ -23,10 +29,10 @@ ASKING = SERVERS / "asking_server.py"
 
 @pytest.fixture(scope="module")
 def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
-    """The asking server's tools, discovered once for the module (the tests only call them; each discovery
-    starts the server)."""
+    """The asking server's tools for the module, from the cached listing (the tests only call them; each
+    discovery starts the server)."""
     registry = make_registry(tmp_path_factory.mktemp("asking"))
-    registry.add_mcp_server("asking", stdio_config(ASKING))
+    add_listed_server(registry, "asking", stdio_config(ASKING))
     return registry
 
 

@@ -8,30 +8,20 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp import types
 
 from echo_tools import EgressPolicy, ToolExecutor
 from echo_tools.errors import ToolConfigError
-from echo_tools.mcp.config import check_server_config, register_server
-from echo_tools.mcp.sessions import discover_tools
-from echo_tools.runtime import run_sync
-from tests.echo_tools._mcp_support import SERVERS, make_registry, stdio_config
+from tests.echo_tools._mcp_support import SERVERS, add_listed_server, make_registry, stdio_config
 from tests.echo_tools.test_mcp_content_npm import installed
 
 ASKING = SERVERS / "asking_server.py"
 
 
-@pytest.fixture(scope="module")
-def asking_listing() -> list[types.Tool]:
-    """The asking server's tool list, fetched once: it does not depend on `roots`, which the server asks
-    for during a call (each test still starts the server for its call, with its own config)."""
-    config = check_server_config("asking", stdio_config(ASKING))
-    return run_sync(discover_tools("asking", config, EgressPolicy.local()))
-
-
-def roots_of(tmp_path: Path, config: dict, listing: list[types.Tool]) -> object:
+def roots_of(tmp_path: Path, config: dict) -> object:
+    """The server's answer to `roots/list` during a call (the roots are asked for then, so the tools come
+    from the cached listing; each test still starts the server for its call, with its own config)."""
     registry = make_registry(tmp_path)
-    register_server(registry, "asking", config, listing)
+    add_listed_server(registry, "asking", config)
     executor = ToolExecutor(registry, egress=EgressPolicy.local())
     try:
         result = executor.invoke_sync("mcp_asking_roots", {})
@@ -41,18 +31,18 @@ def roots_of(tmp_path: Path, config: dict, listing: list[types.Tool]) -> object:
     return json.loads(result.output["result"])
 
 
-def test_configured_folders_answer_roots_list(tmp_path, asking_listing):
+def test_configured_folders_answer_roots_list(tmp_path):
     data, notes = tmp_path / "data", tmp_path / "notes"
-    listed = roots_of(tmp_path, stdio_config(ASKING, roots=[str(data), notes.as_uri()]), asking_listing)
+    listed = roots_of(tmp_path, stdio_config(ASKING, roots=[str(data), notes.as_uri()]))
     assert listed == [{"uri": data.as_uri(), "name": "data"}, {"uri": notes.as_uri(), "name": "notes"}]
 
 
-def test_an_empty_list_declares_roots_and_answers_none(tmp_path, asking_listing):
-    assert roots_of(tmp_path, stdio_config(ASKING, roots=[]), asking_listing) == []
+def test_an_empty_list_declares_roots_and_answers_none(tmp_path):
+    assert roots_of(tmp_path, stdio_config(ASKING, roots=[])) == []
 
 
-def test_without_roots_configured_the_server_asking_gets_an_error(tmp_path, asking_listing):
-    listed = roots_of(tmp_path, stdio_config(ASKING), asking_listing)
+def test_without_roots_configured_the_server_asking_gets_an_error(tmp_path):
+    listed = roots_of(tmp_path, stdio_config(ASKING))
     assert isinstance(listed, dict) and "roots not supported" in listed["error"].lower()
 
 

@@ -17,7 +17,13 @@ from langchain_core.messages import AIMessage
 from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
 from echo_tools.errors import ToolConfigError
 from echo_tools.mcp.callbacks import DEFAULT_SAMPLING_MAX_TOKENS, sampling_llm
-from tests.echo_tools._mcp_support import SERVERS, HttpServer, make_registry, stdio_config
+from tests.echo_tools._mcp_support import (
+    SERVERS,
+    HttpServer,
+    add_listed_server,
+    make_registry,
+    stdio_config,
+)
 from tests.echo_tools.test_mcp_content_npm import installed
 from tests.workflow_bridge._openai_server import scripted_openai_server
 from workflow_bridge.llm_rehearsal import RehearsalLLM
@@ -34,10 +40,10 @@ def executor_for(registry: ToolRegistry) -> tuple[ToolExecutor, MemoryEventLog]:
 
 @pytest.fixture(scope="module")
 def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
-    """The asking server's tools, discovered once for the module (the tests only call them; each discovery
-    starts the server)."""
+    """The asking server's tools for the module, from the cached listing (the tests only call them; each
+    discovery starts the server)."""
     registry = make_registry(tmp_path_factory.mktemp("asking"))
-    registry.add_mcp_server("asking", stdio_config(ASKING, sampling_max_tokens=200))
+    add_listed_server(registry, "asking", stdio_config(ASKING, sampling_max_tokens=200))
     return registry
 
 
