@@ -65,10 +65,10 @@ class InProcessCli:
 def run_in_process(home: Path, *args: str) -> CliResult:
     """`echo_tools.cli.main(argv)` in this process where no test's `monkeypatch` and `capsys` exist (the
     set-up of a module-scoped fixture): the environment is set for the call and put back, the output caught
-    with `redirect_stdout`/`redirect_stderr`, and the workflow runner's logger filters restored (see
-    `run_cli` in conftest.py)."""
-    logger = logging.getLogger("workflow_bridge.runner")
-    filters = list(logger.filters)
+    with `redirect_stdout`/`redirect_stderr`, and the workflow runner's logger filters (see `run_cli` in
+    conftest.py) and the root logger's handlers (`run` adds a stderr one when there is none) restored."""
+    logger, root = logging.getLogger("workflow_bridge.runner"), logging.getLogger()
+    filters, handlers = list(logger.filters), list(root.handlers)
     out, err = io.StringIO(), io.StringIO()
     try:
         with pytest.MonkeyPatch.context() as monkeypatch, redirect_stdout(out), redirect_stderr(err):
@@ -76,6 +76,7 @@ def run_in_process(home: Path, *args: str) -> CliResult:
             code = _main(args)
     finally:
         logger.filters[:] = filters
+        root.handlers[:] = handlers
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
