@@ -8,9 +8,12 @@ CrewAI and LangGraph); in-process the imports are paid once per test session.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,19 +55,46 @@ class InProcessCli:
         self.capsys = capsys
 
     def __call__(self, home: Path, *args: str) -> CliResult:
-        from echo_tools.cli import main
-
-        self.monkeypatch.setenv("ECHO_TOOLS_HOME", str(home))
-        self.monkeypatch.setenv("NO_COLOR", "1")
-        self.monkeypatch.setenv("COLUMNS", "80")  # argparse wraps help to the terminal, if there is one
-        self.monkeypatch.delenv("ECHO_TOOLS_API_KEY", raising=False)
+        _set_environment(self.monkeypatch, home)
         self.capsys.readouterr()  # drop anything printed before this command
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = _main(args)
         out, err = self.capsys.readouterr()
         return CliResult(code, out, err)
+
+
+def run_in_process(home: Path, *args: str) -> CliResult:
+    """`echo_tools.cli.main(argv)` in this process where no test's `monkeypatch` and `capsys` exist (the
+    set-up of a module-scoped fixture): the environment is set for the call and put back, the output caught
+    with `redirect_stdout`/`redirect_stderr`, and the workflow runner's logger filters (see `run_cli` in
+    conftest.py) and the root logger's handlers (`run` adds a stderr one when there is none) restored."""
+    logger, root = logging.getLogger("workflow_bridge.runner"), logging.getLogger()
+    filters, handlers = list(logger.filters), list(root.handlers)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with pytest.MonkeyPatch.context() as monkeypatch, redirect_stdout(out), redirect_stderr(err):
+            _set_environment(monkeypatch, home)
+            code = _main(args)
+    finally:
+        logger.filters[:] = filters
+        root.handlers[:] = handlers
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def _set_environment(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    monkeypatch.setenv("ECHO_TOOLS_HOME", str(home))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "80")  # argparse wraps help to the terminal, if there is one
+    monkeypatch.delenv("ECHO_TOOLS_API_KEY", raising=False)
+
+
+def _main(args: tuple[str, ...]) -> int:
+    """`main(args)`'s exit code; argparse's `SystemExit` becomes the code the process would exit with."""
+    from echo_tools.cli import main
+
+    try:
+        return main(list(args))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
 
 def assert_one_line_error(result: CliResult | subprocess.CompletedProcess[str], code: int = 1) -> str:

@@ -10,11 +10,15 @@ import signal
 import subprocess
 import sys
 import threading
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry
+from echo_tools import EgressPolicy, ToolDef, ToolExecutor, ToolRegistry
 from echo_tools.events import ToolEvent
+
+if TYPE_CHECKING:
+    from mcp import types
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 CALC = SERVERS / "calc_server.py"
@@ -25,6 +29,31 @@ START_TIMEOUT_S = 30.0
 def stdio_config(script: Path = CALC, **extra: Any) -> dict[str, Any]:
     """An `mcpServers` entry running `script` over stdio with this interpreter."""
     return {"command": sys.executable, "args": [str(script)], **extra}
+
+
+@cache
+def tool_listing(script: Path) -> list[types.Tool]:
+    """The tool list of the server `script` (over stdio), fetched once for the session: a discovery starts
+    the server (about 0.6 s of CPU to import `mcp`)."""
+    from echo_tools.mcp.config import check_server_config
+    from echo_tools.mcp.sessions import discover_tools
+    from echo_tools.runtime import run_sync
+
+    return run_sync(
+        discover_tools(
+            script.stem, check_server_config(script.stem, stdio_config(script)), EgressPolicy.local()
+        )
+    )
+
+
+def add_listed_server(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list[ToolDef]:
+    """`registry.add_mcp_server(name, config)` for a stdio `config` of one of our servers, with the tools of
+    its cached listing instead of a discovery, for tests whose point is the calls, not the discovery (the
+    stdio, HTTP and config tests discover for real). The server's tool list must not depend on the
+    config."""
+    from echo_tools.mcp.config import register_server
+
+    return register_server(registry, name, config, tool_listing(Path(config["args"][0])))
 
 
 def make_registry(tmp_path: Path | None = None) -> ToolRegistry:

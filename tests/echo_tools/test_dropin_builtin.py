@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from echo_tools import ToolConfigError, ToolRegistry, builtin_tools_dir
+from echo_tools import ToolConfigError, ToolExecutor, ToolRegistry, builtin_tools_dir
 
 from ._storage_support import REPO_ROOT, child_env
 
@@ -108,7 +108,7 @@ def test_a_host_package_already_imported_is_refused_naming_both_folders(tmp_path
     code = (
         "import json\n"
         "import AgentTools  # the host imported its own package first\n"
-        "from echo_tools import ToolConfigError, ToolRegistry, builtin_tools_dir\n"
+        "from echo_tools import ToolConfigError, ToolExecutor, ToolRegistry, builtin_tools_dir\n"
         "r = ToolRegistry()\n"
         "try:\n"
         "    r.discover_local_tools([builtin_tools_dir()])\n"
@@ -154,25 +154,31 @@ def test_a_missing_relative_discovery_folder_is_reported_with_where_it_was_looke
     assert "discovery folder" in result.stderr  # logged as a warning, not only kept in problems()
 
 
-def test_the_readme_python_example_runs_from_another_folder(tmp_path: Path) -> None:
+def test_the_readme_python_example_runs_from_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # in this process, from another folder holding my_tools.py (a fresh interpreter would import CrewAI
+    # again for to_crewai_tool: about 5 s of CPU; the tests above start their own processes)
     first, second = _python_blocks(REPO_ROOT / "README.md")[:2]
     (tmp_path / "my_tools.py").write_text(first)
-    script = second + (
-        "\nimport json\n"
-        "print(json.dumps([executor.invoke_sync('add', {'a': 2, 'b': 3}).output,\n"
-        "    executor.invoke_sync('Calculator', {'operation': 'mean', 'values': [1, 2, 6]}).output,\n"
-        "    type(node).__name__]))\n"
-    )
-    (tmp_path / "example.py").write_text(script)
-    env = child_env()
-    result = subprocess.run(
-        [sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
-    )
-    assert result.returncode == 0, result.stderr
-    added, mean, node = json.loads(result.stdout.strip().splitlines()[-1])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    try:
+        exec(compile(second, str(REPO_ROOT / "README.md"), "exec"), namespace)
+        executor = namespace["executor"]
+        assert isinstance(executor, ToolExecutor)
+        try:
+            added = executor.invoke_sync("add", {"a": 2, "b": 3}).output
+            mean = executor.invoke_sync("Calculator", {"operation": "mean", "values": [1, 2, 6]}).output
+        finally:
+            executor.close()
+    finally:
+        sys.modules.pop("my_tools", None)
     assert added == 5
     assert mean["result"] == 3
-    assert node == "ExecutorToolNode"
+    assert type(namespace["node"]).__name__ == "ExecutorToolNode"
+    assert (tmp_path / ".echo_tools").is_dir()  # its storage_dir, relative to the folder it runs from
 
 
 def test_the_http_api_mount_example_runs_from_another_folder(tmp_path: Path) -> None:

@@ -30,8 +30,10 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str])
     return InProcessCli(monkeypatch, capsys)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def static() -> Iterator[AuthServer]:
+    """One static-credential server for the module: the tests only connect and call `ping` (its state, the
+    issued OAuth tokens and their counts, is not used here)."""
     running = AuthServer("static").start()
     yield running
     running.stop()

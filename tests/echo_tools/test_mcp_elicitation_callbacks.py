@@ -9,25 +9,38 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor
+from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor, ToolRegistry
 from echo_tools.mcp.callbacks import DECLINED_META, elicitation_handler
-from tests.echo_tools._mcp_support import SERVERS, HttpServer, make_registry, stdio_config
+from tests.echo_tools._mcp_support import (
+    SERVERS,
+    HttpServer,
+    add_listed_server,
+    make_registry,
+    stdio_config,
+)
 from tests.echo_tools.test_mcp_content_npm import installed
 
 ASKING = SERVERS / "asking_server.py"
 
 
+@pytest.fixture(scope="module")
+def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
+    """The asking server's tools for the module, from the cached listing (the tests only call them; each
+    discovery starts the server)."""
+    registry = make_registry(tmp_path_factory.mktemp("asking"))
+    add_listed_server(registry, "asking", stdio_config(ASKING))
+    return registry
+
+
 @pytest.fixture
-def asking(tmp_path: Path) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    registry = make_registry(tmp_path)
-    registry.add_mcp_server("asking", stdio_config(ASKING))
+def asking(asking_registry: ToolRegistry) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
+    """A fresh executor (its own session with the server) and event log over the shared registry."""
     log = MemoryEventLog()
-    executor = ToolExecutor(registry, event_sinks=[log], egress=EgressPolicy.local())
+    executor = ToolExecutor(asking_registry, event_sinks=[log], egress=EgressPolicy.local())
     yield executor, log
     executor.close()
 

@@ -11,7 +11,7 @@ import pytest
 from langgraph.types import Command
 
 from echo_tools.mcp.callbacks import elicitation_handler
-from tests.echo_tools._mcp_support import SERVERS, stdio_config
+from tests.echo_tools._mcp_support import SERVERS, add_listed_server, stdio_config
 from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
 from workflow_bridge.compiler import WorkflowCompiler
 from workflow_bridge.llm_rehearsal import RehearsalLLM
@@ -24,7 +24,7 @@ def contact_answers(log) -> list[dict]:
 
 def compiled():
     registry = make_registry()
-    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
     executor, log = make_executor(registry)
     wf, agents = chain(
         agent("clerk", tools=["asking_ask_contact"]), agent("end", "End", output_schema=["result"])
@@ -90,7 +90,7 @@ async def test_a_langgraph_tool_node_pauses_and_resumes_too(tmp_path, asynchrono
     from workflow_bridge.langgraph_tools import make_tool_node
 
     registry = mcp_registry(tmp_path)
-    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
     executor = ToolExecutor(registry, event_sinks=[MemoryEventLog()], egress=EgressPolicy.local())
     builder = StateGraph(MessagesState)
     builder.add_node("tools", make_tool_node(registry, executor, ["mcp_asking_ask_contact"]))
@@ -125,7 +125,7 @@ def test_a_node_that_cannot_pause_gets_a_decline_not_a_crash(tmp_path):
         answer: dict
 
     registry = mcp_registry(tmp_path)
-    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
     executor = ToolExecutor(registry, egress=EgressPolicy.local())
 
     def plain(state: State) -> State:  # calls the executor itself, without graph_pauses()

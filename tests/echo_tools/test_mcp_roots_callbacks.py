@@ -11,15 +11,17 @@ import pytest
 
 from echo_tools import EgressPolicy, ToolExecutor
 from echo_tools.errors import ToolConfigError
-from tests.echo_tools._mcp_support import SERVERS, make_registry, stdio_config
+from tests.echo_tools._mcp_support import SERVERS, add_listed_server, make_registry, stdio_config
 from tests.echo_tools.test_mcp_content_npm import installed
 
 ASKING = SERVERS / "asking_server.py"
 
 
 def roots_of(tmp_path: Path, config: dict) -> object:
+    """The server's answer to `roots/list` during a call (the roots are asked for then, so the tools come
+    from the cached listing; each test still starts the server for its call, with its own config)."""
     registry = make_registry(tmp_path)
-    registry.add_mcp_server("asking", config)
+    add_listed_server(registry, "asking", config)
     executor = ToolExecutor(registry, egress=EgressPolicy.local())
     try:
         result = executor.invoke_sync("mcp_asking_roots", {})

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from crewai import LLM
@@ -18,7 +17,13 @@ from langchain_core.messages import AIMessage
 from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
 from echo_tools.errors import ToolConfigError
 from echo_tools.mcp.callbacks import DEFAULT_SAMPLING_MAX_TOKENS, sampling_llm
-from tests.echo_tools._mcp_support import SERVERS, HttpServer, make_registry, stdio_config
+from tests.echo_tools._mcp_support import (
+    SERVERS,
+    HttpServer,
+    add_listed_server,
+    make_registry,
+    stdio_config,
+)
 from tests.echo_tools.test_mcp_content_npm import installed
 from tests.workflow_bridge._openai_server import scripted_openai_server
 from workflow_bridge.llm_rehearsal import RehearsalLLM
@@ -33,11 +38,19 @@ def executor_for(registry: ToolRegistry) -> tuple[ToolExecutor, MemoryEventLog]:
     return ToolExecutor(registry, event_sinks=[log], egress=EgressPolicy.local()), log
 
 
+@pytest.fixture(scope="module")
+def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
+    """The asking server's tools for the module, from the cached listing (the tests only call them; each
+    discovery starts the server)."""
+    registry = make_registry(tmp_path_factory.mktemp("asking"))
+    add_listed_server(registry, "asking", stdio_config(ASKING, sampling_max_tokens=200))
+    return registry
+
+
 @pytest.fixture
-def asking(tmp_path: Path) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    registry = make_registry(tmp_path)
-    registry.add_mcp_server("asking", stdio_config(ASKING, sampling_max_tokens=200))
-    executor, log = executor_for(registry)
+def asking(asking_registry: ToolRegistry) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
+    """A fresh executor (its own session with the server) and event log over the shared registry."""
+    executor, log = executor_for(asking_registry)
     yield executor, log
     executor.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.echo_tools._mcp_support import SERVERS, stdio_config
+from tests.echo_tools._mcp_support import SERVERS, add_listed_server, stdio_config
 from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
 from tests.workflow_bridge._openai_server import scripted_openai_server
 from workflow_bridge.compiler import WorkflowCompiler
@@ -21,7 +21,7 @@ def tool_messages(request: dict) -> list[dict]:
 def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
     monkeypatch.setenv("ECHO_LLM_API_KEY", "sk-dummy")
     registry = make_registry()
-    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
     executor, log = make_executor(registry)
     wf, agents = chain(
         agent("writer", tools=["asking_summarise"]), agent("end", "End", output_schema=["result"])
@@ -53,7 +53,7 @@ def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
 
 def test_the_offline_rehearsal_model_answers_too():
     registry = make_registry()
-    registry.add_mcp_server("asking", stdio_config(SERVERS / "asking_server.py"))
+    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
     executor, log = make_executor(registry)
     llm = RehearsalLLM()
     wf, agents = chain(agent("writer", tools=["asking_summarise"]))

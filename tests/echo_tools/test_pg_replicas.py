@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +30,25 @@ def pg_server() -> Iterator[PgServer]:
     stop_shared_server()
 
 
-@pytest.fixture
-def replicas(pg_server: PgServer) -> Iterator[tuple[str, list[str], list[subprocess.Popen[str]]]]:
+@pytest.fixture(scope="module")
+def replicas(pg_server: PgServer) -> Iterator[tuple[str, list[str]]]:
+    """Three replicas on one database, for the module: a replica start is about 1 s of CPU, and the tests
+    only add tools under their own ids (the one that kills a replica starts its own)."""
     dsn = pg_server.new_database()
-    ports = [free_port() for _ in range(3)]
+    with _started(dsn, 3) as (urls, _):
+        yield dsn, urls
+
+
+@contextmanager
+def _started(dsn: str, count: int) -> Iterator[tuple[list[str], list[subprocess.Popen[str]]]]:
+    """`count` `serve` processes on `dsn`, healthy; stopped on exit (those still running)."""
+    ports = [free_port() for _ in range(count)]
     children = [spawn("serve", dsn, str(port)) for port in ports]
     urls = [f"http://127.0.0.1:{port}/tools" for port in ports]
     try:
         for url, child in zip(urls, children, strict=True):
             _wait_until(lambda u=url, c=child: _healthy(u, c), 90, f"{url} did not become healthy")
-        yield dsn, urls, children
+        yield urls, children
     finally:
         for child in children:
             if child.poll() is None:
@@ -84,9 +94,9 @@ def _invoke(url: str, run_id: str) -> dict[str, Any]:
 
 
 def test_replicas_share_the_catalogue_the_history_and_the_event_stream(
-    replicas: tuple[str, list[str], list[subprocess.Popen[str]]],
+    replicas: tuple[str, list[str]],
 ) -> None:
-    dsn, urls, _ = replicas
+    dsn, urls = replicas
     created = httpx.post(f"{urls[0]}/register", json=_calculator("calc_copy", "Calc Copy"), timeout=30)
     assert created.status_code == 200 and created.json()["status"] == "registered", created.text
     for url in urls[1:]:
@@ -126,19 +136,22 @@ def test_replicas_share_the_catalogue_the_history_and_the_event_stream(
 
 
 def test_a_replica_killed_during_writes_loses_nothing_it_acknowledged(
-    replicas: tuple[str, list[str], list[subprocess.Popen[str]]],
+    replicas: tuple[str, list[str]],
 ) -> None:
-    dsn, urls, children = replicas
+    dsn, urls = replicas
     acknowledged: list[str] = []
-    for i in range(200):
-        if i == 10:
-            children[1].kill()  # mid-stream: the next requests to it fail, the acknowledged ones stay
-        try:
-            answer = httpx.post(f"{urls[1]}/register", json=_calculator(f"calc_{i}", f"Calc {i}"), timeout=10)
-        except httpx.TransportError:
-            break
-        assert answer.status_code == 200, answer.text
-        acknowledged.append(f"calc_{i}")
+    with _started(dsn, 1) as ([victim], [child]):  # a fourth replica on the database, killed while it writes
+        for i in range(200):
+            if i == 10:
+                child.kill()  # mid-stream: the next requests to it fail, the acknowledged stay
+            try:
+                answer = httpx.post(
+                    f"{victim}/register", json=_calculator(f"calc_{i}", f"Calc {i}"), timeout=10
+                )
+            except httpx.TransportError:
+                break
+            assert answer.status_code == 200, answer.text
+            acknowledged.append(f"calc_{i}")
     assert len(acknowledged) >= 10
     storage = PgToolStorage(dsn, listen=False)
     try:

@@ -17,7 +17,7 @@ from echo_tools.executor import ToolExecutor
 from echo_tools.registry import ToolRegistry
 from echo_tools.settings import ApiSettings
 from tests.echo_tools import _api_support as support
-from tests.echo_tools._cli_support import cli
+from tests.echo_tools._cli_support import cli, run_in_process
 from tests.echo_tools.test_resume_cli import gated_workflow
 
 with warnings.catch_warnings():
@@ -29,12 +29,15 @@ pytestmark = pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crew
 
 @pytest.fixture(scope="module")
 def paused_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A storage folder where `echo-tools run` (its own process) left two runs paused at the HITL gate."""
+    """A storage folder where `echo-tools run` left two runs paused at the HITL gate: `run_api_1` by its
+    own process (the one the server reads and resumes), `run_api_2` in this process (the bad requests;
+    a second interpreter importing CrewAI would add several seconds of CPU and nothing to test)."""
     folder = tmp_path_factory.mktemp("resume_api")
     home = folder / "home"
     workflow = gated_workflow(folder)
-    for run_id in ("run_api_1", "run_api_2"):
-        paused = cli(home, "run", str(workflow), "--run-id", run_id, timeout=300)
+    by_process = cli(home, "run", str(workflow), "--run-id", "run_api_1", timeout=300)
+    in_process = run_in_process(home, "run", str(workflow), "--run-id", "run_api_2")
+    for run_id, paused in (("run_api_1", by_process), ("run_api_2", in_process)):
         assert paused.returncode == 0, paused.stderr[-2000:]
         assert f"run {run_id} interrupted" in paused.stdout
     return home

@@ -30,10 +30,12 @@ def gated_workflow(folder: Path) -> Path:
     return path
 
 
-@pytest.mark.slow  # two fresh interpreters importing CrewAI and LangGraph
-def test_a_run_paused_in_one_process_resumes_from_another(tmp_path: Path) -> None:
+@pytest.mark.slow  # a fresh interpreter importing CrewAI and LangGraph
+def test_a_run_paused_in_one_process_resumes_from_another(run_cli: InProcessCli, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    paused = cli(home, "run", str(gated_workflow(tmp_path)), "--run-id", "run_gated", timeout=300)
+    # paused in this process, resumed by `echo-tools resume` in its own (test_resume_api.py pauses a run in
+    # an `echo-tools run` process and resumes it here)
+    paused = run_cli(home, "run", str(gated_workflow(tmp_path)), "--run-id", "run_gated")
     assert paused.returncode == 0, paused.stderr[-2000:]
     assert "run run_gated interrupted" in paused.stdout
     assert RunHistory(home).run("run_gated")["status"] == "interrupted"  # type: ignore[index]
