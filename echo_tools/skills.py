@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from echo_tools.errors import ToolRegistrationError
-from echo_tools.models import ToolType
+from echo_tools.errors import ToolExecutionError, ToolRegistrationError
+from echo_tools.models import ToolContext, ToolType
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolDef, ToolPermission
@@ -25,6 +25,25 @@ if TYPE_CHECKING:
 
 MAX_SKILL_STEPS = 64
 MAX_CALL_DEPTH = 8
+
+
+def check_nesting(tool_id: str, context: ToolContext) -> None:
+    """Refuse a composite call (skill, workflow, agent) that reaches itself or goes deeper than the limit.
+
+    Raises:
+        ToolExecutionError: the chain of calls, named.
+    """
+    if tool_id in context.call_path:
+        chain = " -> ".join([*context.call_path, tool_id])
+        raise ToolExecutionError(f"Tool {tool_id!r} calls itself: {chain}", tool_id=tool_id)
+    if context.depth >= MAX_CALL_DEPTH:
+        raise ToolExecutionError(
+            f"Tool {tool_id!r}: nested calls are {context.depth} deep, the limit is {MAX_CALL_DEPTH} "
+            f"({' -> '.join(context.call_path)})",
+            tool_id=tool_id,
+        )
+
+
 STEP_ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 # `$.input`, `$.input.a.b[0]`, `$.steps.fetch.output.items[2].name`
 _REF = re.compile(r"^\$\.(input|steps\.([A-Za-z_][A-Za-z0-9_-]*)\.output)((?:\.[^.\[\]]+|\[\d+\])*)$")

@@ -222,6 +222,21 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return result
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Any:
+    """The PostgreSQL server the PostgreSQL tests share (tests/echo_tools/_pg_support.py): started on first
+    use, stopped when the session ends."""
+    from tests.echo_tools._pg_support import shared_server
+
+    return shared_server()
+
+
+@pytest.fixture
+def dsn(pg_server: Any) -> str:
+    """A new, empty database on the shared server: each test its own."""
+    return str(pg_server.new_database())
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Stop the PostgreSQL server the PostgreSQL test modules shared, if one was started."""
     pg_support = sys.modules.get("tests.echo_tools._pg_support")

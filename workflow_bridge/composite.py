@@ -30,7 +30,7 @@ from echo_tools.errors import (
     ToolStorageError,
 )
 from echo_tools.models import ToolContext
-from echo_tools.skills import MAX_CALL_DEPTH
+from echo_tools.skills import check_nesting
 from echo_tools.stored_tools import agent_permissions
 from workflow_bridge.run_scope import SubRun, filed, scoped_context
 
@@ -41,18 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentBackend", "WorkflowBackend", "scoped_context"]
 
 _GRAPH_CACHE_SIZE = 32
-
-
-def _check_nesting(tool: ToolDef, context: ToolContext) -> None:
-    if tool.tool_id in context.call_path:
-        chain = " -> ".join([*context.call_path, tool.tool_id])
-        raise ToolExecutionError(f"Tool {tool.tool_id!r} calls itself: {chain}", tool_id=tool.tool_id)
-    if context.depth >= MAX_CALL_DEPTH:
-        raise ToolExecutionError(
-            f"Tool {tool.tool_id!r}: nested calls are {context.depth} deep, the limit is {MAX_CALL_DEPTH} "
-            f"({' -> '.join(context.call_path)})",
-            tool_id=tool.tool_id,
-        )
 
 
 def _store(executor: ToolExecutor, tool: ToolDef, kind: str) -> Any:
@@ -260,7 +248,7 @@ class WorkflowBackend(_CompositeBackend):
         from workflow_bridge.state import initial_state
 
         started = time.monotonic()  # the executor's deadline counts from now, compiling included
-        _check_nesting(tool, context)
+        check_nesting(tool.tool_id, context)
         payload = {k: v for k, v in args.items() if k != "user_input"}
         user_input = args.get("user_input")
         found: dict[str, Any] = {}
@@ -322,7 +310,7 @@ class AgentBackend(_CompositeBackend):
         from workflow_bridge.llm import resolve_llm
 
         started = time.monotonic()
-        _check_nesting(tool, context)
+        check_nesting(tool.tool_id, context)
         agent_id = tool.execution_config["agent_id"]
         store = _store(self.executor, tool, "agents")
         task = str(args.get("task") or "")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend, forget_entries
 from echo_tools.errors import ToolExecutionError, ToolTimeoutError
-from echo_tools.skills import MAX_CALL_DEPTH, SkillPlan, SkillStep, StepPlan, parse_skill, plan_skill
+from echo_tools.skills import SkillPlan, SkillStep, StepPlan, check_nesting, parse_skill, plan_skill
 
 if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
@@ -49,15 +49,7 @@ class SkillBackend(ToolBackend):
         forget_entries(self._parsed, tool_id)
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
-        if tool.tool_id in context.call_path:
-            chain = " -> ".join([*context.call_path, tool.tool_id])
-            raise ToolExecutionError(f"Tool {tool.tool_id!r} calls itself: {chain}", tool_id=tool.tool_id)
-        if context.depth >= MAX_CALL_DEPTH:
-            raise ToolExecutionError(
-                f"Tool {tool.tool_id!r}: nested calls are {context.depth} deep, the limit is {MAX_CALL_DEPTH} "
-                f"({' -> '.join(context.call_path)})",
-                tool_id=tool.tool_id,
-            )
+        check_nesting(tool.tool_id, context)
         run = _SkillRun(self.executor, self._skill(tool), tool, args, context)
         try:
             output = await run.finished()

@@ -11,6 +11,7 @@ Run as `python -m tests.echo_tools._pg_support writer DSN PREFIX COUNT` it is a 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import importlib.util
 import os
@@ -21,10 +22,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
+import httpx
 import psycopg
 
 INSTALL_HINT = (
@@ -184,11 +188,6 @@ def shared_server() -> PgServer:
     return _shared
 
 
-def stop_shared_server() -> None:
-    """A module is done with the shared server: it keeps running for the next module (an initdb and a
-    start cost about 1 s each time) until `stop_session_server()`."""
-
-
 def stop_session_server() -> None:
     """Stop the shared server and remove its folder (at the end of the test session)."""
     global _shared
@@ -326,3 +325,42 @@ def serve_replica(dsn: str, port: int) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def wait_until(check: Callable[[], bool], seconds: float, message: str) -> None:
+    """Poll `check` every 50 ms until it is true; AssertionError(`message`) after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(0.05)
+
+
+def replica_healthy(url: str, child: subprocess.Popen[str]) -> bool:
+    """True once the `serve` replica at `url` answers `/health`; AssertionError if it exited."""
+    if child.poll() is not None:
+        raise AssertionError(f"replica exited: {child.communicate()[1][-2000:]}")
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@contextlib.contextmanager
+def replicas_up(
+    children: list[subprocess.Popen[str]], urls: list[str], seconds: float = 90
+) -> Iterator[None]:
+    """Wait until every replica is healthy; stop those still running on exit."""
+    try:
+        for url, child in zip(urls, children, strict=True):
+            wait_until(lambda u=url, c=child: replica_healthy(u, c), seconds, f"{url} did not become healthy")
+        yield
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+            try:
+                child.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -16,18 +15,7 @@ from echo_tools.errors import ToolStorageError
 from echo_tools.pg import PgDatabase
 from echo_tools.pg.schema import MIGRATIONS, SCHEMA_VERSION, schema_versions
 from echo_tools.pg.stores import PgSecretStore
-from tests.echo_tools._pg_support import PgServer, shared_server, spawn, stop_shared_server
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
-
-
-@pytest.fixture
-def dsn(pg_server: PgServer) -> str:
-    return pg_server.new_database()
+from tests.echo_tools._pg_support import spawn
 
 
 @pytest.fixture

@@ -16,22 +16,9 @@ from echo_tools.pg.schema import SCHEMA_VERSION, schema_versions
 from tests.echo_tools._pg_support import (
     PgServer,
     free_port,
-    shared_server,
     spawn,
-    stop_shared_server,
     tool_dict,
 )
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
-
-
-@pytest.fixture
-def dsn(pg_server: PgServer) -> str:
-    return pg_server.new_database()
 
 
 def test_a_database_that_does_not_exist_is_named_with_its_host(pg_server: PgServer) -> None:

@@ -16,18 +16,7 @@ from echo_tools.events import ToolEvent
 from echo_tools.history import MAX_LIMIT
 from echo_tools.models import ToolContext
 from echo_tools.pg import PgRunHistory
-from tests.echo_tools._pg_support import PgServer, approval_graph, shared_server, spawn, stop_shared_server
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
-
-
-@pytest.fixture
-def dsn(pg_server: PgServer) -> str:
-    return pg_server.new_database()
+from tests.echo_tools._pg_support import approval_graph, spawn
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,7 @@ from echo_tools import ToolDef
 from echo_tools.errors import ToolStorageError
 from echo_tools.pg import PgToolStorage, migrate
 from echo_tools.storage import ToolStorage
-from tests.echo_tools._pg_support import PgServer, child_env, shared_server, stop_shared_server, tool_dict
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
-
-
-@pytest.fixture
-def dsn(pg_server: PgServer) -> str:
-    return pg_server.new_database()
+from tests.echo_tools._pg_support import PgServer, child_env, tool_dict
 
 
 def _json_store(folder: Path) -> ToolStorage:

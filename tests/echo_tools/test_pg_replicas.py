@@ -19,15 +19,9 @@ import httpx
 import pytest
 
 from echo_tools.pg import PgRunHistory, PgToolStorage
-from tests.echo_tools._pg_support import PgServer, free_port, shared_server, spawn, stop_shared_server
+from tests.echo_tools._pg_support import PgServer, free_port, replicas_up, spawn, wait_until
 
 MANIFEST = Path(__file__).resolve().parents[2] / "AgentTools" / "calculator" / "tool_manifest.json"
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
 
 
 @pytest.fixture(scope="module")
@@ -45,36 +39,8 @@ def _started(dsn: str, count: int) -> Iterator[tuple[list[str], list[subprocess.
     ports = [free_port() for _ in range(count)]
     children = [spawn("serve", dsn, str(port)) for port in ports]
     urls = [f"http://127.0.0.1:{port}/tools" for port in ports]
-    try:
-        for url, child in zip(urls, children, strict=True):
-            _wait_until(lambda u=url, c=child: _healthy(u, c), 90, f"{url} did not become healthy")
+    with replicas_up(children, urls):
         yield urls, children
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.terminate()
-            try:
-                child.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.communicate()
-
-
-def _healthy(url: str, child: subprocess.Popen[str]) -> bool:
-    if child.poll() is not None:
-        raise AssertionError(f"replica exited: {child.communicate()[1][-2000:]}")
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def _wait_until(check: Any, seconds: float, message: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.05)
 
 
 def _calculator(tool_id: str, name: str) -> dict[str, Any]:
@@ -100,7 +66,7 @@ def test_replicas_share_the_catalogue_the_history_and_the_event_stream(
     created = httpx.post(f"{urls[0]}/register", json=_calculator("calc_copy", "Calc Copy"), timeout=30)
     assert created.status_code == 200 and created.json()["status"] == "registered", created.text
     for url in urls[1:]:
-        _wait_until(
+        wait_until(
             lambda u=url: httpx.get(f"{u}/calc_copy", timeout=5).status_code == 200, 10, f"{url} never saw it"
         )
 

@@ -12,18 +12,7 @@ from psycopg.types.json import Jsonb
 from echo_tools import ToolDef, ToolRegistry
 from echo_tools.errors import ToolNameConflictError, ToolStorageError
 from echo_tools.pg import PgDatabase, PgToolStorage
-from tests.echo_tools._pg_support import PgServer, shared_server, stop_shared_server, tool_dict
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
-
-
-@pytest.fixture
-def dsn(pg_server: PgServer) -> str:
-    return pg_server.new_database()
+from tests.echo_tools._pg_support import tool_dict
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -11,13 +10,7 @@ from echo_tools import ToolRegistry
 from echo_tools.errors import ToolStorageError
 from echo_tools.events import ToolEvent
 from echo_tools.pg.wiring import DATABASE_URL_ENV, attach, database_url, open_stores
-from tests.echo_tools._pg_support import PgServer, shared_server, stop_shared_server, tool_dict
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
+from tests.echo_tools._pg_support import PgServer, tool_dict
 
 
 def test_the_explicit_url_wins_over_the_environment() -> None:

@@ -19,21 +19,10 @@ import pytest
 
 from echo_tools.pg import open_stores
 from tests.echo_tools._cli_support import InProcessCli
-from tests.echo_tools._pg_support import PgServer, child_env, free_port, shared_server, stop_shared_server
+from tests.echo_tools._pg_support import child_env, free_port, replicas_up
 
 CALC = json.dumps({"operation": "add", "values": [2, 3]})
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
-
-
-@pytest.fixture
-def dsn(pg_server: PgServer) -> str:
-    return pg_server.new_database()
 
 
 def test_the_cli_keeps_catalogue_and_history_in_the_database(
@@ -186,36 +175,8 @@ def two_replicas(dsn: str, tmp_path: Path) -> Iterator[list[str]]:
         for n, port in enumerate(ports)
     ]
     urls = [f"http://127.0.0.1:{port}/tools" for port in ports]
-    try:
-        for url, child in zip(urls, children, strict=True):
-            _wait_until(lambda u=url, c=child: _healthy(u, c), 120, f"{url} did not become healthy")
+    with replicas_up(children, urls, seconds=120):
         yield urls
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.terminate()
-            try:
-                child.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.communicate()
-
-
-def _healthy(url: str, child: subprocess.Popen[str]) -> bool:
-    if child.poll() is not None:
-        raise AssertionError(f"replica exited: {child.communicate()[1][-2000:]}")
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def _wait_until(check: Any, seconds: float, message: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.05)
 
 
 def _invoke(url: str, run_id: str) -> dict[str, Any]:

@@ -3,20 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from echo_tools.pg.history import PgRunHistory
-from tests.echo_tools._pg_support import PgServer, shared_server, stop_shared_server
+from tests.echo_tools._pg_support import PgServer
 from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry
 from workflow_bridge.runner import RunResumeError, resume_run, run_status, run_workflow
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    yield shared_server()
-    stop_shared_server()
 
 
 def test_a_run_paused_on_postgresql_resumes_through_its_url(pg_server: PgServer) -> None:
