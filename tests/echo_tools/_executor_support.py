@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Any, Self
 
 from echo_tools import EgressPolicy, MemoryEventLog, ToolExecutor, ToolRegistry
 
@@ -41,21 +41,24 @@ def make_executor(*tools: dict[str, Any], **kwargs: Any) -> tuple[ToolExecutor, 
 # -- a real HTTP server on 127.0.0.1, in its own thread and loop ------------------------------------
 
 
-class LocalHttpServer:
-    """An aiohttp server on 127.0.0.1 (random port) with the endpoints the `api` backend tests need."""
+class ThreadedAiohttpServer:
+    """An aiohttp app on 127.0.0.1 (random port), served by a thread and loop of its own; a subclass builds
+    the app in `make_app()`."""
+
+    thread_name = "test-http-server"
+    handler_cancellation = False
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="test-http-server", daemon=True)
+        self.thread = threading.Thread(target=self.loop.run_forever, name=self.thread_name, daemon=True)
         self.runner: Any = None
         self.port = 0
-        self.slow_cancelled = threading.Event()
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> LocalHttpServer:
+    def start(self) -> Self:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
         return self
@@ -65,7 +68,29 @@ class LocalHttpServer:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 
+    async def make_app(self) -> Any:
+        raise NotImplementedError
+
     async def _start(self) -> None:
+        from aiohttp import web
+
+        self.runner = web.AppRunner(await self.make_app(), handler_cancellation=self.handler_cancellation)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+class LocalHttpServer(ThreadedAiohttpServer):
+    """An aiohttp server on 127.0.0.1 (random port) with the endpoints the `api` backend tests need."""
+
+    handler_cancellation = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow_cancelled = threading.Event()
+
+    async def make_app(self) -> Any:
         from aiohttp import web
 
         async def echo(request: web.Request) -> web.Response:
@@ -134,11 +159,7 @@ class LocalHttpServer:
             raise web.HTTPFound(request.query["url"])
 
         app.router.add_get("/redirect/to", redirect_to)
-        self.runner = web.AppRunner(app, handler_cancellation=True)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return app
 
 
 def api_tool(name: str, url: str, **fields: Any) -> dict[str, Any]:

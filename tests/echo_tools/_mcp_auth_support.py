@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
 import urllib.request
 from typing import Any
 
-from tests.echo_tools._mcp_support import SERVERS, START_TIMEOUT_S
+from tests.echo_tools._mcp_support import SERVERS, start_reporting_port, stop_process
 
 AUTH_SERVER = SERVERS / "auth_server.py"
 SECRETS = {
@@ -44,26 +41,8 @@ class AuthServer:
         return f"{self.base}/mcp"
 
     def start(self) -> AuthServer:
-        self.process = subprocess.Popen(
-            [sys.executable, str(AUTH_SERVER), self.mode],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, **SECRETS},
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = self.process.stdout
-        assert stdout is not None
-        threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-        try:
-            line = lines.get(timeout=START_TIMEOUT_S)
-        except queue.Empty as exc:
-            self.stop()
-            raise RuntimeError(f"auth_server.py did not start within {START_TIMEOUT_S} s") from exc
-        if not line.startswith("PORT "):
-            self.stop()
-            raise RuntimeError(f"auth_server.py did not report its port; it printed {line!r}")
-        self.port = int(line.split()[1])
+        command = [sys.executable, str(AUTH_SERVER), self.mode]
+        self.process, self.port = start_reporting_port(command, AUTH_SERVER.name, {**os.environ, **SECRETS})
         return self
 
     def stats(self) -> dict[str, int]:
@@ -78,14 +57,4 @@ class AuthServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
+        stop_process(process)

@@ -81,25 +81,14 @@ class HttpServer:
         return f"http://127.0.0.1:{self.port}/{'sse' if self.sse else 'mcp'}"
 
     def start(self) -> HttpServer:
-        self.process = subprocess.Popen(
-            [sys.executable, str(self.script), "--http", str(self.port), *(["--sse"] if self.sse else [])],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = self.process.stdout
-        assert stdout is not None
-        threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-        try:
-            line = lines.get(timeout=START_TIMEOUT_S)
-        except queue.Empty as exc:
-            self.stop()
-            raise RuntimeError(f"{self.script.name} did not start within {START_TIMEOUT_S} s") from exc
-        if not line.startswith("PORT "):
-            self.stop()
-            raise RuntimeError(f"{self.script.name} did not report its port; it printed {line!r}")
-        self.port = int(line.split()[1])
+        command = [
+            sys.executable,
+            str(self.script),
+            "--http",
+            str(self.port),
+            *(["--sse"] if self.sse else []),
+        ]
+        self.process, self.port = start_reporting_port(command, self.script.name)
         return self
 
     def restart(self) -> HttpServer:
@@ -109,17 +98,46 @@ class HttpServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
+        stop_process(process)
+
+
+def start_reporting_port(
+    command: list[str], name: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], int]:
+    """Start a test server that prints `PORT <n>` on its first line once it listens; (process, port).
+
+    Raises:
+        RuntimeError: it printed something else, or nothing within START_TIMEOUT_S (it is stopped).
+    """
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = process.stdout
+    assert stdout is not None
+    threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
+    try:
+        line = lines.get(timeout=START_TIMEOUT_S)
+    except queue.Empty as exc:
+        stop_process(process)
+        raise RuntimeError(f"{name} did not start within {START_TIMEOUT_S} s") from exc
+    if not line.startswith("PORT "):
+        stop_process(process)
+        raise RuntimeError(f"{name} did not report its port; it printed {line!r}")
+    return process, int(line.split()[1])
+
+
+def stop_process(process: subprocess.Popen[str] | None) -> None:
+    """SIGTERM, then SIGKILL after 10 s; closes its stdout."""
+    if process is None:
+        return
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    if process.stdout is not None:
+        process.stdout.close()
 
 
 class EventWaiter:

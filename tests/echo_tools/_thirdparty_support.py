@@ -4,10 +4,10 @@ OpenAPI 3.1 document of its own (`shop_spec`)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import threading
 from typing import Any
+
+from tests.echo_tools._executor_support import ThreadedAiohttpServer
 
 BEARER = "bearer-secret-7f3a9c01"
 API_KEY = "apikey-secret-52d1e8"
@@ -36,36 +36,21 @@ def oauth_credential(base: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-class ShopService:
+class ShopService(ThreadedAiohttpServer):
     """An aiohttp server in its own thread and loop; `.token_fetches` counts OAuth2 token requests,
     `.captured` holds what `/capture` received (headers and query), for the redirect test."""
 
+    thread_name = "shop-service"
+
     def __init__(self, token_lifetime: int = 3600) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="shop-service", daemon=True)
-        self.runner: Any = None
-        self.port = 0
+        super().__init__()
         self.token_lifetime = token_lifetime
         self.token_fetches = 0
         self.tokens: set[str] = set()
         self.captured: list[dict[str, Any]] = []
         self.redirect_to = ""
 
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ShopService:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
-    async def _start(self) -> None:
+    async def make_app(self) -> Any:
         from aiohttp import web
 
         def denied(why: str) -> web.Response:
@@ -142,11 +127,7 @@ class ShopService:
         app.router.add_get("/away", away)
         app.router.add_get("/capture", capture)
         app.router.add_get("/openapi.json", spec)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return app
 
 
 def shop_spec(base: str) -> dict[str, Any]:
