@@ -3,54 +3,36 @@ step's completion, the order of `metadata["steps"]`, fallbacks and deadlines (ec
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from echo_tools import MemoryEventLog, ToolContext, ToolDef, ToolExecutor, ToolRegistry
+from echo_tools import ToolContext, ToolDef, ToolExecutor, ToolRegistry
 from echo_tools.skills import compile_template
-
-MODULE = "tests.echo_tools.fixture_tools.basic"
-NUMBER = {"type": "number"}
-
-
-def _local(tool_id: str, function: str, properties: dict[str, Any]) -> ToolDef:
-    return ToolDef(
-        tool_id=tool_id,
-        name=tool_id,
-        execution_config={"module": MODULE, "function": function},
-        input_schema={"type": "object", "properties": properties},
-    )
+from tests.echo_tools._skill_support import NUMBER, local_tool, logged_executor, skill_tool
 
 
 def _skill(steps: list[dict[str, Any]], output: Any = None, tool_id: str = "chain") -> ToolDef:
-    return ToolDef(
-        tool_id=tool_id,
-        name=tool_id,
-        tool_type="skill",
-        execution_config={"steps": steps, "output": output},
-        input_schema={"type": "object", "properties": {"x": NUMBER, "flag": {"type": "boolean"}}},
-    )
+    schema = {"type": "object", "properties": {"x": NUMBER, "flag": {"type": "boolean"}}}
+    return skill_tool(steps, output, tool_id=tool_id, name=tool_id, input_schema=schema)
 
 
 @pytest.fixture
 def registry(tmp_path: Path) -> ToolRegistry:
     reg = ToolRegistry(storage_dir=tmp_path, allowed_modules=["tests"])
-    reg.register(_local("add", "add", {"a": NUMBER, "b": NUMBER}))
-    reg.register(_local("echo", "echo", {}))
-    reg.register(_local("boom", "boom", {"message": {"type": "string"}}))
-    reg.register(_local("slow", "slow_async", {"seconds": NUMBER}))
+    reg.register(local_tool("add", "add", {"a": NUMBER, "b": NUMBER}))
+    reg.register(local_tool("echo", "echo", {}))
+    reg.register(local_tool("boom", "boom", {"message": {"type": "string"}}))
+    reg.register(local_tool("slow", "slow_async", {"seconds": NUMBER}))
     return reg
 
 
 @pytest.fixture
-async def executor(registry: ToolRegistry):
-    log = MemoryEventLog()
-    ex = ToolExecutor(registry, event_sinks=[log])
-    ex.log = log  # type: ignore[attr-defined]
-    yield ex
-    await ex.aclose()
+async def executor(registry: ToolRegistry) -> AsyncIterator[ToolExecutor]:
+    async for ex in logged_executor(registry):
+        yield ex
 
 
 async def test_a_skipped_step_in_a_chain_still_starts_the_steps_after_it(

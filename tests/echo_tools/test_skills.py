@@ -2,58 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from echo_tools import MemoryEventLog, ToolContext, ToolDef, ToolExecutor, ToolRegistrationError, ToolRegistry
+from echo_tools import ToolContext, ToolDef, ToolExecutor, ToolRegistrationError, ToolRegistry
 from echo_tools.skills import compile_template, parse_skill, plan_skill, resolve_reference
+from tests.echo_tools._skill_support import NUMBER, local_tool, logged_executor, skill_tool
 from tests.echo_tools.fixture_tools import basic
-
-MODULE = "tests.echo_tools.fixture_tools.basic"
-NUMBER = {"type": "number"}
-
-
-def _local(tool_id: str, function: str, properties: dict[str, Any], **fields: Any) -> ToolDef:
-    return ToolDef(
-        tool_id=tool_id,
-        name=tool_id,
-        execution_config={"module": MODULE, "function": function},
-        input_schema={"type": "object", "properties": properties},
-        **fields,
-    )
 
 
 def _skill(steps: list[dict[str, Any]], output: Any = None, **fields: Any) -> ToolDef:
-    return ToolDef(
-        tool_id=fields.pop("tool_id", "skill_sum"),
-        name=fields.pop("name", "Sum skill"),
-        tool_type="skill",
-        execution_config={"steps": steps, "output": output},
-        input_schema=fields.pop("input_schema", {"type": "object", "properties": {"x": NUMBER, "y": NUMBER}}),
-        **fields,
-    )
+    fields.setdefault("input_schema", {"type": "object", "properties": {"x": NUMBER, "y": NUMBER}})
+    tool_id, name = fields.pop("tool_id", "skill_sum"), fields.pop("name", "Sum skill")
+    return skill_tool(steps, output, tool_id=tool_id, name=name, **fields)
 
 
 @pytest.fixture
 def registry(tmp_path: Path) -> ToolRegistry:
     reg = ToolRegistry(storage_dir=tmp_path, allowed_modules=["tests"])
-    reg.register(_local("add", "add", {"a": NUMBER, "b": NUMBER}, side_effect="pure"))
-    reg.register(_local("echo", "echo", {}))
-    reg.register(_local("boom", "boom", {"message": {"type": "string"}}))
-    reg.register(_local("gated", "gated", {"key": {"type": "string"}, "release": NUMBER}))
-    reg.register(_local("reader", "echo", {}, permissions=["fs:read"]))
+    reg.register(local_tool("add", "add", {"a": NUMBER, "b": NUMBER}, side_effect="pure"))
+    reg.register(local_tool("echo", "echo", {}))
+    reg.register(local_tool("boom", "boom", {"message": {"type": "string"}}))
+    reg.register(local_tool("gated", "gated", {"key": {"type": "string"}, "release": NUMBER}))
+    reg.register(local_tool("reader", "echo", {}, permissions=["fs:read"]))
     return reg
 
 
 @pytest.fixture
-async def executor(registry: ToolRegistry):
-    log = MemoryEventLog()
-    ex = ToolExecutor(registry, event_sinks=[log])
-    ex.log = log  # type: ignore[attr-defined]
-    yield ex
-    await ex.aclose()
+async def executor(registry: ToolRegistry) -> AsyncIterator[ToolExecutor]:
+    async for ex in logged_executor(registry):
+        yield ex
 
 
 async def test_steps_run_in_dependency_order_and_the_output_is_mapped(
