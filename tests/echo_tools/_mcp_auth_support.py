@@ -8,7 +8,10 @@ import os
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from tests.echo_tools._mcp_support import SERVERS, start_reporting_port, stop_process
 
@@ -58,3 +61,15 @@ class AuthServer:
     def stop(self) -> None:
         process, self.process = self.process, None
         stop_process(process)
+
+
+def auth_server(mode: str) -> Any:
+    """A module-scoped fixture: `auth_server.py MODE` running for the module's tests."""
+
+    @pytest.fixture(scope="module")
+    def server() -> Iterator[AuthServer]:
+        running = AuthServer(mode).start()
+        yield running
+        running.stop()
+
+    return server

@@ -24,3 +24,13 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str])
         yield InProcessCli(monkeypatch, capsys)
     finally:
         logger.filters[:] = filters
+
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh Fernet key in ECHO_TOOLS_SECRET_KEY for the test: the credential store can encrypt."""
+    from echo_tools.credentials import SECRET_KEY_ENV, new_key
+
+    value = new_key()
+    monkeypatch.setenv(SECRET_KEY_ENV, value)
+    return value

@@ -25,13 +25,6 @@ from tests.echo_tools._thirdparty_support import (
 
 
 @pytest.fixture
-def key(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = new_key()
-    monkeypatch.setenv(SECRET_KEY_ENV, value)
-    return value
-
-
-@pytest.fixture
 def shop() -> Iterator[ShopService]:
     service = ShopService().start()
     yield service

@@ -14,25 +14,13 @@ import httpx
 import pytest
 
 from echo_tools import JsonlEventLog, MCPConnectionError, MemoryEventLog, ToolConfigError, ToolRegistry
-from echo_tools.credentials import SECRET_KEY_ENV, new_key
-from tests.echo_tools._mcp_auth_support import SECRET_VALUES, SECRETS, AuthServer
+from tests.echo_tools._mcp_auth_support import SECRET_VALUES, SECRETS, AuthServer, auth_server
 from tests.echo_tools._mcp_support import make_executor, make_registry
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[AuthServer]:
-    running = AuthServer("static").start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def key(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = new_key()
-    monkeypatch.setenv(SECRET_KEY_ENV, value)
-    return value
+server = auth_server("static")
 
 
 def credentials(server: AuthServer) -> dict[str, dict[str, Any]]:

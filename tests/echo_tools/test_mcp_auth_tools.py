@@ -6,33 +6,25 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from echo_tools import ToolDef, ToolType
-from echo_tools.credentials import SECRET_KEY_ENV, new_key
 from echo_tools.models import ToolSource
-from tests.echo_tools._mcp_auth_support import SECRETS, AuthServer
+from tests.echo_tools._mcp_auth_support import SECRETS, AuthServer, auth_server
 from tests.echo_tools._mcp_support import CALC, make_executor, make_registry, stdio_config
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[AuthServer]:
-    running = AuthServer("static").start()
-    yield running
-    running.stop()
+server = auth_server("static")
 
 
 @pytest.fixture(autouse=True)
-def key(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = new_key()
-    monkeypatch.setenv(SECRET_KEY_ENV, value)
-    return value
+def _with_key(key: str) -> str:
+    return key  # every test here stores credentials
 
 
 def ping_tool(credential: str, server: str = "guarded") -> ToolDef:

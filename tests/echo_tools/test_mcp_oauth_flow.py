@@ -6,7 +6,6 @@ standing in for the person at the browser."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,26 +13,15 @@ import httpx
 import pytest
 
 from echo_tools import MCPConnectionError, ToolConfigError, ToolRegistry
-from echo_tools.credentials import SECRET_KEY_ENV, STORE_FILE, new_key
+from echo_tools.credentials import SECRET_KEY_ENV, STORE_FILE
 from echo_tools.mcp.auth import set_oauth_handlers
-from tests.echo_tools._mcp_auth_support import AuthServer
+from tests.echo_tools._mcp_auth_support import AuthServer, auth_server
 from tests.echo_tools._mcp_support import make_executor, make_registry
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[AuthServer]:
-    running = AuthServer("oauth").start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def key(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = new_key()
-    monkeypatch.setenv(SECRET_KEY_ENV, value)
-    return value
+server = auth_server("oauth")
 
 
 class Browser:

@@ -18,13 +18,6 @@ from echo_tools.pg.stores import PgSecretStore
 from tests.echo_tools._pg_support import spawn
 
 
-@pytest.fixture
-def key(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = Fernet.generate_key().decode()
-    monkeypatch.setenv("ECHO_TOOLS_SECRET_KEY", value)
-    return value
-
-
 def _bearer(store: CredentialStore, name: str) -> str:
     """The Authorization header the stored credential gives a request (it decrypts)."""
     applied = asyncio.run(store.apply(name, "https://api.example.com/x"))
