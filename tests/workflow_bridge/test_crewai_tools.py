@@ -18,33 +18,14 @@ with warnings.catch_warnings():
 
     from echo_tools.errors import ToolNotFoundError
     from echo_tools.events import MemoryEventLog
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef, ToolResult
     from echo_tools.registry import ToolRegistry
     from tests.conftest import MANIFESTS
     from tests.workflow_bridge._fake_llms import FunctionCallingLLM, ReActTextLLM
-    from tests.workflow_bridge.fixture_tools.catalog import make_registry
     from workflow_bridge.crewai_tools import ExecutorCrewTool, to_crewai_tool, to_crewai_tools
 
 CONTEXT = ToolContext(agent_id="agent-7", workflow_id="wf-1", run_id="run-1", node_id="node-3")
 CORPUS_TOOLS = list(MANIFESTS)  # the same five manifests in our fixtures and in the real corpus
-
-
-@pytest.fixture
-def registry() -> ToolRegistry:
-    return make_registry()
-
-
-@pytest.fixture
-def log() -> MemoryEventLog:
-    return MemoryEventLog()
-
-
-@pytest.fixture
-def executor(registry: ToolRegistry, log: MemoryEventLog) -> typing.Iterator[ToolExecutor]:
-    executor = ToolExecutor(registry, [log])
-    yield executor
-    executor.close()
 
 
 def run_crew(llm: typing.Any, tools: list[ExecutorCrewTool]) -> typing.Any:

@@ -18,34 +18,13 @@ with warnings.catch_warnings():
     from langchain_core.messages import HumanMessage, ToolMessage
     from langgraph.prebuilt import ToolNode, create_react_agent
 
-    from echo_tools.events import MemoryEventLog
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext
-    from echo_tools.registry import ToolRegistry
     from tests.workflow_bridge._fake_llms import ScriptedChatModel
-    from tests.workflow_bridge.fixture_tools.catalog import make_registry
     from workflow_bridge.langgraph_tools import ExecutorToolNode, make_tool_node, to_langchain_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTEXT = ToolContext(agent_id="agent-7", workflow_id="wf-1", run_id="run-1", node_id="node-3")
 REACT_MOVED = "ignore:create_react_agent has been moved"
-
-
-@pytest.fixture
-def registry() -> ToolRegistry:
-    return make_registry()
-
-
-@pytest.fixture
-def log() -> MemoryEventLog:
-    return MemoryEventLog()
-
-
-@pytest.fixture
-def executor(registry: ToolRegistry, log: MemoryEventLog) -> typing.Iterator[ToolExecutor]:
-    executor = ToolExecutor(registry, [log])
-    yield executor
-    executor.close()
 
 
 def call(name: str, call_id: str, **args: typing.Any) -> dict[str, typing.Any]:

@@ -15,13 +15,9 @@ with warnings.catch_warnings():
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 
-    from echo_tools.events import MemoryEventLog
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolResult
-    from echo_tools.registry import ToolRegistry
     from tests.workflow_bridge._fake_llms import ScriptedChatModel
     from tests.workflow_bridge.fixture_tools.basic import Concurrency
-    from tests.workflow_bridge.fixture_tools.catalog import make_registry
     from workflow_bridge.langgraph_tools import (
         ExecutorToolNode,
         make_tool_node,
@@ -31,23 +27,6 @@ with warnings.catch_warnings():
 
 CONTEXT = ToolContext(agent_id="agent-7", workflow_id="wf-1", run_id="run-1", node_id="node-3")
 TOOLS = ["add", "lookup", "explode", "track", "shout", "configure"]
-
-
-@pytest.fixture
-def registry() -> ToolRegistry:
-    return make_registry()
-
-
-@pytest.fixture
-def log() -> MemoryEventLog:
-    return MemoryEventLog()
-
-
-@pytest.fixture
-def executor(registry: ToolRegistry, log: MemoryEventLog) -> typing.Iterator[ToolExecutor]:
-    executor = ToolExecutor(registry, [log])
-    yield executor
-    executor.close()
 
 
 def agent_graph(model: ScriptedChatModel, tools_node: typing.Any) -> typing.Any:
