@@ -24,16 +24,26 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolResult
 
 
 class ToolError(Exception):
-    """Root of every error echo-tools raises."""
+    """Root of every error echo-tools raises.
 
-    error_type = "execution"
+    `error_type` is the `ToolResult.error_type` of a family, given once in the class statement where the
+    family starts (`class ToolTimeoutError(ToolError, error_type="timeout")`) and inherited below it;
+    the root's `"execution"` is that of `ToolExecutionError` and of every class outside a family.
+    """
+
+    error_type: ClassVar[str] = "execution"
+
+    def __init_subclass__(cls, *, error_type: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if error_type is not None:
+            cls.error_type = error_type
 
     def __init__(self, message: str, *, tool_id: str | None = None, field: str | None = None) -> None:
         super().__init__(message)
@@ -46,26 +56,20 @@ class ToolError(Exception):
         return (_rebuild_error, (type(self), self.message, self.tool_id, self.field))
 
 
-class ToolNotFoundError(ToolError):
+class ToolNotFoundError(ToolError, error_type="not_found"):
     """No tool matches the reference."""
-
-    error_type = "not_found"
 
 
 class NotStoredError(ToolNotFoundError):
     """No stored workflow or agent has that id (`WorkflowStore`, `AgentStore`)."""
 
 
-class ToolDisabledError(ToolError):
+class ToolDisabledError(ToolError, error_type="disabled"):
     """The tool exists but its status is `disabled`."""
 
-    error_type = "disabled"
 
-
-class ToolRegistrationError(ToolError):
+class ToolRegistrationError(ToolError, error_type="validation"):
     """A tool definition was refused at registration."""
-
-    error_type = "validation"
 
 
 class ToolNameConflictError(ToolRegistrationError):
@@ -80,28 +84,20 @@ class ToolStorageError(ToolError):
     """The storage folder cannot be read or written."""
 
 
-class ToolValidationError(ToolError):
+class ToolValidationError(ToolError, error_type="validation"):
     """Input failed the tool's input schema."""
 
-    error_type = "validation"
 
-
-class ToolOutputValidationError(ToolValidationError):
+class ToolOutputValidationError(ToolValidationError, error_type="output_validation"):
     """Output failed the tool's output schema."""
 
-    error_type = "output_validation"
 
-
-class ToolPermissionError(ToolError):
+class ToolPermissionError(ToolError, error_type="permission_denied"):
     """The tool needs a permission that the caller's context does not grant."""
-
-    error_type = "permission_denied"
 
 
 class ToolExecutionError(ToolError):
     """The tool ran and failed."""
-
-    error_type = "execution"
 
 
 class ToolInputRejectedError(ToolExecutionError):
@@ -116,16 +112,12 @@ class MCPConnectionError(ToolExecutionError):
     """An MCP server could not be reached, did not start, or died."""
 
 
-class ToolTimeoutError(ToolError):
+class ToolTimeoutError(ToolError, error_type="timeout"):
     """The call ran past its deadline and its work was stopped."""
 
-    error_type = "timeout"
 
-
-class ToolConfigError(ToolError):
+class ToolConfigError(ToolError, error_type="validation"):
     """A configuration (MCP server, executor setting) is invalid."""
-
-    error_type = "validation"
 
 
 _BY_ERROR_TYPE: dict[str, type[ToolError]] = {

@@ -41,6 +41,8 @@ _STALE_TMP_SECONDS = 60.0
 _LOCK_POLL_SECONDS = 0.002  # a temp file this old belongs to a writer that died (writes take milliseconds)
 
 Signature = tuple[int, int, int]
+# called with the stored copy of a tool before a write replaces it or a delete removes it; raises to refuse
+Guard = Callable[[ToolDef], None]
 
 
 @dataclass(frozen=True)
@@ -264,13 +266,7 @@ class ToolStorage:
 
     # -- writes --------------------------------------------------------------------------------------
 
-    def save(
-        self,
-        tool: ToolDef,
-        *,
-        check_names: bool = True,
-        replaces: Callable[[ToolDef], None] | None = None,
-    ) -> bool:
+    def save(self, tool: ToolDef, *, check_names: bool = True, replaces: Guard | None = None) -> bool:
         """Write one tool and update the index, atomically and under the lock.
 
         Args:
@@ -294,7 +290,7 @@ class ToolStorage:
         tools: Sequence[ToolDef],
         *,
         check_names: bool = True,
-        replaces: Callable[[ToolDef], None] | None = None,
+        replaces: Guard | None = None,
     ) -> list[bool]:
         """`save` for many tools at once: one lock, one index write, all or nothing.
 
@@ -345,7 +341,7 @@ class ToolStorage:
                 ) from exc
         return changed
 
-    def delete(self, tool_id: str, *, removes: Callable[[ToolDef], None] | None = None) -> bool:
+    def delete(self, tool_id: str, *, removes: Guard | None = None) -> bool:
         """Remove one tool's file and index entry; False when it was not stored.
 
         Args:
@@ -492,7 +488,7 @@ class ToolStorage:
 
     # -- internals -----------------------------------------------------------------------------------
 
-    def _guard(self, path: Path, check: Callable[[ToolDef], None]) -> None:
+    def _guard(self, path: Path, check: Guard) -> None:
         if path.exists():
             stored, _ = self._read_tool(path)
             if stored is not None:

@@ -107,17 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = load_source(args.file)
     run_id = getattr(args, "run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
 
-    def start(module: Any, registry: Any, executor: Any, on_event: Any, history: Any) -> Any:
+    def start(module: Any, history: Any, live: dict[str, Any]) -> Any:
         return module.run_workflow(
-            source,
-            registry=registry,
-            executor=executor,
-            user_input=args.input,
-            llm=args.llm,
-            on_event=on_event,
-            run_id=run_id,
-            check_llms=True,
-            history=history,
+            source, user_input=args.input, run_id=run_id, check_llms=True, history=history, **live
         )
 
     return _run_live(args, run_id, start)
@@ -162,16 +154,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         decision = {**({"decision": decision} if isinstance(decision, str) else decision)}
         decision["comment"] = args.comment
 
-    def carry_on(module: Any, registry: Any, executor: Any, on_event: Any, history: Any) -> Any:
-        return module.resume_run(
-            args.run_id,
-            decision,
-            storage=history,
-            registry=registry,
-            executor=executor,
-            llm=args.llm,
-            on_event=on_event,
-        )
+    def carry_on(module: Any, history: Any, live: dict[str, Any]) -> Any:
+        return module.resume_run(args.run_id, decision, storage=history, **live)
 
     return _run_live(args, args.run_id, carry_on)
 
@@ -181,23 +165,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     events (no tool runs) and applying the recorded HITL decisions; prints the final `crew_result`."""
     run_id = getattr(args, "new_run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
 
-    def again(module: Any, registry: Any, executor: Any, on_event: Any, history: Any) -> Any:
-        return module.replay_run(
-            args.run_id,
-            storage=history,
-            new_run_id=run_id,
-            registry=registry,
-            executor=executor,
-            llm=args.llm,
-            on_event=on_event,
-        )
+    def again(module: Any, history: Any, live: dict[str, Any]) -> Any:
+        return module.replay_run(args.run_id, storage=history, new_run_id=run_id, **live)
 
     return _run_live(args, run_id, again)
 
 
 def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> int:
-    """Open the registry, executor and run history of `--storage`, call `go` with a live printer, and
-    print how the run ended; the shared body of `run` and `resume`."""
+    """Open the registry, executor and run history of `--storage`, call `go(runner module, history, live)`
+    and print how the run ended; the shared body of `run`, `resume` and `replay`. `live` holds the runner's
+    keyword arguments they share: `registry`, `executor`, `llm` (`--llm`) and `on_event` (a live printer)."""
     from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint
     from echo_tools.cli.common import CliError, storage_dir, use_rich
     from echo_tools.cli.output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
@@ -213,8 +190,9 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
     quiet_rehearsal_log()  # the runner also logs the notice; the printer shows it once, from the event
     quiet_framework_logs()
     history = RunHistory(storage_dir(args))
+    live = {"registry": registry, "executor": executor, "llm": args.llm, "on_event": on_event}
     try:
-        state = go(module, registry, executor, on_event, history)
+        state = go(module, history, live)
     except Exception as exc:  # boundary: the run's own errors become the command's one-line error
         if not _is_run_error(exc):
             raise

@@ -15,7 +15,7 @@ import json
 import logging
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -108,33 +108,19 @@ def map_source(data: Mapping[str, Any], registry: Any) -> MappedWorkflow:
 
 
 def compile_source(
-    source: Mapping[str, Any] | str | Path,
-    registry: Any,
-    executor: Any,
-    *,
-    llm: Any = None,
-    missing_agents: str = "error",
-    checkpointer: Any = None,
-    state_keys: Iterable[str] = (),
+    source: Mapping[str, Any] | str | Path, registry: Any, executor: Any, **options: Any
 ) -> tuple[Any, MappedWorkflow]:
     """Compile any accepted source; returns (compiled graph, mapped workflow).
 
-    `state_keys` are declared in the state class besides the workflow's own: give the run's payload keys,
-    which LangGraph would otherwise drop before any node reads them.
+    `options` go to `WorkflowCompiler` (`llm`, `missing_agents`, `checkpointer`, `state_keys`). Give the
+    run's payload keys as `state_keys`: LangGraph would otherwise drop them before any node reads them.
 
     Raises:
         WorkflowSourceError: unreadable or unrecognised source, or canvas errors (listed).
         WorkflowCompileError / ToolNotFoundError: the workflow cannot become a graph.
     """
     mapped = map_source(load_source(source), registry)
-    compiler = WorkflowCompiler(
-        registry,
-        executor,
-        llm,
-        missing_agents=missing_agents,
-        checkpointer=checkpointer,
-        state_keys=state_keys,
-    )
+    compiler = WorkflowCompiler(registry, executor, **options)
     graph = compiler.compile(mapped.workflow, mapped.agents)
     _REHEARSAL[graph] = compiler.uses_rehearsal
     _MODELS[graph] = compiler.models

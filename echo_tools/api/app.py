@@ -106,6 +106,21 @@ def call_context(
     }
 
 
+@dataclass
+class CallRequest:
+    """What an HTTP caller asks of a call: its input (the JSON body) and its context (`call_context`)."""
+
+    input_data: dict[str, Any]
+    context: dict[str, Any]
+
+
+def call_request(
+    input_data: dict[str, Any] | None = Body(None), context: dict[str, Any] = Depends(call_context)
+) -> CallRequest:
+    """The `CallRequest` of an invoke route (a missing body is an empty input)."""
+    return CallRequest(input_data or {}, context)
+
+
 def make_router(
     registry: ToolRegistry,
     executor: ToolExecutor,
@@ -219,22 +234,18 @@ def make_router(
 
     @router.post("/invoke/id/{tool_id}", dependencies=secured, summary="Invoke a tool by its exact id")
     async def invoke_by_id(
-        tool_id: str = PathParam(..., max_length=128),
-        input_data: dict[str, Any] | None = Body(None),
-        context: dict[str, Any] = Depends(call_context),
+        tool_id: str = PathParam(..., max_length=128), call: CallRequest = Depends(call_request)
     ) -> Response:
         tool = registry.get(tool_id)
         if tool is None:
             raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
-        return await _invoke(state, tool, input_data, context)
+        return await _invoke(state, tool, call)
 
     @router.post("/invoke/{name}", dependencies=secured, summary="Invoke a tool by name or id")
     async def invoke_by_name(
-        name: str = PathParam(..., max_length=200),
-        input_data: dict[str, Any] | None = Body(None),
-        context: dict[str, Any] = Depends(call_context),
+        name: str = PathParam(..., max_length=200), call: CallRequest = Depends(call_request)
     ) -> Response:
-        return await _invoke(state, name, input_data, context)
+        return await _invoke(state, name, call)
 
     @router.post("/validate/{tool_id}", dependencies=secured, summary="Check input against a tool's schema")
     async def validate(
@@ -292,13 +303,11 @@ def _wrong_method(router: APIRouter, method: str, segment: str) -> JSONResponse 
     )
 
 
-async def _invoke(
-    state: ApiState, ref: str | ToolDef, input_data: dict[str, Any] | None, context: dict[str, Any]
-) -> Response:
+async def _invoke(state: ApiState, ref: str | ToolDef, call: CallRequest) -> Response:
     granted = state.settings.granted_permissions
     permissions = [ToolPermission(p) for p in granted] if granted is not None else None
-    ctx = ToolContext(**context, granted_permissions=permissions)
-    result = await state.executor.invoke(ref, input_data or {}, ctx)
+    ctx = ToolContext(**call.context, granted_permissions=permissions)
+    result = await state.executor.invoke(ref, call.input_data, ctx)
     if not result.success:
         raise from_failed_result(result)
     # serialised by pydantic in one pass (FastAPI's generic encoder would walk the output again)
@@ -352,14 +361,10 @@ def add_docs_routes(app: FastAPI, settings: ApiSettings) -> None:
 
 
 def create_app(
-    registry: ToolRegistry,
-    executor: ToolExecutor,
-    settings: ApiSettings | None = None,
-    *,
-    history: RunHistory | PgRunHistory | None = None,
+    registry: ToolRegistry, executor: ToolExecutor, settings: ApiSettings | None = None, **options: Any
 ) -> FastAPI:
-    """A FastAPI app serving `/tools` (and `/workflows` when the workflow bridge is installed);
-    `history` answers `GET /tools/events/history` (see `make_router`).
+    """A FastAPI app serving `/tools` (and `/workflows` when the workflow bridge is installed): the
+    `make_router` routes, which `options` go to (`history`, answering `GET /tools/events/history`).
 
     Raises:
         ToolConfigError: the settings are unsafe (non-loopback host without an API key, CORS `*` with
@@ -369,7 +374,7 @@ def create_app(
     app = FastAPI(
         title="echo-tools", version=echo_tools.__version__, docs_url=None, redoc_url=None, openapi_url=None
     )
-    router = make_router(registry, executor, settings, history=history)
+    router = make_router(registry, executor, settings, **options)
     app.include_router(router)
     add_docs_routes(app, settings)
     app.state.echo_tools = router.state  # type: ignore[attr-defined]

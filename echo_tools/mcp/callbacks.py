@@ -142,7 +142,8 @@ def client_options(server: str, config: Mapping[str, Any]) -> tuple[list[Path] |
 
 @dataclass
 class CallHooks:
-    """What one call binds for its server's requests: the caller's model, handler and context."""
+    """What one call binds for its server's requests: the caller's model, handler and context, taken
+    from the context the hooks are made in (`sampling_llm`, `elicitation_handler`) unless given."""
 
     server: str
     tool: str
@@ -150,8 +151,8 @@ class CallHooks:
     # how long the model or the handler may take: the call's own timeout (the SDK answers a server's request
     # inline, so the session hears nothing else meanwhile)
     timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S
-    llm: Any = None
-    handler: ElicitationHandler | None = None
+    llm: Any = field(default_factory=_SAMPLING_LLM.get)
+    handler: ElicitationHandler | None = field(default_factory=_ELICITATION.get)
     listener: Listener | None = None
     caller: contextvars.Context = field(default_factory=contextvars.copy_context)
     interrupted: ElicitationInterrupted | None = None
@@ -171,15 +172,7 @@ def hooks_for_call(
 ) -> CallHooks:
     """The hooks of a call starting now, from the caller's context (`sampling_llm`, `elicitation_handler`)."""
     _, budget = client_options(server, config)
-    return CallHooks(
-        server=server,
-        tool=tool,
-        budget=budget,
-        timeout_s=timeout_s,
-        llm=_SAMPLING_LLM.get(),
-        handler=_ELICITATION.get(),
-        listener=listener,
-    )
+    return CallHooks(server, tool, budget, timeout_s, listener=listener)
 
 
 class SessionCallbacks:

@@ -22,15 +22,7 @@ from urllib.parse import urlsplit
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
 from echo_tools.mcp.auth import bind, check_auth_config, check_registration, set_server_auth
-from echo_tools.models import (
-    SideEffect,
-    ToolDef,
-    ToolPermission,
-    ToolSource,
-    ToolStatus,
-    ToolType,
-    slugify,
-)
+from echo_tools.models import SideEffect, ToolDef, ToolPermission, ToolSource, ToolStatus, ToolType, slugify
 from echo_tools.redaction import hide_values
 
 if TYPE_CHECKING:

@@ -532,11 +532,25 @@ class MCPSessionPool:
         hooks: CallHooks | None = None,
     ) -> R:
         """Any request (`resources/read`, `prompts/get`, ...) on the server's pooled session."""
-        return await on_background_loop(
-            lambda: self._request(
-                server, config, message, result_type, timeout_s, retry_lost, listener, hooks
-            )
-        )
+
+        async def run() -> R:
+            conn = self._conns.get(server)
+            if conn is None or not conn.alive or conn.session is None or conn.config != config:
+                conn = await self._connection(server, config)
+            try:
+                return await conn.request(message, result_type, timeout_s, listener, hooks)
+            except _NotSent:
+                pass  # the server died or the session expired while idle: reconnect once, transparently
+            except _Lost as exc:
+                if not retry_lost:
+                    raise MCPConnectionError(str(exc)) from None
+            conn = await self._connection(server, config)
+            try:
+                return await conn.request(message, result_type, timeout_s, listener, hooks)
+            except _Broken as exc:
+                raise MCPConnectionError(str(exc)) from None
+
+        return await on_background_loop(run)
 
     async def list_tools(
         self, server: str, config: Mapping[str, Any], timeout_s: float = 30.0
@@ -554,33 +568,6 @@ class MCPSessionPool:
             raise MCPConnectionError(str(error))
 
         return await on_background_loop(run)
-
-    async def _request(
-        self,
-        server: str,
-        config: Mapping[str, Any],
-        message: types.ClientRequest,
-        result_type: type[R],
-        timeout_s: float,
-        retry_lost: bool,
-        listener: Listener | None = None,
-        hooks: CallHooks | None = None,
-    ) -> R:
-        conn = self._conns.get(server)
-        if conn is None or not conn.alive or conn.session is None or conn.config != config:
-            conn = await self._connection(server, config)
-        try:
-            return await conn.request(message, result_type, timeout_s, listener, hooks)
-        except _NotSent:
-            pass  # the server died or the session expired while idle: reconnect once, transparently
-        except _Lost as exc:
-            if not retry_lost:
-                raise MCPConnectionError(str(exc)) from None
-        conn = await self._connection(server, config)
-        try:
-            return await conn.request(message, result_type, timeout_s, listener, hooks)
-        except _Broken as exc:
-            raise MCPConnectionError(str(exc)) from None
 
     async def _connection(self, server: str, config: Mapping[str, Any]) -> _Connection:
         if self._closed:

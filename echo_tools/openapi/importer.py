@@ -320,36 +320,14 @@ def _name_operations(operations: list[_Operation]) -> None:
 # -- the import ---------------------------------------------------------------------------------------
 
 
-def import_openapi(
-    registry: ToolRegistry,
-    spec: Any,
-    *,
-    provider: str,
-    base_url: str | None = None,
-    credential: str | None = None,
-    operations: Iterable[str] | None = None,
-) -> list[ToolDef]:
-    """Register one `api` tool per operation of an OpenAPI 3.0/3.1 or Swagger 2.0 document.
+def import_openapi(registry: ToolRegistry, spec: Any, **options: Any) -> list[ToolDef]:
+    """Register one `api` tool per operation of an OpenAPI 3.0/3.1 or Swagger 2.0 document; returns the
+    tools registered or updated, in document order.
 
-    Args:
-        registry: where the tools are registered.
-        spec: the document: a dict, a file path (JSON or YAML), or an http(s) URL (fetched under
-            `registry.egress`, at most 10 MiB).
-        provider: names the API (`shop`): ids are `<provider>_<operation>`, tags `provider:<provider>`.
-        base_url: where calls go (default: `servers[0]`, or Swagger's `schemes`/`host`/`basePath`).
-        credential: the name of a `registry.credentials` entry every call is sent with.
-        operations: only these operations (operationId, snake_case id or tool id); default all.
-
-    Returns:
-        The tools registered or updated, in document order.
-
-    Raises:
-        OpenApiError: the document does not parse or validate (`field` is the JSON pointer), or an
-            operation named in `operations` does not exist or cannot be imported.
+    Takes the arguments of `import_openapi_report` (`provider`, `base_url`, `credential`, `operations`)
+    and raises as it does; that one also says what was skipped and disabled.
     """
-    return import_openapi_report(
-        registry, spec, provider=provider, base_url=base_url, credential=credential, operations=operations
-    ).tools
+    return import_openapi_report(registry, spec, **options).tools
 
 
 def import_openapi_report(
@@ -361,7 +339,25 @@ def import_openapi_report(
     credential: str | None = None,
     operations: Iterable[str] | None = None,
 ) -> ImportReport:
-    """`import_openapi`, also saying which operations were skipped and which old tools were disabled."""
+    """`import_openapi`, also saying which operations were skipped and which old tools were disabled.
+
+    Args:
+        registry: where the tools are registered.
+        spec: the document: a dict, a file path (JSON or YAML), or an http(s) URL (fetched under
+            `registry.egress`, at most 10 MiB).
+        provider: names the API (`shop`): ids are `<provider>_<operation>`, tags `provider:<provider>`.
+        base_url: where calls go (default: `servers[0]`, or Swagger's `schemes`/`host`/`basePath`).
+        credential: the name of a `registry.credentials` entry every call is sent with.
+        operations: only these operations (operationId, snake_case id or tool id); default all.
+
+    Returns:
+        The tools registered or updated, in document order (`tools`), the operations skipped with the
+        reason (`skipped`), and the ids of previously imported tools disabled (`disabled`).
+
+    Raises:
+        OpenApiError: the document does not parse or validate (`field` is the JSON pointer), or an
+            operation named in `operations` does not exist or cannot be imported.
+    """
     if not isinstance(provider, str) or not PROVIDER_PATTERN.fullmatch(provider):
         raise OpenApiError(
             f"provider {provider!r} is invalid: it must match {PROVIDER_PATTERN.pattern}", field="provider"

@@ -24,7 +24,13 @@ from echo_tools.models import ToolDef
 from echo_tools.pg.database import PgDatabase, open_database
 from echo_tools.pg.listener import PgListener
 from echo_tools.pg.stores import PgMcpConfigStore, PgSecretStore
-from echo_tools.storage import Problem, describe_validation_error, separate_problems, storable_tool_id
+from echo_tools.storage import (
+    Guard,
+    Problem,
+    describe_validation_error,
+    separate_problems,
+    storable_tool_id,
+)
 
 logger = logging.getLogger("echo_tools.pg")
 
@@ -142,13 +148,7 @@ class PgToolStorage:
 
     # -- writes --------------------------------------------------------------------------------------
 
-    def save(
-        self,
-        tool: ToolDef,
-        *,
-        check_names: bool = True,
-        replaces: Callable[[ToolDef], None] | None = None,
-    ) -> bool:
+    def save(self, tool: ToolDef, *, check_names: bool = True, replaces: Guard | None = None) -> bool:
         """Store one tool in a transaction; False when the stored copy was already identical.
 
         `replaces` (as `ToolStorage.save`) is called with the stored copy, under its row lock, before
@@ -189,7 +189,7 @@ class PgToolStorage:
             raise self._conflict(tool, keys) from exc
         return True
 
-    def delete(self, tool_id: str, *, removes: Callable[[ToolDef], None] | None = None) -> bool:
+    def delete(self, tool_id: str, *, removes: Guard | None = None) -> bool:
         """Remove one tool (and its keys) in a transaction; False when it was not stored.
 
         `removes` is called with the stored copy, under its row lock, before anything is removed.
@@ -207,7 +207,7 @@ class PgToolStorage:
                 self._bump(conn, tool_id)
         return bool(gone)
 
-    def _guard(self, tool_id: str, body: Any, check: Callable[[ToolDef], None]) -> None:
+    def _guard(self, tool_id: str, body: Any, check: Guard) -> None:
         stored, _ = self._parse(tool_id, body)
         if stored is not None:  # an unreadable stored copy is replaced, as in the JSON store
             check(stored)
