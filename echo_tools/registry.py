@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,14 @@ from echo_tools.events import EventBus, EventSink, ToolEvent
 from echo_tools.models import ToolDef, ToolSource, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_depth, check_schema, compiled, normalize_args
 from echo_tools.skills import check_skill_tools
-from echo_tools.storage import RESERVED_FILES, Problem, ToolStorage, describe_validation_error, gc_paused
+from echo_tools.storage import (
+    RESERVED_FILES,
+    Guard,
+    Problem,
+    ToolStorage,
+    describe_validation_error,
+    gc_paused,
+)
 from echo_tools.stored_tools import check_stored_tool
 from echo_tools.stores import AgentStore, WorkflowStore
 from echo_tools.suggest import tool_hint
@@ -296,7 +303,7 @@ class ToolRegistry:
         self,
         tools: Iterable[ToolDef | Mapping[str, Any]],
         *,
-        replaces: Callable[[ToolDef], None] | None = None,
+        replaces: Guard | None = None,
     ) -> list[dict[str, str]]:
         """`register` for a batch (an OpenAPI import's operations): all are stored, or none.
 
@@ -371,7 +378,7 @@ class ToolRegistry:
                 raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
             owners.update(dict.fromkeys(keys, tool.tool_id))
 
-    def _store(self, tool: ToolDef, guard: Callable[[ToolDef], None] | None) -> dict[str, str]:
+    def _store(self, tool: ToolDef, guard: Guard | None) -> dict[str, str]:
         with self._lock:
             clash = self._clash(tool)
             if clash:
@@ -495,7 +502,7 @@ class ToolRegistry:
         """
         return self._delete(tool_id, writable_remotely)
 
-    def _delete(self, tool_id: str, guard: Callable[[ToolDef], None] | None) -> bool:
+    def _delete(self, tool_id: str, guard: Guard | None) -> bool:
         with self._lock:
             known = tool_id in self._tools
             if guard is not None and known:
