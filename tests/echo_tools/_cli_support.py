@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,15 +30,28 @@ class CliResult:
     stderr: str
 
 
-def cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m echo_tools.cli ARGS` in a subprocess, over the storage folder `home`."""
-    env = {**os.environ, "ECHO_TOOLS_HOME": str(home), "NO_COLOR": "1"}
-    env.pop("ECHO_TOOLS_API_KEY", None)
+# variables of one command, on top of the ones every command gets; None: unset for that command
+Env = Mapping[str, str | None]
+
+
+def cli(
+    home: Path, *args: str, timeout: float = 120, env: Env | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m echo_tools.cli ARGS` in a subprocess, over the storage folder `home`, with `env` on top
+    of this process's environment and `stdin` (if given) on its standard input."""
+    environ = {**os.environ, "ECHO_TOOLS_HOME": str(home), "NO_COLOR": "1"}
+    environ.pop("ECHO_TOOLS_API_KEY", None)
+    for name, value in (env or {}).items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
     return subprocess.run(
         [sys.executable, "-m", "echo_tools.cli", *args],
+        input=stdin,
         capture_output=True,
         text=True,
-        env=env,
+        env=environ,
         timeout=timeout,
     )
 
@@ -45,19 +59,27 @@ def cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedPro
 class InProcessCli:
     """`echo_tools.cli.main(argv)` in this process, with the environment a subprocess would get.
 
-    The environment is set through `monkeypatch` (undone after the test); argparse's `SystemExit`
-    (usage errors, `--help`) becomes the exit code, as it would for the process. Any other exception
-    propagates, which is what `--debug` asks for.
+    The environment is set through `monkeypatch` (undone after the test), `env` and `stdin` for this one
+    command only; argparse's `SystemExit` (usage errors, `--help`) becomes the exit code, as it would for
+    the process. Any other exception propagates, which is what `--debug` asks for.
     """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
         self.monkeypatch = monkeypatch
         self.capsys = capsys
 
-    def __call__(self, home: Path, *args: str) -> CliResult:
+    def __call__(self, home: Path, *args: str, env: Env | None = None, stdin: str | None = None) -> CliResult:
         _set_environment(self.monkeypatch, home)
         self.capsys.readouterr()  # drop anything printed before this command
-        code = _main(args)
+        with pytest.MonkeyPatch.context() as command:
+            for name, value in (env or {}).items():
+                if value is None:
+                    command.delenv(name, raising=False)
+                else:
+                    command.setenv(name, value)
+            if stdin is not None:
+                command.setattr(sys, "stdin", io.StringIO(stdin))
+            code = _main(args)
         out, err = self.capsys.readouterr()
         return CliResult(code, out, err)
 

@@ -1,12 +1,10 @@
-"""`echo-tools import openapi` and `echo-tools credentials ...` as real subprocesses, and the HTTP routes'
-error contract."""
+"""`echo-tools import openapi` and `echo-tools credentials ...` (in-process through `echo_tools.cli.main`,
+plus the group's subprocess smoke test: an import in a real process), and the HTTP routes' error
+contract."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry
 from echo_tools.credentials import SECRET_KEY_ENV, STORE_FILE, new_key
 from tests.echo_tools._thirdparty_support import BEARER, ShopService, shop_spec
 
-REPO = Path(__file__).resolve().parents[2]
+from ._cli_support import CliResult, InProcessCli, cli
 
 
 @pytest.fixture
@@ -28,64 +26,69 @@ def shop() -> Iterator[ShopService]:
     service.stop()
 
 
-def cli(
-    storage: Path, *args: str, key: str | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != SECRET_KEY_ENV}
-    env["PYTHONPATH"] = str(REPO)
-    if key is not None:
-        env[SECRET_KEY_ENV] = key
-    return subprocess.run(
-        [sys.executable, "-m", "echo_tools.cli", "--storage", str(storage), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+class Commands:
+    """`echo-tools --storage STORAGE ARGS` in this process, with ECHO_TOOLS_SECRET_KEY set to `key` for
+    the one command, or unset."""
+
+    def __init__(self, run_cli: InProcessCli) -> None:
+        self.run_cli = run_cli
+
+    def __call__(self, storage: Path, *args: str, key: str | None = None, stdin: str = "") -> CliResult:
+        return self.run_cli(storage, "--storage", str(storage), *args, env={SECRET_KEY_ENV: key}, stdin=stdin)
 
 
+@pytest.fixture
+def echo(run_cli: InProcessCli) -> Commands:
+    return Commands(run_cli)
+
+
+@pytest.mark.slow  # one `echo-tools import openapi` process
 def test_import_set_a_credential_show_and_invoke_from_the_command_line(
-    tmp_path: Path, shop: ShopService
+    tmp_path: Path, shop: ShopService, echo: Commands
 ) -> None:
     storage = tmp_path / "tools"
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(shop_spec(shop.base)), encoding="utf-8")
-    made = cli(storage, "credentials", "new-key")
+    made = echo(storage, "credentials", "new-key")
     key = made.stdout.strip()
     assert made.returncode == 0 and len(key) == 44 and SECRET_KEY_ENV in made.stderr
 
+    # the group's subprocess smoke test: exit code and both streams of the real process
     imported = cli(
-        storage, "import", "openapi", str(spec), "--provider", "shop", "--credential", "shop", key=key
+        storage,
+        *("--storage", str(storage), "import", "openapi", str(spec), "--provider", "shop"),
+        *("--credential", "shop"),
+        env={SECRET_KEY_ENV: key},
     )
     assert imported.returncode == 0, imported.stderr
     assert "Imported 6 tools" in imported.stdout and "shop_get_item  GET /items/{item_id}" in imported.stdout
-    assert "credential 'shop'" in imported.stderr  # not stored yet: a warning, not a refusal
+    # not stored yet: a warning (logging's, which a process prints on stderr), not a refusal
+    assert "credential 'shop'" in imported.stderr
 
-    refused = cli(storage, "credentials", "set", "shop", "--type", "bearer", stdin=BEARER + "\n")
+    refused = echo(storage, "credentials", "set", "shop", "--type", "bearer", stdin=BEARER + "\n")
     assert refused.returncode == 1 and "echo-tools credentials new-key" in refused.stderr
-    stored = cli(storage, "credentials", "set", "shop", "--type", "bearer", key=key, stdin=BEARER + "\n")
+    stored = echo(storage, "credentials", "set", "shop", "--type", "bearer", key=key, stdin=BEARER + "\n")
     assert stored.returncode == 0 and "Credential 'shop' (bearer) created" in stored.stdout
     assert BEARER.encode() not in (storage / STORE_FILE).read_bytes()
-    listed = cli(storage, "credentials", "list")
+    listed = echo(storage, "credentials", "list")
     assert listed.stdout == "shop\tbearer\n"
 
-    shown = json.loads(cli(storage, "show", "shop_get_item").stdout)
+    shown = json.loads(echo(storage, "show", "shop_get_item").stdout)
     assert shown["metadata"]["provider"] == "shop" and shown["metadata"]["operation"] == "get_item"
     assert shown["metadata"]["credential"] == "shop"
 
-    called = cli(storage, "invoke", "shop_get_item", "--input", '{"item_id": 5}', key=key)
+    called = echo(storage, "invoke", "shop_get_item", "--input", '{"item_id": 5}', key=key)
     assert called.returncode == 0, called.stderr
     assert json.loads(called.stdout)["output"]["id"] == 5
     assert BEARER not in called.stdout + called.stderr + stored.stdout + stored.stderr
 
-    removed = cli(storage, "credentials", "remove", "shop")
-    assert removed.returncode == 0 and cli(storage, "credentials", "list").stdout == ""
-    again = cli(storage, "credentials", "remove", "shop")
+    removed = echo(storage, "credentials", "remove", "shop")
+    assert removed.returncode == 0 and echo(storage, "credentials", "list").stdout == ""
+    again = echo(storage, "credentials", "remove", "shop")
     assert again.returncode == 1 and "'shop'" in again.stderr
 
 
-def test_fields_and_hosts_from_the_command_line(tmp_path: Path) -> None:
+def test_fields_and_hosts_from_the_command_line(tmp_path: Path, echo: Commands) -> None:
     key = new_key()
     args = [
         "--type",
@@ -97,27 +100,27 @@ def test_fields_and_hosts_from_the_command_line(tmp_path: Path) -> None:
         "--field",
         "hosts=a.com,b.com",
     ]
-    result = cli(tmp_path, "credentials", "set", "maps", *args, key=key, stdin="v-1\n")
+    result = echo(tmp_path, "credentials", "set", "maps", *args, key=key, stdin="v-1\n")
     assert result.returncode == 0, result.stderr
     from echo_tools.credentials import CredentialStore
 
     assert CredentialStore(tmp_path).hosts_of("maps") == ["a.com", "b.com"]
 
 
-def test_a_secret_on_the_command_line_is_refused(tmp_path: Path) -> None:
-    result = cli(
+def test_a_secret_on_the_command_line_is_refused(tmp_path: Path, echo: Commands) -> None:
+    result = echo(
         tmp_path, "credentials", "set", "x", "--type", "bearer", "--field", "token=abc", key=new_key()
     )
     assert result.returncode == 1 and "shell history" in result.stderr
 
 
-def test_a_credential_from_a_json_file(tmp_path: Path) -> None:
+def test_a_credential_from_a_json_file(tmp_path: Path, echo: Commands) -> None:
     source = tmp_path / "cred.json"
     source.write_text(
         json.dumps({"type": "api_key", "in": "query", "name": "key", "value": "v-1"}), encoding="utf-8"
     )
     key = new_key()
-    result = cli(tmp_path / "s", "credentials", "set", "maps", "--from", str(source), key=key)
+    result = echo(tmp_path / "s", "credentials", "set", "maps", "--from", str(source), key=key)
     assert result.returncode == 0 and "(api_key) created" in result.stdout
 
 

@@ -1,6 +1,9 @@
 """`GET /workflows/runs/{run_id}` and `POST /workflows/runs/{run_id}/resume`: a run paused by `echo-tools run`
-in another process is read and resumed through a real server on the same storage folder; bad requests get
-the API's error contract naming the field."""
+is read and resumed through a real server on the same storage folder; bad requests get the API's error
+contract naming the field.
+
+The runs are paused in this process (`echo_tools.cli.main`): a second interpreter would import CrewAI
+again for several seconds of CPU; test_resume_cli.py resumes a paused run from a process of its own."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from echo_tools.executor import ToolExecutor
 from echo_tools.registry import ToolRegistry
 from echo_tools.settings import ApiSettings
 from tests.echo_tools import _api_support as support
-from tests.echo_tools._cli_support import cli, run_in_process
+from tests.echo_tools._cli_support import run_in_process
 from tests.echo_tools.test_resume_cli import gated_workflow
 
 with warnings.catch_warnings():
@@ -29,22 +32,22 @@ pytestmark = pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crew
 
 @pytest.fixture(scope="module")
 def paused_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A storage folder where `echo-tools run` left two runs paused at the HITL gate: `run_api_1` by its
-    own process (the one the server reads and resumes), `run_api_2` in this process (the bad requests;
-    a second interpreter importing CrewAI would add several seconds of CPU and nothing to test)."""
+    """A storage folder where `echo-tools run` left two runs paused at the HITL gate: `run_api_1` (the
+    one the server reads and resumes) and `run_api_2` (the bad requests, which leave it paused)."""
     folder = tmp_path_factory.mktemp("resume_api")
     home = folder / "home"
     workflow = gated_workflow(folder)
-    by_process = cli(home, "run", str(workflow), "--run-id", "run_api_1", timeout=300)
-    in_process = run_in_process(home, "run", str(workflow), "--run-id", "run_api_2")
-    for run_id, paused in (("run_api_1", by_process), ("run_api_2", in_process)):
+    for run_id in ("run_api_1", "run_api_2"):
+        paused = run_in_process(home, "run", str(workflow), "--run-id", run_id)
         assert paused.returncode == 0, paused.stderr[-2000:]
         assert f"run {run_id} interrupted" in paused.stdout
     return home
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(paused_home: Path) -> Iterator[str]:
+    """One server for the module on the storage folder (its own registry and executor, as a separate
+    service would open them)."""
     registry = ToolRegistry(storage_dir=paused_home)
     executor = ToolExecutor(registry)
     with support.serve_in_thread(create_app(registry, executor, ApiSettings())) as url:
@@ -59,8 +62,8 @@ def _error(response: httpx.Response, status: int, error_type: str, field: str | 
     return str(body["message"])
 
 
-@pytest.mark.slow  # the paused runs are made by `echo-tools run` processes
-def test_a_run_paused_by_another_process_is_read_and_resumed_over_http(server: str) -> None:
+@pytest.mark.slow  # the paused runs are whole workflow runs (CrewAI, LangGraph)
+def test_a_paused_run_is_read_and_resumed_over_http(server: str) -> None:
     with httpx.Client(base_url=server, timeout=120) as client:
         paused = client.get("/workflows/runs/run_api_1")
         assert paused.status_code == 200, paused.text
