@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 
@@ -101,6 +102,43 @@ async def test_a_pool_of_one_serves_call_after_call_without_refusing() -> None:
     pool = WorkerPool(max_workers=1)
     assert [pool.call(lambda n=n: n, 10) for n in range(200)] == list(range(200))
     assert [await pool.run(lambda n=n: n) for n in range(200)] == list(range(200))
+
+
+async def test_awaited_jobs_on_one_loop_each_time_out_at_their_own_deadline() -> None:
+    # one timer keeps every deadline of the loop: a short wait added after a long one must not wait for it,
+    # and the long one must still expire after the short one fired
+    pool = WorkerPool(max_workers=3)
+    release = threading.Event()
+    long_wait = asyncio.create_task(pool.run(lambda: release.wait(30), 0.4))
+    quick = asyncio.create_task(pool.run(lambda: "quick", 30))
+    short_wait = asyncio.create_task(pool.run(lambda: release.wait(30), 0.05))
+    with pytest.raises(WaitTimedOut, match="0.05 s"):
+        await short_wait
+    assert not long_wait.done() and await quick == "quick"
+    with pytest.raises(WaitTimedOut, match="0.4 s"):
+        await long_wait
+    assert pool.abandoned == 2
+    release.set()
+    assert await asyncio.to_thread(_wait_until, lambda: pool.abandoned == 0)
+
+
+def test_a_forked_child_starts_its_own_workers_and_leaves_its_parents_alone() -> None:
+    pool = WorkerPool(max_workers=1)
+    assert pool.call(lambda: "parent", 10) == "parent"  # the parent's one worker is idle, reading the pipe
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no worker threads of its own until it asks
+        try:
+            os.write(write_end, pool.call(lambda: "child", 10).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        assert os.read(read_end, 16) == b"child"
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    assert pool.call(lambda: "parent again", 10) == "parent again"
 
 
 def test_the_pool_size_must_be_positive() -> None:
