@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 from collections.abc import Iterator
@@ -120,6 +121,29 @@ async def test_awaited_jobs_on_one_loop_each_time_out_at_their_own_deadline() ->
     assert pool.abandoned == 2
     release.set()
     assert await asyncio.to_thread(_wait_until, lambda: pool.abandoned == 0)
+
+
+def test_loops_that_come_and_go_leave_no_wake_pipes_open() -> None:
+    pool = WorkerPool(max_workers=1)
+    asyncio.run(pool.run(lambda: "first", 10))  # the pool's own pipe exists from here on
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for n in range(20):
+        assert asyncio.run(pool.run(lambda n=n: n, 10)) == n
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_a_loop_without_readers_is_woken_with_call_soon_threadsafe() -> None:
+    class NoReaders(asyncio.SelectorEventLoop):  # as Windows' proactor loop: no add_reader
+        def add_reader(self, *args: object) -> None:
+            raise NotImplementedError
+
+    pool = WorkerPool(max_workers=1)
+    with asyncio.Runner(loop_factory=NoReaders) as runner:
+        assert runner.run(pool.run(lambda: "woken", 10)) == "woken"
+        with pytest.raises(WaitTimedOut):
+            runner.run(pool.run(lambda: threading.Event().wait(0.5), 0.05))
 
 
 def test_a_forked_child_starts_its_own_workers_and_leaves_its_parents_alone() -> None:
