@@ -328,13 +328,14 @@ class _LoopSide:
     """
 
     _local = threading.local()  # the side of the loop this thread ran last
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSide] = weakref.WeakKeyDictionary()
+    _lock = threading.Lock()
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = weakref.ref(loop)  # a closed loop is not kept alive by its thread
         self.finished: collections.deque[_Job] = collections.deque()
         self.deadlines: dict[asyncio.Future[None], tuple[float, float]] = {}  # waiter: (when, timeout_s)
         self.armed = math.inf  # when the timer fires; inf: no timer
-        self.timer: asyncio.TimerHandle | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         try:
@@ -349,8 +350,12 @@ class _LoopSide:
     def of(cls, loop: asyncio.AbstractEventLoop) -> _LoopSide:
         """The side of `loop`, the running loop of this thread."""
         side: _LoopSide | None = getattr(cls._local, "side", None)
-        if side is None or side.loop() is not loop:
-            side = cls._local.side = cls(loop)
+        if side is None or side.loop() is not loop:  # a thread that runs loops in turn: one side each
+            with cls._lock:
+                side = cls._by_loop.get(loop)
+                if side is None:
+                    side = cls._by_loop[loop] = cls(loop)
+            cls._local.side = side
         return side
 
     def wake(self, job: _Job) -> None:
@@ -382,16 +387,16 @@ class _LoopSide:
             self._arm(loop, when)
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
+        # the timer handle stays the loop's (held here, it would keep a finished loop alive); one overtaken
+        # by an earlier deadline fires to no effect
         self.armed = when
-        self.timer = loop.call_at(when, self._fire)
+        loop.call_at(when, self._fire, when)
 
-    def _fire(self) -> None:
-        self.timer, self.armed = None, math.inf
+    def _fire(self, armed_for: float) -> None:
         loop = self.loop()
-        if loop is None:
+        if armed_for != self.armed or loop is None:
             return
+        self.armed = math.inf
         now = loop.time()
         due = [(waiter, timeout_s) for waiter, (when, timeout_s) in self.deadlines.items() if when <= now]
         for waiter, timeout_s in due:

@@ -134,6 +134,21 @@ def test_loops_that_come_and_go_leave_no_wake_pipes_open() -> None:
     assert len(os.listdir("/proc/self/fd")) <= before
 
 
+def test_a_thread_running_two_loops_in_turn_keeps_one_wake_pipe_per_loop() -> None:
+    pool = WorkerPool(max_workers=1)
+    loops = [asyncio.new_event_loop(), asyncio.new_event_loop()]
+    try:
+        for loop in loops:
+            assert loop.run_until_complete(pool.run(lambda: "first", 10)) == "first"
+        before = len(os.listdir("/proc/self/fd"))
+        for n in range(10):
+            assert loops[n % 2].run_until_complete(pool.run(lambda n=n: n, 10)) == n
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        for loop in loops:
+            loop.close()
+
+
 def test_a_loop_without_readers_is_woken_with_call_soon_threadsafe() -> None:
     class NoReaders(asyncio.SelectorEventLoop):  # as Windows' proactor loop: no add_reader
         def add_reader(self, *args: object) -> None:
