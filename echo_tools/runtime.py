@@ -12,6 +12,9 @@ thread running to the end; that thread is *abandoned*: it no longer counts again
 worker may take its place, and when its job finally returns it ends (or rejoins the pool if there is
 room). Abandoned threads are bounded too (`max_abandoned`, default 4 x the limit): past that, calls are
 refused until some of the stuck jobs return, so a tool that always hangs cannot grow threads forever.
+
+A hand-off costs one wake-up each way: a worker is woken by a pipe byte written with the GIL let go, and
+wakes its caller last thing (a lock released, or a byte on a pipe the caller's event loop reads).
 """
 
 from __future__ import annotations
