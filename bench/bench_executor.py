@@ -5,6 +5,11 @@ call); our `invoke_sync` and awaited `invoke`, with input and output validation 
 to a MemoryEventLog, for the tool run inline (`isolation: "inline"`, opted in) and in a worker thread
 (the default). Medians in microseconds; ratios against CrewAI's `BaseTool.run`.
 
+Then the floors of a hand-off between two threads on this machine, which a thread tool pays on top of
+the pipeline: a lock ping-pong (each side wakes the other while holding the GIL), the worker pool's own
+pattern (a pipe byte written with the GIL let go, a lock released back), and an event loop woken by a
+thread through `call_soon_threadsafe` and through a pipe the loop reads (`add_reader`, what the pool uses).
+
 Run: .venv/bin/python bench/bench_executor.py
 """
 
@@ -13,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import warnings
+from collections.abc import Callable
 
 for key, value in {
     "CREWAI_DISABLE_TELEMETRY": "true",
@@ -95,6 +102,79 @@ def executor() -> tuple[ToolExecutor, MemoryEventLog]:
     return ToolExecutor(registry, [log]), log
 
 
+def _serve(wait: Callable[[], object], answer: Callable[[], object]) -> None:
+    """Start a daemon thread that answers each `wait()` with `answer()`, forever."""
+
+    def loop() -> None:
+        while True:
+            wait()
+            answer()
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def floors() -> list[tuple[str, float]]:
+    """Round trips between two threads with nothing else to do, in microseconds."""
+    go, done = threading.Lock(), threading.Lock()
+    go.acquire()
+    done.acquire()
+    _serve(go.acquire, done.release)
+
+    def ping_pong() -> None:
+        go.release()
+        done.acquire()
+
+    read_end, write_end = os.pipe()
+    back = threading.Lock()
+    back.acquire()
+    _serve(lambda: os.read(read_end, 1), back.release)
+
+    def pipe_then_lock() -> None:
+        os.write(write_end, b"\0")
+        back.acquire()
+
+    async def loop_wakes() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        waiter: list[asyncio.Future[None]] = []
+        to_thread, from_loop = os.pipe()
+        to_loop, from_thread = os.pipe()
+        os.set_blocking(to_loop, False)
+        by_reader = [False]
+
+        def answer() -> None:
+            if by_reader[0]:
+                os.write(from_thread, b"\0")
+            else:
+                loop.call_soon_threadsafe(waiter[0].set_result, None)
+
+        _serve(lambda: os.read(to_thread, 1), answer)
+
+        def read_answer() -> None:
+            os.read(to_loop, 64)
+            waiter[0].set_result(None)
+
+        loop.add_reader(to_loop, read_answer)
+
+        async def round_trip() -> None:
+            waiter[:] = [loop.create_future()]
+            os.write(from_loop, b"\0")
+            await waiter[0]
+
+        threadsafe = await ameasure(round_trip, N // 4)
+        by_reader[0] = True
+        reader = await ameasure(round_trip, N // 4)
+        loop.remove_reader(to_loop)
+        return threadsafe, reader
+
+    threadsafe, reader = asyncio.run(loop_wakes())
+    return [
+        ("two threads, lock ping-pong", measure(ping_pong, N // 4)),
+        ("two threads, pipe there, lock back (the pool)", measure(pipe_then_lock, N // 4)),
+        ("loop <-> thread, call_soon_threadsafe back", threadsafe),
+        ("loop <-> thread, pipe back read by the loop (the pool)", reader),
+    ]
+
+
 def main() -> None:
     ex, log = executor()
     assert ex.invoke_sync("add inline", ARGS).output == 3 and ex.invoke_sync("add thread", ARGS).output == 3
@@ -142,6 +222,8 @@ def main() -> None:
         "targets (x CrewAI run): inline invoke_sync <= 1.0, thread invoke_sync <= 2.0, "
         "thread await invoke <= 4.0"
     )
+    print()
+    report(floors(), "hand-off floors (nothing runs but the hand-off)", ["round trip", "median us"])
 
 
 if __name__ == "__main__":

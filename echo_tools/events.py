@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -90,7 +90,7 @@ def utc_now() -> str:
 
 def new_event_id() -> str:
     """32 hex digits: a random per-process prefix and a counter, unique across processes."""
-    return _format_event_id(next(_ID_COUNTER))
+    return _format_event_id(_next_event_number())
 
 
 def new_call_id() -> str:
@@ -107,14 +107,6 @@ def format_call_id(number: int) -> str:
     return f"{_ID_PREFIX}{number & 0xFFFFFFFFFFFF:012x}"
 
 
-def _call_id_text(value: Any) -> str | None:
-    return None if value is None else format_call_id(value)
-
-
-def _no_call() -> None:
-    return None
-
-
 def _new_id_prefix() -> None:
     # a forked child would otherwise repeat its parent's ids, and a history keyed by event id would merge them
     global _ID_PREFIX
@@ -124,69 +116,122 @@ def _new_id_prefix() -> None:
 os.register_at_fork(after_in_child=_new_id_prefix)
 
 
-def _format_event_id(number: int) -> str:
-    return f"{_ID_PREFIX}{number & 0xFFFFFFFFFFFF:012x}"
-
-
-_UNSET: Any = object()
+_format_event_id = format_call_id  # event ids are written as call ids are, from their own counter
+_next_event_number = _ID_COUNTER.__next__
 
 
 class _Deferred:
-    """A dataclass field (a descriptor-typed field) captured cheaply at construction, as text when read.
+    """A field kept as captured (a number, a clock reading) and made text the first time it is read.
 
-    Like `logging.LogRecord`, an event notes its moment (and its number) when it is made and formats
-    them only if a sink looks: most events of a fast call are never read field by field.
+    Like `logging.LogRecord`, an event notes its moment and its numbers when it is made and formats them
+    only if a sink looks: most events of a fast call are never read field by field.
     """
 
-    def __init__(self, capture: Callable[[], Any], render: Callable[[Any], str | None]) -> None:
-        self._capture = capture
+    def __init__(self, name: str, render: Callable[[Any], str]) -> None:
+        self._slot = f"_{name}"  # where the captured value, then its text, is kept
         self._render = render
-        self._slot = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._slot = f"_{name}"
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
-            return _UNSET  # the field's default, handed to __init__ (and then to __set__)
+            return self
         value = getattr(obj, self._slot)
-        if type(value) is not str:
+        if value is not None and type(value) is not str:
             value = self._render(value)
             setattr(obj, self._slot, value)
         return value
 
     def __set__(self, obj: Any, value: Any) -> None:
-        setattr(obj, self._slot, self._capture() if value is _UNSET else value)
+        setattr(obj, self._slot, value)
 
 
-@dataclass
+@dataclass(init=False)
 class ToolEvent:
-    """One thing that happened to a tool; the context ids are plain attributes."""
+    """One thing that happened to a tool; the context ids are plain attributes.
+
+    Fields not given are None (`metadata`: an empty dict); `event_id` and `timestamp` are filled in.
+    """
+
+    # slots and a hand-written __init__: events are made twice per call, and the generated __init__
+    # costs half as much again
+    __slots__ = (
+        "_call_id", "_event_id", "_timestamp", "agent_id", "agent_name", "attempts", "cached", "duration_ms",
+        "error", "error_type", "input", "metadata", "node_id", "output", "parent_call_id", "run_id",
+        "tool_call_id", "tool_id", "tool_name", "tool_type", "trace_id", "type", "workflow_id",
+    )  # fmt: skip
 
     type: str
-    tool_id: str | None = None
-    tool_name: str | None = None
-    tool_type: str | None = None
-    agent_id: str | None = None
-    agent_name: str | None = None  # the calling agent's canvas name, when its context gave one
-    workflow_id: str | None = None
-    run_id: str | None = None
-    node_id: str | None = None
-    tool_call_id: str | None = None
-    trace_id: str | None = None
-    # the call this event belongs to (given as its number, formatted when read, or as text)
-    call_id: str | None = _Deferred(_no_call, _call_id_text)  # type: ignore[assignment]
-    parent_call_id: str | None = None  # the composite call (skill, workflow, agent) that made it, if any
-    input: Any = None
-    output: Any = None
-    error: str | None = None
-    error_type: str | None = None
-    duration_ms: float | None = None
-    attempts: int | None = None
-    cached: bool | None = None  # a `tool.completed` answered from the executor's result cache
-    metadata: dict[str, Any] = field(default_factory=dict)
-    event_id: str = _Deferred(_ID_COUNTER.__next__, _format_event_id)  # type: ignore[assignment]
-    timestamp: str = _Deferred(time.time, format_timestamp)  # type: ignore[assignment]
+    tool_id: str | None
+    tool_name: str | None
+    tool_type: str | None
+    agent_id: str | None
+    agent_name: str | None  # the calling agent's canvas name, when its context gave one
+    workflow_id: str | None
+    run_id: str | None
+    node_id: str | None
+    tool_call_id: str | None
+    trace_id: str | None
+    call_id: str | None  # the call this event belongs to (its number until read, or given as text)
+    parent_call_id: str | None  # the composite call (skill, workflow, agent) that made it, if any
+    input: Any
+    output: Any
+    error: str | None
+    error_type: str | None
+    duration_ms: float | None
+    attempts: int | None
+    cached: bool | None  # a `tool.completed` answered from the executor's result cache
+    metadata: dict[str, Any]
+    event_id: str  # its number until read
+    timestamp: str  # the clock reading until read
+
+    def __init__(
+        self,
+        type: str,
+        tool_id: str | None = None,
+        tool_name: str | None = None,
+        tool_type: str | None = None,
+        agent_id: str | None = None,
+        agent_name: str | None = None,
+        workflow_id: str | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        tool_call_id: str | None = None,
+        trace_id: str | None = None,
+        call_id: str | int | None = None,
+        parent_call_id: str | None = None,
+        input: Any = None,
+        output: Any = None,
+        error: str | None = None,
+        error_type: str | None = None,
+        duration_ms: float | None = None,
+        attempts: int | None = None,
+        cached: bool | None = None,
+        metadata: dict[str, Any] | None = None,
+        event_id: str | None = None,
+        timestamp: str | None = None,
+    ) -> None:
+        self.type = type
+        self.tool_id = tool_id
+        self.tool_name = tool_name
+        self.tool_type = tool_type
+        self.agent_id = agent_id
+        self.agent_name = agent_name
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+        self.node_id = node_id
+        self.tool_call_id = tool_call_id
+        self.trace_id = trace_id
+        self._call_id = call_id
+        self.parent_call_id = parent_call_id
+        self.input = input
+        self.output = output
+        self.error = error
+        self.error_type = error_type
+        self.duration_ms = duration_ms
+        self.attempts = attempts
+        self.cached = cached
+        self.metadata = {} if metadata is None else metadata
+        self._event_id = _next_event_number() if event_id is None else event_id
+        self._timestamp = time.time() if timestamp is None else timestamp
 
     def to_dict(self) -> dict[str, Any]:
         """The event's fields as a dict, leaving out those that are None or empty (values not copied)."""
@@ -201,6 +246,15 @@ class ToolEvent:
         """The event as one line of JSON (values JSON cannot hold are written with `str`)."""
         return json.dumps(self.to_dict(), default=str, ensure_ascii=False)
 
+
+# made text when first read (set after the dataclass is made: as class attributes they would be defaults)
+for _name, _render in (
+    ("call_id", format_call_id),
+    ("event_id", _format_event_id),
+    ("timestamp", format_timestamp),
+):
+    setattr(ToolEvent, _name, _Deferred(_name, _render))
+del _name, _render
 
 _FIELD_NAMES = tuple(f.name for f in fields(ToolEvent))
 

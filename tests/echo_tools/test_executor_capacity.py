@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import threading
 from collections.abc import Iterator
 
@@ -101,6 +103,81 @@ async def test_a_pool_of_one_serves_call_after_call_without_refusing() -> None:
     pool = WorkerPool(max_workers=1)
     assert [pool.call(lambda n=n: n, 10) for n in range(200)] == list(range(200))
     assert [await pool.run(lambda n=n: n) for n in range(200)] == list(range(200))
+
+
+async def test_awaited_jobs_on_one_loop_each_time_out_at_their_own_deadline() -> None:
+    # one timer keeps every deadline of the loop: a short wait added after a long one must not wait for it,
+    # and the long one must still expire after the short one fired
+    pool = WorkerPool(max_workers=3)
+    release = threading.Event()
+    long_wait = asyncio.create_task(pool.run(lambda: release.wait(30), 0.4))
+    quick = asyncio.create_task(pool.run(lambda: "quick", 30))
+    short_wait = asyncio.create_task(pool.run(lambda: release.wait(30), 0.05))
+    with pytest.raises(WaitTimedOut, match="0.05 s"):
+        await short_wait
+    assert not long_wait.done() and await quick == "quick"
+    with pytest.raises(WaitTimedOut, match="0.4 s"):
+        await long_wait
+    assert pool.abandoned == 2
+    release.set()
+    assert await asyncio.to_thread(_wait_until, lambda: pool.abandoned == 0)
+
+
+def test_loops_that_come_and_go_leave_no_wake_pipes_open() -> None:
+    pool = WorkerPool(max_workers=1)
+    asyncio.run(pool.run(lambda: "first", 10))  # the pool's own pipe exists from here on
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for n in range(20):
+        assert asyncio.run(pool.run(lambda n=n: n, 10)) == n
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_a_thread_running_two_loops_in_turn_keeps_one_wake_pipe_per_loop() -> None:
+    pool = WorkerPool(max_workers=1)
+    loops = [asyncio.new_event_loop(), asyncio.new_event_loop()]
+    try:
+        for loop in loops:
+            assert loop.run_until_complete(pool.run(lambda: "first", 10)) == "first"
+        before = len(os.listdir("/proc/self/fd"))
+        for n in range(10):
+            assert loops[n % 2].run_until_complete(pool.run(lambda n=n: n, 10)) == n
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        for loop in loops:
+            loop.close()
+
+
+def test_a_loop_without_readers_is_woken_with_call_soon_threadsafe() -> None:
+    class NoReaders(asyncio.SelectorEventLoop):  # as Windows' proactor loop: no add_reader
+        def add_reader(self, *args: object) -> None:
+            raise NotImplementedError
+
+    pool = WorkerPool(max_workers=1)
+    with asyncio.Runner(loop_factory=NoReaders) as runner:
+        assert runner.run(pool.run(lambda: "woken", 10)) == "woken"
+        with pytest.raises(WaitTimedOut):
+            runner.run(pool.run(lambda: threading.Event().wait(0.5), 0.05))
+
+
+def test_a_forked_child_starts_its_own_workers_and_leaves_its_parents_alone() -> None:
+    pool = WorkerPool(max_workers=1)
+    assert pool.call(lambda: "parent", 10) == "parent"  # the parent's one worker is idle, reading the pipe
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no worker threads of its own until it asks
+        try:
+            os.write(write_end, pool.call(lambda: "child", 10).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        assert os.read(read_end, 16) == b"child"
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    assert pool.call(lambda: "parent again", 10) == "parent again"
 
 
 def test_the_pool_size_must_be_positive() -> None:
