@@ -40,8 +40,8 @@ class ToolStatus(StrEnum):
     """Lifecycle state; only `active` tools are bound to agents, `disabled` ones refuse to run."""
 
     ACTIVE = "active"
-    DEPRECATED = "deprecated"
-    DISABLED = "disabled"
+    DEPRECATED = "deprecated"  # still runs; a canvas binding it warns, `get_tools_for_agent` leaves it out
+    DISABLED = "disabled"  # every call is refused (`error_type` "disabled")
 
 
 class ToolSource(StrEnum):
@@ -64,9 +64,9 @@ class Determinism(StrEnum):
 class SideEffect(StrEnum):
     """What a call does to the world; decides whether a failed call may be retried."""
 
-    PURE = "pure"
-    IDEMPOTENT = "idempotent"
-    EXTERNAL = "external"
+    PURE = "pure"  # changes nothing outside the call: retried, and cached when also deterministic
+    IDEMPOTENT = "idempotent"  # repeating it changes nothing more than doing it once: retried
+    EXTERNAL = "external"  # changes the world each time (sends, buys, writes): never retried
 
 
 class ToolPermission(StrEnum):
