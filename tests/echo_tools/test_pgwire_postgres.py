@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,21 +196,23 @@ def test_two_serve_replicas_share_history_and_event_stream(two_replicas: list[st
     assert bad.status_code == 422 and bad.json()["field"] == "limit" and "100000" in bad.json()["message"]
 
     seen: list[dict[str, Any]] = []
+    subscribed = threading.Event()
 
     def listen() -> None:
         with httpx.stream(
             "GET", f"{second}/events", params={"run_id": "sse-run", "max_events": 1}, timeout=60
         ) as stream:
             for line in stream.iter_lines():
-                if line.startswith("data:") and "type" in (data := json.loads(line[5:])):
-                    seen.append(data)  # the stream's first message, `ready`, has no type
+                if line == "event: ready":  # the stream's first frame: subscribed from now on
+                    subscribed.set()
+                elif line.startswith("data:") and "type" in (data := json.loads(line[5:])):
+                    seen.append(data)
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
-    deadline = time.monotonic() + 30
-    while listener.is_alive() and time.monotonic() < deadline:  # until the stream is open and hears one
-        _invoke(first, "sse-run")
-        listener.join(0.3)
+    assert subscribed.wait(30), "the event stream did not open"
+    _invoke(first, "sse-run")  # on the other replica: heard through the database
+    listener.join(30)
     assert seen and seen[0]["run_id"] == "sse-run" and seen[0]["tool_id"] == "tool_calculator"
     assert os.environ.get("ECHO_TOOLS_DATABASE_URL") is None  # the children had it, this process not
 
