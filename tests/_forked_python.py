@@ -1,9 +1,9 @@
 """A Python for the doc examples that starts in milliseconds: the agent frameworks are imported once.
 
-`python -P _forked_python.py serve SOCKET MODULE...` imports the modules, prints `ready`, then answers each
-connection on the Unix socket SOCKET with a forked child that runs `python ARGS` (`SCRIPT ...` or
-`-m MODULE ...`) in the requester's folder, environment and standard streams, and exits as that
-interpreter would (SystemExit, atexit, the interpreter's shutdown). `python -S -P _forked_python.py
+`python -P _forked_python.py serve SOCKET MODULE...` imports the modules, prints `ready`, then (until its
+standard input ends) answers each connection on the Unix socket SOCKET with a forked child that runs `python
+ARGS` (`SCRIPT ...` or `-m MODULE ...`) in the requester's folder, environment and standard streams, and exits
+as that interpreter would (SystemExit, atexit, the interpreter's shutdown). `python -S -P _forked_python.py
 SOCKET ARGS...` is the requester: it exits with the child's status (128 + N when signal N ended it), so a
 shell function can stand in for a command. A child differs from a fresh `python ARGS` only in the modules
 already imported; the interpreter's start-up settings (the `PYTHON*` variables) must be the server's.
@@ -39,6 +39,9 @@ def serve(path: str, modules: list[str]) -> socket.socket:
     listener.listen(16)
     print("ready", flush=True)
     while True:
+        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in readable:  # end of input: whoever started the server is done with it (or gone)
+            sys.exit(0)
         conn, _ = listener.accept()
         if os.fork() == 0:
             listener.close()

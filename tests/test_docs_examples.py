@@ -198,18 +198,23 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
             [sys.executable, "-P", str(FORKED_PYTHON), "serve", str(socket_path), *PRELOADED],
             cwd=where,
             env=_page_env(),
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
         )
+    assert server.stdin is not None and server.stdout is not None
     try:
-        assert server.stdout is not None
         assert server.stdout.readline() == "ready\n", log.read_text()  # '' when it ended
         yield [sys.executable, "-S", "-P", str(FORKED_PYTHON), str(socket_path)]
     finally:
-        server.kill()
-        server.wait()
-        server.stdout.close()  # type: ignore[union-attr]
+        server.stdin.close()  # the server's signal to exit (it also exits if this process dies)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        server.stdout.close()
 
 
 def _page_id(page: Path) -> str:
