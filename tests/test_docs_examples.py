@@ -1,14 +1,17 @@
 """Every example in README.md and docs/*.md runs as written, from a folder that is not the repository.
 
-Each page's fenced ```python, ```bash and ```sh blocks run in order, in one fresh interpreter per page whose
+Each page's fenced ```python, ```bash and ```sh blocks run in order, in one new interpreter per page whose
 current folder is a temporary one (the package is imported as installed: from PYTHONPATH, never from the
-current folder). Python blocks share one namespace, as a reader pasting them into one session would. A
-Python block whose first line is `# name.py` is the file a reader saves: it is written into the folder,
-not run. Any other block with `<!-- file: NAME -->` on the line above its fence is saved as NAME the same
-way (a workflow file the page's commands read). A bash/sh block runs with `bash -e`, `echo-tools` being this checkout's command. A console block is a
-transcript: its `$ ` lines run one by one and each must exit 0, unless the transcript shows it failing (its
-next line starts with `echo-tools: error:`), when it must fail. An untagged fence may not hold commands
-(tag it `bash`, or `text` for output), so no example escapes the run by its tag.
+current folder). The interpreters, the page's and each `echo-tools` command's, are forked from one that has
+imported the frameworks already (`_forked_python`): the same process as a fresh `python`, without importing
+CrewAI again for every page and command (about 4 s of CPU each). Python blocks share one namespace, as a
+reader pasting them into one session would. A Python block whose first line is `# name.py` is the file a
+reader saves: it is written into the folder, not run. Any other block with `<!-- file: NAME -->` on the line
+above its fence is saved as NAME the same way (a workflow file the page's commands read). A bash/sh block runs
+with `bash -e`, `echo-tools` being this checkout's command. A console block is a transcript: its `$ ` lines
+run one by one and each must exit 0, unless the transcript shows it failing (its next line starts with
+`echo-tools: error:`), when it must fail. An untagged fence may not hold commands (tag it `bash`, or `text`
+for output), so no example escapes the run by its tag.
 
 A block that needs something outside the machine (EchoAI's repository, a server started by hand, the
 network) is excluded by an HTML comment on the line just above its fence, saying why:
@@ -23,8 +26,10 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +37,7 @@ import pytest
 
 from tests.echo_tools._storage_support import REPO_ROOT, child_env
 
+FORKED_PYTHON = Path(__file__).resolve().parent / "_forked_python.py"
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([a-z]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 RUN_LANGS = ("python", "bash", "sh", "console")
@@ -112,8 +118,11 @@ def console_commands(code: str) -> list[tuple[str, bool]]:
     return found
 
 
-def _run_page(blocks: list[Block], folder: Path) -> subprocess.CompletedProcess[str]:
-    """One interpreter for the page: each block exec'd (or handed to bash) in order, in `folder`."""
+def _run_page(blocks: list[Block], folder: Path, python: list[str]) -> subprocess.CompletedProcess[str]:
+    """One interpreter for the page: each block exec'd (or handed to bash) in order, in `folder`.
+
+    `python` is the command that starts an interpreter (the forked Python of `_forked_python`); the
+    page's `echo-tools` is that interpreter running `-m echo_tools.cli`."""
     plan = [
         {
             "where": f"{b.page}:{b.line}",
@@ -125,11 +134,12 @@ def _run_page(blocks: list[Block], folder: Path) -> subprocess.CompletedProcess[
         for b in blocks
         if b.excluded is None
     ]
+    shell = f'echo-tools() {{ {shlex.join(python)} -m echo_tools.cli "$@"; }}\n'
     driver = (
-        "import json, os, subprocess, sys\n"
+        "import json, subprocess, sys\n"
         f"plan = json.loads({json.dumps(json.dumps(plan))})\n"
+        f"shell = {shell!r}\n"
         "ns = {'__name__': '__main__'}\n"
-        'shell = \'echo-tools() { "%s" -m echo_tools.cli "$@"; }\\n\' % sys.executable\n'
         "for block in plan:\n"
         "    print('=== ' + block['where'], flush=True)\n"
         "    if block['saved_as']:\n"
@@ -151,17 +161,60 @@ def _run_page(blocks: list[Block], folder: Path) -> subprocess.CompletedProcess[
         "print('=== all blocks ran', flush=True)\n"
     )
     (folder / "_doc_driver.py").write_text(driver, encoding="utf-8")
-    env = child_env()
-    env["PYTHONPATH"] = str(REPO_ROOT)  # the package as installed; the folder holds only what the page saves
     return subprocess.run(
-        [sys.executable, "_doc_driver.py"],
+        [*python, "_doc_driver.py"],
         cwd=folder,
-        env=env,
+        env=_page_env(),
         capture_output=True,
         text=True,
         timeout=900,
         check=False,
     )
+
+
+def _page_env() -> dict[str, str]:
+    env = child_env()
+    env["PYTHONPATH"] = str(REPO_ROOT)  # the package as installed; the folder holds only what the page saves
+    return env
+
+
+# what the pages import between them: imported once by the forked Python, not by each page and command
+PRELOADED = [
+    "echo_tools.cli.main",
+    "workflow_bridge.commands",
+    "workflow_bridge.runner",
+    "langgraph.graph",
+    "fastapi",
+]
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """The command of an interpreter forked from one that has imported the frameworks already."""
+    where = tmp_path_factory.mktemp("forked_python")
+    socket_path, log = where / "python.sock", where / "server.log"
+    with log.open("w") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-P", str(FORKED_PYTHON), "serve", str(socket_path), *PRELOADED],
+            cwd=where,
+            env=_page_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        assert server.stdout.readline() == "ready\n", log.read_text()  # '' when it ended
+        yield [sys.executable, "-S", "-P", str(FORKED_PYTHON), str(socket_path)]
+    finally:
+        server.stdin.close()  # the server's signal to exit (it also exits if this process dies)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        server.stdout.close()
 
 
 def _page_id(page: Path) -> str:
@@ -228,13 +281,32 @@ def test_pages_run_elsewhere_are_run_whole_there(page: str) -> None:
     assert [b for b in blocks if b.lang != "python" and b.excluded is None] == []  # the rest say why not
 
 
+def test_the_forked_python_runs_a_command_as_python_would(tmp_path: Path, python: list[str]) -> None:
+    """Folder, environment, arguments, streams and exit status are the requester's, with and without -m."""
+    (tmp_path / "exits.py").write_text(
+        "import os, sys\n"
+        "print(os.getcwd(), os.environ['PAGE_VAR'], sys.argv[1:], sys.path[0])\n"
+        "sys.exit(3)\n",
+        encoding="utf-8",
+    )
+    env = {**_page_env(), "PAGE_VAR": "seen"}
+    done = subprocess.run([*python, "exits.py", "a b"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (3, f"{tmp_path} seen ['a b'] {tmp_path}\n")
+    command = [*python, "-m", "echo_tools.cli", "resume", "run_unknown", "--approve"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr == "echo-tools: error: no recorded run has run_id 'run_unknown'\n"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUN_HERE, ids=_page_id)
-def test_the_pages_examples_run_as_written_from_another_folder(page: Path, tmp_path: Path) -> None:
+def test_the_pages_examples_run_as_written_from_another_folder(
+    page: Path, tmp_path: Path, python: list[str]
+) -> None:
     blocks = blocks_of(page)
     folder = tmp_path / "reader"
     folder.mkdir()
-    done = _run_page(blocks, folder)
+    done = _run_page(blocks, folder, python)
     assert done.returncode == 0, done.stdout[-2000:] + "\n" + done.stderr[-4000:]
     assert done.stdout.rstrip().endswith("=== all blocks ran")
     ran = [line[4:] for line in done.stdout.splitlines() if line.startswith("=== ")]

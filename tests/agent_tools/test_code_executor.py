@@ -73,7 +73,7 @@ def test_an_exception_is_a_normal_result_with_a_traceback_naming_main_py():
 
 
 async def test_an_infinite_loop_is_killed_at_the_timeout():
-    run = await run_python("while True:\n    pass", limits=SandboxLimits(timeout_s=1))
+    run = await run_python("while True:\n    pass", limits=SandboxLimits(timeout_s=0.3))
     assert run.timed_out is True
     assert run.exit_code is None
     assert run.isolation["leftover_processes"] == 0
@@ -92,7 +92,7 @@ async def test_a_memory_bomb_is_stopped_by_the_address_space_limit():
 
 async def test_a_fork_bomb_is_capped_and_every_process_is_gone_afterwards():
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-    run = await run_python(code, limits=SandboxLimits(timeout_s=2, max_processes=16))
+    run = await run_python(code, limits=SandboxLimits(timeout_s=0.5, max_processes=16))
     assert run.timed_out is True
     assert run.isolation["leftover_processes"] == 0
     uid = _run_uid(run.isolation)
@@ -213,7 +213,7 @@ def test_the_executor_timeout_kills_the_subprocess():
     result = invoke(
         "tool_code_executor",
         {"code": "while True:\n    pass", "timeout_seconds": 30},
-        context=ToolContext(timeout_ms=700),
+        context=ToolContext(timeout_ms=300),
     )
     assert not result.success
     assert result.error_type == "timeout"
@@ -254,7 +254,7 @@ async def test_an_output_flood_stops_at_the_file_size_limit_and_is_truncated():
 
 
 async def test_large_stdin_is_fed_even_when_the_program_never_reads_it():
-    run = await run_python("while True:\n    pass", stdin="x" * 500_000, limits=SandboxLimits(timeout_s=1))
+    run = await run_python("while True:\n    pass", stdin="x" * 500_000, limits=SandboxLimits(timeout_s=0.3))
     assert run.timed_out is True  # the wall-clock limit still applies: feeding stdin cannot block the run
     echoed = await run_python("import sys\nprint(len(sys.stdin.read()))", stdin="y" * 500_000)
     assert echoed.stdout == "500000\n"

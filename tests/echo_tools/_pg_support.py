@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import glob
 import importlib.util
+import json
 import os
 import pwd
 import shutil
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -334,6 +336,30 @@ def wait_until(check: Callable[[], bool], seconds: float, message: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(message)
         time.sleep(0.05)
+
+
+def first_streamed_event(events_url: str, run_id: str, trigger: Callable[[], object]) -> dict[str, Any]:
+    """Open the SSE stream `events_url` for `run_id`, call `trigger` once it is subscribed (its `ready`
+    frame), and return the first event it streams (AssertionError after 30 s)."""
+    seen: list[dict[str, Any]] = []
+    subscribed = threading.Event()
+
+    def listen() -> None:
+        params = {"run_id": run_id, "max_events": 1}
+        with httpx.stream("GET", events_url, params=params, timeout=60) as stream:
+            for line in stream.iter_lines():
+                if line == "event: ready":
+                    subscribed.set()
+                elif line.startswith("data:") and "type" in (data := json.loads(line[5:])):
+                    seen.append(data)
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    assert subscribed.wait(30), f"the event stream {events_url} did not open"
+    trigger()
+    listener.join(30)
+    assert seen, f"the event stream {events_url} streamed no event"
+    return seen[0]
 
 
 def replica_healthy(url: str, child: subprocess.Popen[str]) -> bool:

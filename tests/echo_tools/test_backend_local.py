@@ -74,10 +74,10 @@ def test_a_legacy_tool_without_execution_config_fails_clearly() -> None:
 
 def test_sync_tool_sleeping_past_its_timeout_returns_before_the_work_ends() -> None:
     basic.FINISHED.clear()
-    executor, log = make_executor(local_tool("slow", "slow_sync", timeout_ms=500))
+    executor, log = make_executor(local_tool("slow", "slow_sync", timeout_ms=100))
     result = executor.invoke_sync("slow", {"seconds": 5})
     assert not basic.FINISHED.is_set()  # the call came back while the thread still sleeps
-    assert result.error_type == "timeout" and "500 ms" in result.error
+    assert result.error_type == "timeout" and "100 ms" in result.error
     assert [e.type for e in log.events] == ["tool.invoked", "tool.timeout"]
     assert log.events[-1].error_type == "timeout"
 
@@ -110,8 +110,8 @@ def _pid_alive(pid: int) -> bool:
 
 async def test_timeout_kills_the_subprocess(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    # 3 s: room for the child to start and write its pid on a busy machine before it is killed
-    tool = local_tool("sleeper", "write_pid_and_sleep", timeout_ms=3000, config={"isolation": "process"})
+    # 1 s: room for the child (about 0.2 s of CPU to start) to write its pid on a busy machine
+    tool = local_tool("sleeper", "write_pid_and_sleep", timeout_ms=1000, config={"isolation": "process"})
     executor, log = make_executor(tool)
     result = await executor.invoke("sleeper", {"pid_file": str(pid_file), "seconds": 60})
     assert result.error_type == "timeout"

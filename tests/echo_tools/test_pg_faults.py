@@ -18,6 +18,7 @@ from tests.echo_tools._pg_support import (
     free_port,
     spawn,
     tool_dict,
+    wait_until,
 )
 
 
@@ -97,7 +98,7 @@ def test_a_restart_mid_run_fails_the_calls_that_need_it_and_the_next_ones_succee
     private_server: PgServer,
 ) -> None:
     dsn = private_server.new_database()
-    db = PgDatabase(dsn, timeout=2)
+    db = PgDatabase(dsn, timeout=0.5)  # each call made while the server is away fails after this
     storage = PgToolStorage(db)
     history = PgRunHistory(db)
     watcher = PgToolStorage(dsn)
@@ -115,6 +116,8 @@ def test_a_restart_mid_run_fails_the_calls_that_need_it_and_the_next_ones_succee
         assert history.flush(30) and history.dropped == 1
         assert not storage.changed_elsewhere()  # the cached catalogue stays usable meanwhile
         private_server.resume()
+        # the pool reconnects on its own schedule (backing off from its failed attempts): once it has
+        wait_until(lambda: db.pool.get_stats()["pool_available"] > 0, 30, "the pool did not reconnect")
         assert storage.save(ToolDef.model_validate(tool_dict("after"))) is True
         history(ToolEvent(type="tool.completed", run_id="r1"))
         assert [t.tool_id for t in storage.load_all()[0]] == ["after", "before"]  # nothing half-written

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +17,14 @@ import httpx
 import pytest
 
 from echo_tools.pg import PgRunHistory, PgToolStorage
-from tests.echo_tools._pg_support import PgServer, free_port, replicas_up, spawn, wait_until
+from tests.echo_tools._pg_support import (
+    PgServer,
+    first_streamed_event,
+    free_port,
+    replicas_up,
+    spawn,
+    wait_until,
+)
 
 MANIFEST = Path(__file__).resolve().parents[2] / "AgentTools" / "calculator" / "tool_manifest.json"
 
@@ -73,23 +78,9 @@ def test_replicas_share_the_catalogue_the_history_and_the_event_stream(
     clash = httpx.post(f"{urls[2]}/register", json=_calculator("calc_other", "calc-copy"), timeout=30)
     assert clash.status_code in (400, 409, 422) and "calc_copy" in clash.text
 
-    seen: list[dict[str, Any]] = []
-
-    def listen() -> None:
-        with httpx.stream(
-            "GET", f"{urls[2]}/events", params={"run_id": "sse-run", "max_events": 1}, timeout=60
-        ) as stream:
-            for line in stream.iter_lines():
-                if line.startswith("data:") and "type" in (data := json.loads(line[5:])):
-                    seen.append(data)  # the stream's first message, `ready`, has no type
-
-    listener = threading.Thread(target=listen, daemon=True)
-    listener.start()
-    deadline = time.monotonic() + 30
-    while listener.is_alive() and time.monotonic() < deadline:  # until the stream is open and hears one
-        _invoke(urls[0], "sse-run")
-        listener.join(0.3)
-    assert seen and seen[0]["run_id"] == "sse-run" and seen[0]["tool_id"] == "calc_copy"
+    # a call on one replica is streamed by another
+    heard = first_streamed_event(f"{urls[2]}/events", "sse-run", lambda: _invoke(urls[0], "sse-run"))
+    assert heard["run_id"] == "sse-run" and heard["tool_id"] == "calc_copy"
 
     for url in urls[1:]:
         assert _invoke(url, "shared-run")["success"] is True

@@ -17,7 +17,9 @@ from tests.echo_tools._pg_support import tool_dict
 
 @pytest.fixture
 def storage(dsn: str) -> Iterator[PgToolStorage]:
-    store = PgToolStorage(dsn)
+    # the storage contract, without the LISTEN thread (its close waits up to its 0.25 s poll): the
+    # listener has its own tests below and in test_pg_faults.py
+    store = PgToolStorage(dsn, listen=False)
     yield store
     store.close()
 

@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ import pytest
 
 from echo_tools.pg import open_stores
 from tests.echo_tools._cli_support import InProcessCli
-from tests.echo_tools._pg_support import child_env, free_port, replicas_up
+from tests.echo_tools._pg_support import child_env, first_streamed_event, free_port, replicas_up
 
 CALC = json.dumps({"operation": "add", "values": [2, 3]})
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,23 +194,9 @@ def test_two_serve_replicas_share_history_and_event_stream(two_replicas: list[st
     bad = httpx.get(f"{second}/events/history", params={"limit": "100000"}, timeout=10)
     assert bad.status_code == 422 and bad.json()["field"] == "limit" and "100000" in bad.json()["message"]
 
-    seen: list[dict[str, Any]] = []
-
-    def listen() -> None:
-        with httpx.stream(
-            "GET", f"{second}/events", params={"run_id": "sse-run", "max_events": 1}, timeout=60
-        ) as stream:
-            for line in stream.iter_lines():
-                if line.startswith("data:") and "type" in (data := json.loads(line[5:])):
-                    seen.append(data)  # the stream's first message, `ready`, has no type
-
-    listener = threading.Thread(target=listen, daemon=True)
-    listener.start()
-    deadline = time.monotonic() + 30
-    while listener.is_alive() and time.monotonic() < deadline:  # until the stream is open and hears one
-        _invoke(first, "sse-run")
-        listener.join(0.3)
-    assert seen and seen[0]["run_id"] == "sse-run" and seen[0]["tool_id"] == "tool_calculator"
+    # on the other replica: heard through the database
+    heard = first_streamed_event(f"{second}/events", "sse-run", lambda: _invoke(first, "sse-run"))
+    assert heard["run_id"] == "sse-run" and heard["tool_id"] == "tool_calculator"
     assert os.environ.get("ECHO_TOOLS_DATABASE_URL") is None  # the children had it, this process not
 
     # the shipped calculator stays read-only over HTTP with the catalogue in PostgreSQL

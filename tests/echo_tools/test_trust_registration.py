@@ -40,20 +40,51 @@ def registry(store: Path) -> ToolRegistry:
     return registry
 
 
+class Mount:
+    """The app of the module's one real server: each test mounts its own app (registry, settings) on it,
+    so a test costs an app, not a server's start and stop."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        assert self.app is not None, "no app is mounted"
+        await self.app(scope, receive, send)
+
+    @contextlib.contextmanager
+    def serving(self, app: Any) -> Iterator[str]:
+        """Serve `app` until the block ends; yields the server's base URL."""
+        self.app = app
+        try:
+            yield self.url
+        finally:
+            self.app = None
+
+
+@pytest.fixture(scope="module")
+def mount() -> Iterator[Mount]:
+    """A real uvicorn server on 127.0.0.1 for the module's tests."""
+    mount = Mount("")
+    with serve_in_thread(mount) as url:
+        mount.url = url
+        yield mount
+
+
 @contextlib.contextmanager
-def serving(registry: ToolRegistry, settings: ApiSettings) -> Iterator[str]:
-    """A real uvicorn server on 127.0.0.1 around `registry`; yields its base URL."""
+def serving(mount: Mount, registry: ToolRegistry, settings: ApiSettings) -> Iterator[str]:
+    """The API around `registry` on the module's server; yields its base URL."""
     executor = ToolExecutor(registry)
-    with serve_in_thread(create_app(registry, executor, settings)) as url:
+    with mount.serving(create_app(registry, executor, settings)) as url:
         yield url
     executor.close()
 
 
 @pytest.fixture
-def server(registry: ToolRegistry) -> Iterator[str]:
+def server(mount: Mount, registry: ToolRegistry) -> Iterator[str]:
     # callers over HTTP are granted nothing: a tool that needs a permission must be refused
     settings = ApiSettings(granted_permissions=(), allowed_env=("SERVICE_TOKEN",))
-    with serving(registry, settings) as url:
+    with serving(mount, registry, settings) as url:
         yield url
 
 
@@ -122,7 +153,9 @@ def test_framework_tools_over_http_must_use_a_declared_entry_point_too(
     assert folder_state(store) == before
 
 
-def test_checking_a_registration_never_imports_the_module_it_names(tmp_path: Path, store: Path) -> None:
+def test_checking_a_registration_never_imports_the_module_it_names(
+    mount: Mount, tmp_path: Path, store: Path
+) -> None:
     package = tmp_path / "trust_probe_pkg"
     package.mkdir()
     marker = tmp_path / "imported.marker"
@@ -133,7 +166,7 @@ def test_checking_a_registration_never_imports_the_module_it_names(tmp_path: Pat
     sys.path.insert(0, str(tmp_path))
     try:
         registry = ToolRegistry(store, allowed_modules=("AgentTools", "trust_probe_pkg"))
-        with serving(registry, ApiSettings()) as url:
+        with serving(mount, registry, ApiSettings()) as url:
             before = folder_state(store)
             tool = {
                 "name": "Probe",
@@ -364,8 +397,10 @@ def test_a_schema_of_ordinary_depth_is_accepted(client: httpx.Client) -> None:
 # -- finding 9: the docs need the key ------------------------------------------------------------------
 
 
-def test_docs_and_the_openapi_schema_need_the_key_when_one_is_set(registry: ToolRegistry) -> None:
-    with serving(registry, ApiSettings(api_key=KEY)) as url:
+def test_docs_and_the_openapi_schema_need_the_key_when_one_is_set(
+    mount: Mount, registry: ToolRegistry
+) -> None:
+    with serving(mount, registry, ApiSettings(api_key=KEY)) as url:
         with httpx.Client(base_url=url, timeout=30) as client:
             for path in ("/docs", "/openapi.json"):
                 refused(client.get(path), 401, "unauthorized", None)
@@ -378,7 +413,9 @@ def test_docs_and_the_openapi_schema_need_the_key_when_one_is_set(registry: Tool
 # -- finding 4 for a router mounted into another app ------------------------------------------------------
 
 
-def test_a_keyless_router_mounted_into_a_gateway_refuses_a_foreign_host(registry: ToolRegistry) -> None:
+def test_a_keyless_router_mounted_into_a_gateway_refuses_a_foreign_host(
+    mount: Mount, registry: ToolRegistry
+) -> None:
     from fastapi import FastAPI
 
     from echo_tools.api import make_router
@@ -386,7 +423,7 @@ def test_a_keyless_router_mounted_into_a_gateway_refuses_a_foreign_host(registry
     executor = ToolExecutor(registry)
     gateway = FastAPI()
     gateway.include_router(make_router(registry, executor, ApiSettings()))
-    with serve_in_thread(gateway) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with mount.serving(gateway) as url, httpx.Client(base_url=url, timeout=30) as client:
         body = refused(
             client.get("/tools/list", headers={"Host": "rebound.example"}), 421, "misdirected", "headers.host"
         )

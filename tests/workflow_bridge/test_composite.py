@@ -362,7 +362,12 @@ async def test_the_callers_deadline_passes_down_and_stops_the_inner_call(tmp_pat
         lambda e: inner_done.set() if e.tool_id == "tool_meet_a" and e.type != "tool.invoked" else None
     )
     try:
-        result = await executor.invoke("research", {"user_input": "x"}, ToolContext(timeout_ms=1500))
+        _compiler_tools.STARTED["b"].set()  # the partner is there: the first call compiles, imports, meets
+        assert (await executor.invoke("research", {"user_input": "x"})).success
+        _compiler_tools.reset()
+        log.events.clear()
+        inner_done.clear()
+        result = await executor.invoke("research", {"user_input": "x"}, ToolContext(timeout_ms=500))
         assert not result.success and result.error_type == "timeout"
         # the inner call had the time left of the outer call, not its own 30 s: it ends well before the
         # partner's 20 s wait would
