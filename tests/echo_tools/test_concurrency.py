@@ -67,7 +67,7 @@ def _assert_interleaved(outputs: list[list[str]]) -> None:
     and again. How often varies with the machine: registering is now cheap enough (the meta-check takes
     microseconds) that a worker often takes the lock again right after releasing it; measured 49-97 of 199
     consecutive registrations from different workers on a quiet machine, 22-32 of 159 under load. An
-    unlocked read-modify-write loses entries at the first of them."""
+    unlocked read-modify-write can lose an entry at each of them."""
     spans = [(int(lines[0].split()[2]), int(lines[-1].split()[2])) for lines in outputs]
     assert all(a0 < b1 and b0 < a1 for i, (a0, a1) in enumerate(spans) for (b0, b1) in spans[i + 1 :]), spans
     events = sorted((int(line.split()[2]), worker) for worker, lines in enumerate(outputs) for line in lines)
