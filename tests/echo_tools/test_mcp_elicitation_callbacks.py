@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor, ToolRegistry
+from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor
 from echo_tools.mcp.callbacks import DECLINED_META, elicitation_handler
 from tests.echo_tools._mcp_support import (
     SERVERS,
@@ -28,21 +28,23 @@ ASKING = SERVERS / "asking_server.py"
 
 
 @pytest.fixture(scope="module")
-def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
-    """The asking server's tools for the module, from the cached listing (the tests only call them; each
-    discovery starts the server)."""
+def asking_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
+    """One executor (so one asking server process) and event log for the module, over the asking server's
+    tools from the cached listing: the tests only call `ask_contact`, whose answers depend on the handler
+    bound to each call, not on the session."""
     registry = make_registry(tmp_path_factory.mktemp("asking"))
     add_listed_server(registry, "asking", stdio_config(ASKING))
-    return registry
+    log = MemoryEventLog()
+    executor = ToolExecutor(registry, event_sinks=[log], egress=EgressPolicy.local())
+    yield executor, log
+    executor.close()
 
 
 @pytest.fixture
-def asking(asking_registry: ToolRegistry) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    """A fresh executor (its own session with the server) and event log over the shared registry."""
-    log = MemoryEventLog()
-    executor = ToolExecutor(asking_registry, event_sinks=[log], egress=EgressPolicy.local())
-    yield executor, log
-    executor.close()
+def asking(asking_session: tuple[ToolExecutor, MemoryEventLog]) -> tuple[ToolExecutor, MemoryEventLog]:
+    """The module's executor, with its event log emptied for this test."""
+    asking_session[1].clear()
+    return asking_session
 
 
 def ask(executor: ToolExecutor, **args: Any) -> dict[str, Any]:
@@ -178,11 +180,11 @@ def test_a_handler_slower_than_the_call_times_the_call_out_and_frees_the_session
     ask(executor)  # the session is open: the short timeout below is spent waiting for the handler
     try:
         with elicitation_handler(slow):
-            late = executor.invoke_sync("mcp_asking_ask_contact", {}, ToolContext(timeout_ms=300))
+            late = executor.invoke_sync("mcp_asking_ask_contact", {}, ToolContext(timeout_ms=100))
         after = ask(executor)  # the same session: it answers once the slow handler was given up
     finally:
         release.set()
     assert late.error_type == "timeout"
     assert after["action"] == "decline"
     reasons = [e.get("reason", "") for e in elicited(log)]
-    assert any("the handler did not answer within 5.3 s" in r for r in reasons), reasons
+    assert any("the handler did not answer within 5.1 s" in r for r in reasons), reasons

@@ -39,20 +39,22 @@ def executor_for(registry: ToolRegistry) -> tuple[ToolExecutor, MemoryEventLog]:
 
 
 @pytest.fixture(scope="module")
-def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
-    """The asking server's tools for the module, from the cached listing (the tests only call them; each
-    discovery starts the server)."""
+def asking_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
+    """One executor (so one asking server process) and event log for the module, over the asking server's
+    tools from the cached listing: the tests only call its tools, whose answers depend on the model bound
+    to each call, not on the session."""
     registry = make_registry(tmp_path_factory.mktemp("asking"))
     add_listed_server(registry, "asking", stdio_config(ASKING, sampling_max_tokens=200))
-    return registry
+    executor, log = executor_for(registry)
+    yield executor, log
+    executor.close()
 
 
 @pytest.fixture
-def asking(asking_registry: ToolRegistry) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    """A fresh executor (its own session with the server) and event log over the shared registry."""
-    executor, log = executor_for(asking_registry)
-    yield executor, log
-    executor.close()
+def asking(asking_session: tuple[ToolExecutor, MemoryEventLog]) -> tuple[ToolExecutor, MemoryEventLog]:
+    """The module's executor, with its event log emptied for this test."""
+    asking_session[1].clear()
+    return asking_session
 
 
 def sampled(log: MemoryEventLog) -> list[dict]:

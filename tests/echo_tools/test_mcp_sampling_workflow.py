@@ -5,7 +5,11 @@ answers it, and the node's tool events record the sampling."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
+import pytest
+
+from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
 from tests.echo_tools._mcp_support import SERVERS, add_listed_server, stdio_config
 from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
 from tests.workflow_bridge._openai_server import scripted_openai_server
@@ -14,15 +18,33 @@ from workflow_bridge.llm import llm_from_spec
 from workflow_bridge.llm_rehearsal import RehearsalLLM
 
 
+@pytest.fixture(scope="module")
+def asking_session() -> Iterator[tuple[ToolRegistry, ToolExecutor, MemoryEventLog]]:
+    """One registry, executor (so one asking server process) and event log for the module: the model that
+    answers the server's sampling request is the one bound to each call, not the session's."""
+    registry = make_registry()
+    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
+    executor, log = make_executor(registry)
+    yield registry, executor, log
+    executor.close()
+
+
+@pytest.fixture
+def asking(
+    asking_session: tuple[ToolRegistry, ToolExecutor, MemoryEventLog],
+) -> tuple[ToolRegistry, ToolExecutor, MemoryEventLog]:
+    """The module's registry and executor, with the event log emptied for this test."""
+    asking_session[2].clear()
+    return asking_session
+
+
 def tool_messages(request: dict) -> list[dict]:
     return [m for m in request["messages"] if m.get("role") == "tool"]
 
 
-def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
+def test_the_agents_model_answers_its_mcp_servers_sampling_request(asking, monkeypatch):
     monkeypatch.setenv("ECHO_LLM_API_KEY", "sk-dummy")
-    registry = make_registry()
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor, log = make_executor(registry)
+    registry, executor, log = asking
     wf, agents = chain(
         agent("writer", tools=["asking_summarise"]), agent("end", "End", output_schema=["result"])
     )
@@ -31,12 +53,9 @@ def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
         "The report, in one line.",  # the server's sampling request, answered by the same model
         lambda request: "Final: " + tool_messages(request)[0]["content"],
     ]
-    try:
-        with scripted_openai_server(steps) as server:
-            llm = llm_from_spec(f"{server.url}#gpt-4o-mini")
-            state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "summarise it")
-    finally:
-        executor.close()
+    with scripted_openai_server(steps) as server:
+        llm = llm_from_spec(f"{server.url}#gpt-4o-mini")
+        state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "summarise it")
 
     sampling_request = server.requests[1]
     assert sampling_request["messages"] == [
@@ -51,16 +70,11 @@ def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
     assert any(e["type"] == "tool.sampling" for e in state["tool_events"])
 
 
-def test_the_offline_rehearsal_model_answers_too():
-    registry = make_registry()
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor, log = make_executor(registry)
+def test_the_offline_rehearsal_model_answers_too(asking):
+    registry, executor, log = asking
     llm = RehearsalLLM()
     wf, agents = chain(agent("writer", tools=["asking_summarise"]))
-    try:
-        state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "the minutes")
-    finally:
-        executor.close()
+    state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "the minutes")
     (event,) = [e for e in log.events if e.type == "tool.sampling"]
     assert event.metadata["model"] == "echo-rehearsal" and event.metadata["outcome"] == "answered"
     completed = [e for e in log.events if e.type == "tool.completed"]
