@@ -18,17 +18,18 @@ from tests.echo_tools._mcp_support import EventWaiter, HttpServer, make_executor
 
 @pytest.fixture(scope="module")
 def shared_server() -> Iterator[HttpServer]:
+    """One server process for the module. Tests that crash or restart it leave it listening again on the
+    same port; the test that changes its tool list discovers before the change and only calls tools that
+    no other test calls, so each test passes in any order and alone."""
     server = HttpServer().start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-def own_server() -> Iterator[HttpServer]:
-    """A server for tests that change or crash it."""
-    server = HttpServer().start()
-    yield server
-    server.stop()
+def own_server(shared_server: HttpServer) -> HttpServer:
+    """The module's server, for tests that crash, restart or change it."""
+    return shared_server
 
 
 def _registry(tmp_path: Path, server: HttpServer, **extra: object) -> ToolRegistry:
