@@ -25,11 +25,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCli:
-    return InProcessCli(monkeypatch, capsys)
-
-
 @pytest.fixture(scope="module")
 def static() -> Iterator[AuthServer]:
     """One static-credential server for the module: the tests only connect and call `ping` (its state, the
