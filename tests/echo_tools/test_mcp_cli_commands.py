@@ -112,6 +112,9 @@ def test_resources_and_prompts_are_listed(home: Path, run_cli: InProcessCli) -> 
     assert "  notes://readme  text/plain  What this server is." in lines
     assert any(line.startswith("  notes://by-name/{name}") for line in lines)
     assert lines[-1] == "(agents read them with the tool mcp_content_read_resource)"
+    # every resource and resource template of the server, all pages (`list_catalogue`)
+    uris = {line.split()[0] for line in lines[1:-1]}
+    assert uris == {"notes://readme", "notes://logo", "notes://by-name/{name}"}
     prompts = run_cli(home, "mcp", "prompts", "content")
     assert prompts.returncode == 0, prompts.stderr
     assert "  summarise(topic)  Ask for a summary of a topic." in prompts.stdout.splitlines()
