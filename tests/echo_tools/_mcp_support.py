@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,36 @@ SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 CALC = SERVERS / "calc_server.py"
 PAGED = SERVERS / "paged_server.py"
 START_TIMEOUT_S = 30.0
+
+# the protocol's reference server, installed from the npm registry into a cache folder outside the checkout
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything@2026.8.31"
+NPM_CACHE = Path(
+    os.environ.get("ECHO_TOOLS_TEST_NPM_CACHE", Path.home() / ".cache" / "echo-tools-tests" / "npm")
+)
+EVERYTHING_BIN = NPM_CACHE / "node_modules" / ".bin" / "mcp-server-everything"
+
+
+def installed() -> Path:
+    """The executable of server-everything, installed once (npm registry only) into `NPM_CACHE`."""
+    if not EVERYTHING_BIN.exists():
+        import pytest
+
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("Node.js (npm) is not installed on this machine")
+        NPM_CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_CACHE), EVERYTHING_PACKAGE],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return EVERYTHING_BIN
+
+
+def everything_config(**extra: Any) -> dict[str, Any]:
+    """An `mcpServers` entry running server-everything over stdio."""
+    return {"command": str(installed()), "args": ["stdio"], **extra}
 
 
 def stdio_config(script: Path = CALC, **extra: Any) -> dict[str, Any]:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ._cli_support import InProcessCli
+
+if TYPE_CHECKING:
+    from echo_tools import ToolExecutor, ToolRegistry
 
 
 @pytest.fixture
@@ -34,3 +38,16 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
     value = new_key()
     monkeypatch.setenv(SECRET_KEY_ENV, value)
     return value
+
+
+@pytest.fixture(scope="session")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolRegistry, ToolExecutor]]:
+    """The reference server-everything, discovered once, and one executor (so one server process) for the
+    session: the tests only call its tools; a test that reads events adds its own sink for its calls."""
+    from ._mcp_support import everything_config, make_executor, make_registry
+
+    registry = make_registry(tmp_path_factory.mktemp("everything"))
+    registry.add_mcp_server("everything", everything_config())
+    executor = make_executor(registry)
+    yield registry, executor
+    executor.close()

@@ -22,7 +22,6 @@ from tests.echo_tools._mcp_support import (
     make_registry,
     stdio_config,
 )
-from tests.echo_tools.test_mcp_content_npm import installed
 
 ASKING = SERVERS / "asking_server.py"
 
@@ -150,20 +149,15 @@ def test_elicitation_over_streamable_http(tmp_path):
 
 
 @pytest.mark.slow
-def test_server_everything_offers_and_runs_its_elicitation_tool(tmp_path):
-    registry = make_registry(tmp_path)
-    tools = registry.add_mcp_server("everything", {"command": str(installed()), "args": ["stdio"]})
+def test_server_everything_offers_and_runs_its_elicitation_tool(everything):
+    registry, executor = everything
     assert {"mcp_everything_trigger_elicitation_request", "mcp_everything_trigger_url_elicitation"} <= {
-        t.tool_id for t in tools
+        t.tool_id for t in registry.list_by_tags(["mcp_server:everything"])
     }
-    executor = ToolExecutor(registry, egress=EgressPolicy.local())
     content = {"name": "Ada Lovelace", "check": True, "email": "ada@example.com", "integer": 7}
-    try:
-        declined = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
-        with elicitation_handler(lambda request: {"action": "accept", "content": content}):
-            accepted = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
-    finally:
-        executor.close()
+    declined = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
+    with elicitation_handler(lambda request: {"action": "accept", "content": content}):
+        accepted = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
     assert "declined" in json.dumps(declined.output).lower()
     assert "Ada Lovelace" in json.dumps(accepted.output)
 

@@ -24,7 +24,6 @@ from tests.echo_tools._mcp_support import (
     make_registry,
     stdio_config,
 )
-from tests.echo_tools.test_mcp_content_npm import installed
 from tests.workflow_bridge._openai_server import scripted_openai_server
 from workflow_bridge.llm_rehearsal import RehearsalLLM
 
@@ -153,11 +152,13 @@ def test_sampling_over_streamable_http(tmp_path):
 
 
 @pytest.mark.slow
-def test_server_everything_offers_and_runs_its_sampling_tool(tmp_path):
-    registry = make_registry(tmp_path)
-    tools = registry.add_mcp_server("everything", {"command": str(installed()), "args": ["stdio"]})
-    assert "mcp_everything_trigger_sampling_request" in {t.tool_id for t in tools}
-    executor, log = executor_for(registry)
+def test_server_everything_offers_and_runs_its_sampling_tool(everything):
+    registry, executor = everything
+    assert "mcp_everything_trigger_sampling_request" in {
+        t.tool_id for t in registry.list_by_tags(["mcp_server:everything"])
+    }
+    log = MemoryEventLog()
+    executor.add_sink(log)
     try:
         with sampling_llm(RehearsalLLM()):
             ok = executor.invoke_sync(
@@ -168,7 +169,7 @@ def test_server_everything_offers_and_runs_its_sampling_tool(tmp_path):
             {"prompt": "hi", "maxTokens": DEFAULT_SAMPLING_MAX_TOKENS + 1},
         )
     finally:
-        executor.close()
+        executor.remove_sink(log)
     assert ok.success and '"model": "echo-rehearsal"' in str(ok.output)
     assert not over.success or "refused" in str(over.output)
     assert [e["outcome"] for e in sampled(log)] == ["answered", "refused"]
