@@ -98,27 +98,25 @@ def make_executor(registry: ToolRegistry) -> ToolExecutor:
 
 
 class HttpServer:
-    """`calc_server.py --http` (streamable HTTP, or SSE) in a subprocess; `start()` returns once the port
-    listens (bounded)."""
+    """`SCRIPT --http` (streamable HTTP; the calc server serves SSE too) in a subprocess; `start()` returns
+    once the port listens (bounded)."""
 
-    def __init__(self, script: Path = CALC, *, sse: bool = False) -> None:
+    def __init__(self, script: Path = CALC) -> None:
         self.script = script
-        self.sse = sse
         self.port = 0
         self.process: subprocess.Popen[str] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{'sse' if self.sse else 'mcp'}"
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def sse_url(self) -> str:
+        """The SSE transport's endpoint (calc server only)."""
+        return f"http://127.0.0.1:{self.port}/sse"
 
     def start(self) -> HttpServer:
-        command = [
-            sys.executable,
-            str(self.script),
-            "--http",
-            str(self.port),
-            *(["--sse"] if self.sse else []),
-        ]
+        command = [sys.executable, str(self.script), "--http", str(self.port)]
         self.process, self.port = start_reporting_port(command, self.script.name)
         return self
 

@@ -140,19 +140,17 @@ async def test_a_server_restarted_while_idle_is_reached_transparently(
         await executor.aclose()
 
 
-async def test_tools_of_an_sse_server_are_discovered_and_called(tmp_path: Path) -> None:
-    server = HttpServer(sse=True).start()
+async def test_tools_of_an_sse_server_are_discovered_and_called(
+    tmp_path: Path, shared_server: HttpServer
+) -> None:
+    registry = make_registry(tmp_path)
+    registry.add_mcp_server("old", {"url": shared_server.sse_url, "transport": "sse"})
+    executor = make_executor(registry)
     try:
-        registry = make_registry(tmp_path)
-        registry.add_mcp_server("old", {"url": server.url, "transport": "sse"})
-        executor = make_executor(registry)
-        try:
-            result = await executor.invoke("old_add", {"a": 1, "b": 2})
-            assert result.success and result.output == {"result": 3.0}
-        finally:
-            await executor.aclose()
+        result = await executor.invoke("old_add", {"a": 1, "b": 2})
+        assert result.success and result.output == {"result": 3.0}
     finally:
-        server.stop()
+        await executor.aclose()
 
 
 def test_the_registry_egress_policy_refuses_a_loopback_server_by_default(shared_server: HttpServer) -> None:
