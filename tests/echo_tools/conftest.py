@@ -13,6 +13,8 @@ from ._cli_support import InProcessCli
 if TYPE_CHECKING:
     from echo_tools import ToolExecutor, ToolRegistry
 
+    from ._mcp_support import HttpServer
+
 
 @pytest.fixture
 def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[InProcessCli]:
@@ -51,3 +53,13 @@ def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolR
     executor = make_executor(registry)
     yield registry, executor
     executor.close()
+
+
+@pytest.fixture(scope="session")
+def asking_http() -> Iterator[HttpServer]:
+    """`asking_server.py` over streamable HTTP for the session: its tools keep no state between calls."""
+    from ._mcp_support import SERVERS, HttpServer
+
+    server = HttpServer(SERVERS / "asking_server.py").start()
+    yield server
+    server.stop()

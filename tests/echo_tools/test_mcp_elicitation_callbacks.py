@@ -17,7 +17,6 @@ from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor
 from echo_tools.mcp.callbacks import DECLINED_META, elicitation_handler
 from tests.echo_tools._mcp_support import (
     SERVERS,
-    HttpServer,
     add_listed_server,
     make_registry,
     stdio_config,
@@ -134,17 +133,15 @@ def test_a_url_elicitation_reaches_the_handler_with_its_url(asking):
 
 
 @pytest.mark.slow
-def test_elicitation_over_streamable_http(tmp_path):
-    server = HttpServer(ASKING).start()
+def test_elicitation_over_streamable_http(tmp_path, asking_http):
     registry = make_registry(tmp_path)
+    registry.add_mcp_server("asking", {"url": asking_http.url})
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
     try:
-        registry.add_mcp_server("asking", {"url": server.url})
-        executor = ToolExecutor(registry, egress=EgressPolicy.local())
         with elicitation_handler(lambda request: {"action": "accept", "content": {"name": "Bo"}}):
             answer = ask(executor)
-        executor.close()
     finally:
-        server.stop()
+        executor.close()
     assert answer == {"action": "accept", "content": {"name": "Bo"}}
 
 

@@ -19,7 +19,6 @@ from echo_tools.errors import ToolConfigError
 from echo_tools.mcp.callbacks import DEFAULT_SAMPLING_MAX_TOKENS, sampling_llm
 from tests.echo_tools._mcp_support import (
     SERVERS,
-    HttpServer,
     add_listed_server,
     make_registry,
     stdio_config,
@@ -135,17 +134,15 @@ def test_a_failing_model_is_the_servers_error_not_a_hang(asking):
 
 
 @pytest.mark.slow
-def test_sampling_over_streamable_http(tmp_path):
-    server = HttpServer(ASKING).start()
+def test_sampling_over_streamable_http(tmp_path, asking_http):
     registry = make_registry(tmp_path)
+    registry.add_mcp_server("asking", {"url": asking_http.url})
+    executor, log = executor_for(registry)
     try:
-        registry.add_mcp_server("asking", {"url": server.url})
-        executor, log = executor_for(registry)
         with sampling_llm(RehearsalLLM()):
             result = executor.invoke_sync("mcp_asking_summarise", {"text": "over http"})
-        executor.close()
     finally:
-        server.stop()
+        executor.close()
     answer = json.loads(result.output["result"])
     assert answer["model"] == "echo-rehearsal" and "Summarise: over http" in answer["text"]
     assert sampled(log)[0]["max_tokens"] == 50
