@@ -11,7 +11,7 @@ import pytest
 from ._cli_support import InProcessCli
 
 if TYPE_CHECKING:
-    from echo_tools import ToolExecutor, ToolRegistry
+    from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
 
     from ._mcp_support import HttpServer
 
@@ -63,3 +63,31 @@ def asking_http() -> Iterator[HttpServer]:
     server = HttpServer(SERVERS / "asking_server.py").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def asking_stdio(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ToolRegistry, ToolExecutor, MemoryEventLog]]:
+    """`asking_server.py` over stdio (a sampling budget of 200 tokens) from its cached listing, one executor
+    (so one server process) and its event log, for the session: the server asks whatever model or handler
+    is bound to each call, so the tests share the process. Tests take it through `asking`."""
+    from echo_tools import EgressPolicy, MemoryEventLog, ToolExecutor
+
+    from ._mcp_support import SERVERS, add_listed_server, make_registry, stdio_config
+
+    registry = make_registry(tmp_path_factory.mktemp("asking"))
+    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py", sampling_max_tokens=200))
+    log = MemoryEventLog()
+    executor = ToolExecutor(registry, event_sinks=[log], egress=EgressPolicy.local())
+    yield registry, executor, log
+    executor.close()
+
+
+@pytest.fixture
+def asking(
+    asking_stdio: tuple[ToolRegistry, ToolExecutor, MemoryEventLog],
+) -> tuple[ToolRegistry, ToolExecutor, MemoryEventLog]:
+    """The session's asking server registry and executor, with the event log emptied for this test."""
+    asking_stdio[2].clear()
+    return asking_stdio

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,32 +16,10 @@ from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor
 from echo_tools.mcp.callbacks import DECLINED_META, elicitation_handler
 from tests.echo_tools._mcp_support import (
     SERVERS,
-    add_listed_server,
     make_registry,
-    stdio_config,
 )
 
 ASKING = SERVERS / "asking_server.py"
-
-
-@pytest.fixture(scope="module")
-def asking_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    """One executor (so one asking server process) and event log for the module, over the asking server's
-    tools from the cached listing: the tests only call `ask_contact`, whose answers depend on the handler
-    bound to each call, not on the session."""
-    registry = make_registry(tmp_path_factory.mktemp("asking"))
-    add_listed_server(registry, "asking", stdio_config(ASKING))
-    log = MemoryEventLog()
-    executor = ToolExecutor(registry, event_sinks=[log], egress=EgressPolicy.local())
-    yield executor, log
-    executor.close()
-
-
-@pytest.fixture
-def asking(asking_session: tuple[ToolExecutor, MemoryEventLog]) -> tuple[ToolExecutor, MemoryEventLog]:
-    """The module's executor, with its event log emptied for this test."""
-    asking_session[1].clear()
-    return asking_session
 
 
 def ask(executor: ToolExecutor, **args: Any) -> dict[str, Any]:
@@ -56,7 +33,7 @@ def elicited(log: MemoryEventLog) -> list[dict]:
 
 
 def test_by_default_the_server_hears_a_decline_with_the_reason(asking):
-    executor, log = asking
+    _, executor, log = asking
     answer = ask(executor)
     assert answer["action"] == "decline"
     assert "no person can answer for this call of 'mcp_asking_ask_contact'" in answer["_meta"][DECLINED_META]
@@ -65,7 +42,7 @@ def test_by_default_the_server_hears_a_decline_with_the_reason(asking):
 
 
 def test_the_hosts_handler_sees_the_schema_and_its_answer_reaches_the_server(asking):
-    executor, log = asking
+    _, executor, log = asking
     asked: list[dict] = []
 
     def handler(request: dict) -> dict:
@@ -83,7 +60,7 @@ def test_the_hosts_handler_sees_the_schema_and_its_answer_reaches_the_server(ask
 
 
 def test_an_async_handler_may_decline(asking):
-    executor, _ = asking
+    _, executor, _ = asking
 
     async def handler(request: dict) -> dict:
         await asyncio.sleep(0)
@@ -94,7 +71,7 @@ def test_an_async_handler_may_decline(asking):
 
 
 def test_an_answer_not_matching_the_schema_is_an_error_naming_field_and_value(asking):
-    executor, log = asking
+    _, executor, log = asking
     with elicitation_handler(lambda request: {"action": "accept", "content": {"name": "Ada", "age": "old"}}):
         answer = ask(executor)
     assert "does not match the server's schema" in answer["error"]
@@ -103,7 +80,7 @@ def test_an_answer_not_matching_the_schema_is_an_error_naming_field_and_value(as
 
 
 def test_a_missing_required_field_and_a_bad_action_are_named(asking):
-    executor, _ = asking
+    _, executor, _ = asking
     with elicitation_handler(lambda request: {"action": "accept", "content": {"age": 3}}):
         assert '"name" is a required property' in ask(executor)["error"]
     with elicitation_handler(lambda request: {"action": "sure"}):
@@ -111,7 +88,7 @@ def test_a_missing_required_field_and_a_bad_action_are_named(asking):
 
 
 def test_a_failing_handler_declines_with_its_error(asking):
-    executor, _ = asking
+    _, executor, _ = asking
 
     def handler(request: dict) -> dict:
         raise RuntimeError("the form service is down")
@@ -123,7 +100,7 @@ def test_a_failing_handler_declines_with_its_error(asking):
 
 
 def test_a_url_elicitation_reaches_the_handler_with_its_url(asking):
-    executor, _ = asking
+    _, executor, _ = asking
     asked: list[dict] = []
     with elicitation_handler(lambda request: asked.append(request) or {"action": "accept"}):
         answer = ask(executor, url="https://login.example/start")
@@ -161,7 +138,7 @@ def test_server_everything_offers_and_runs_its_elicitation_tool(everything):
 
 @pytest.mark.slow
 def test_a_handler_slower_than_the_call_times_the_call_out_and_frees_the_session(asking):
-    executor, log = asking
+    _, executor, log = asking
     release = threading.Event()
 
     def slow(request: dict) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,8 +13,7 @@ from langgraph.types import Command
 
 from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
 from echo_tools.mcp.callbacks import elicitation_handler
-from tests.echo_tools._mcp_support import SERVERS, add_listed_server, stdio_config
-from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
+from tests.workflow_bridge._compiler_support import agent, chain, run
 from workflow_bridge.compiler import WorkflowCompiler
 from workflow_bridge.llm_rehearsal import RehearsalLLM
 
@@ -23,26 +21,6 @@ from workflow_bridge.llm_rehearsal import RehearsalLLM
 def contact_answers(log) -> list[dict]:
     done = [e for e in log.events if e.type == "tool.completed" and e.tool_id == "mcp_asking_ask_contact"]
     return [json.loads(e.output["result"]) for e in done]
-
-
-@pytest.fixture(scope="module")
-def asking_session() -> Iterator[tuple[ToolRegistry, ToolExecutor, MemoryEventLog]]:
-    """One registry, executor (so one asking server process) and event log for the module: the tests only
-    call `ask_contact`, each run on its own thread id, and a paused call leaves the session free."""
-    registry = make_registry()
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor, log = make_executor(registry)
-    yield registry, executor, log
-    executor.close()
-
-
-@pytest.fixture
-def asking(
-    asking_session: tuple[ToolRegistry, ToolExecutor, MemoryEventLog],
-) -> tuple[ToolRegistry, ToolExecutor, MemoryEventLog]:
-    """The module's registry and executor, with the event log emptied for this test."""
-    asking_session[2].clear()
-    return asking_session
 
 
 def compiled(asking: tuple[ToolRegistry, ToolExecutor, MemoryEventLog]) -> tuple[Any, MemoryEventLog]:

@@ -5,37 +5,12 @@ answers it, and the node's tool events record the sampling."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
-
-from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
-from tests.echo_tools._mcp_support import SERVERS, add_listed_server, stdio_config
-from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
+from tests.workflow_bridge._compiler_support import agent, chain, run
 from tests.workflow_bridge._openai_server import scripted_openai_server
 from workflow_bridge.compiler import WorkflowCompiler
 from workflow_bridge.llm import llm_from_spec
 from workflow_bridge.llm_rehearsal import RehearsalLLM
-
-
-@pytest.fixture(scope="module")
-def asking_session() -> Iterator[tuple[ToolRegistry, ToolExecutor, MemoryEventLog]]:
-    """One registry, executor (so one asking server process) and event log for the module: the model that
-    answers the server's sampling request is the one bound to each call, not the session's."""
-    registry = make_registry()
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor, log = make_executor(registry)
-    yield registry, executor, log
-    executor.close()
-
-
-@pytest.fixture
-def asking(
-    asking_session: tuple[ToolRegistry, ToolExecutor, MemoryEventLog],
-) -> tuple[ToolRegistry, ToolExecutor, MemoryEventLog]:
-    """The module's registry and executor, with the event log emptied for this test."""
-    asking_session[2].clear()
-    return asking_session
 
 
 def tool_messages(request: dict) -> list[dict]:
