@@ -46,8 +46,12 @@ def test_an_empty_list_declares_roots_and_answers_none(tmp_path):
     assert roots_of(tmp_path, stdio_config(ASKING, roots=[])) == []
 
 
-def test_without_roots_configured_the_server_asking_gets_an_error(tmp_path):
-    listed = roots_of(tmp_path, stdio_config(ASKING))
+def test_without_roots_configured_the_server_asking_gets_an_error(asking):
+    registry, executor, _ = asking  # the session's asking server: configured without roots
+    assert "roots" not in registry.mcp_servers["asking"]
+    result = executor.invoke_sync("mcp_asking_roots", {})
+    assert result.success, result.error
+    listed = json.loads(result.output["result"])
     assert isinstance(listed, dict) and "roots not supported" in listed["error"].lower()
 
 

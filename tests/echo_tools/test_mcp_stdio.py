@@ -218,33 +218,32 @@ def test_a_timed_out_sync_call_is_cancelled_on_the_server(calls: ToolExecutor) -
 
 
 @pytest.mark.slow  # three server processes
-async def test_a_dead_server_is_replaced_by_a_fresh_process_whether_it_crashed_in_a_call_or_while_idle(
-    executor: ToolExecutor,
+async def test_a_dead_server_is_replaced_by_a_fresh_process_and_closing_the_executor_ends_it(
+    registry: ToolRegistry,
 ) -> None:
     import os
     import signal
 
-    before = (await executor.invoke("calc_pid", {})).output["result"]
-    crashed = await executor.invoke("calc_crash", {})
-    assert not crashed.success and crashed.error_type == "execution"
-    assert "closed the connection" in (crashed.error or "")
-    after = await executor.invoke("calc_pid", {})
-    assert after.success, after.error
-    assert after.output["result"] != before
-    assert not process_alive(before)
-    # the fresh process dies while no call is in flight: the next call gets another one, transparently
-    os.kill(after.output["result"], signal.SIGKILL)
-    result = await executor.invoke("calc_add", {"a": 1, "b": 1})
-    assert result.success, result.error
-    assert result.output == {"result": 2.0}
-
-
-async def test_closing_the_executor_ends_the_server_process(registry: ToolRegistry) -> None:
     executor = make_executor(registry)
-    pid = (await executor.invoke("calc_pid", {})).output["result"]
-    assert process_alive(pid)
-    await executor.aclose()
-    assert not process_alive(pid)
+    try:
+        before = (await executor.invoke("calc_pid", {})).output["result"]
+        crashed = await executor.invoke("calc_crash", {})
+        assert not crashed.success and crashed.error_type == "execution"
+        assert "closed the connection" in (crashed.error or "")
+        after = await executor.invoke("calc_pid", {})
+        assert after.success, after.error
+        assert after.output["result"] != before
+        assert not process_alive(before)
+        # the fresh process dies while no call is in flight: the next call gets another one, transparently
+        os.kill(after.output["result"], signal.SIGKILL)
+        result = await executor.invoke("calc_add", {"a": 1, "b": 1})
+        assert result.success, result.error
+        assert result.output == {"result": 2.0}
+        last = (await executor.invoke("calc_pid", {})).output["result"]
+        assert process_alive(last)
+    finally:
+        await executor.aclose()
+    assert not process_alive(last)
 
 
 # -- tool-list changes -------------------------------------------------------------------------------
