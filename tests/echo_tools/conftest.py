@@ -13,6 +13,7 @@ from ._cli_support import InProcessCli
 if TYPE_CHECKING:
     from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
 
+    from ._mcp_auth_support import AuthServers
     from ._mcp_support import HttpServer
 
 
@@ -91,3 +92,13 @@ def asking(
     """The session's asking server registry and executor, with the event log emptied for this test."""
     asking_stdio[2].clear()
     return asking_stdio
+
+
+@pytest.fixture(scope="session")
+def auth_servers() -> Iterator[AuthServers]:
+    """The authenticating MCP test servers (`auth_server.py`, one process per mode) for the session."""
+    from ._mcp_auth_support import AuthServers
+
+    servers = AuthServers()
+    yield servers
+    servers.stop()
