@@ -293,7 +293,9 @@ def test_a_server_that_exits_at_once_fails_with_its_stderr() -> None:
 
 
 def test_a_server_that_never_answers_fails_after_its_connect_timeout() -> None:
-    config = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"], "timeout": 0.2}
+    # it reads its input to the end and never writes: it answers nothing, and leaves once the client hangs
+    # up (a sleeper would hold the client's close for the SDK's 2 s grace before it is killed)
+    config = {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"], "timeout": 0.2}
     with pytest.raises(MCPConnectionError) as caught:
         make_registry().add_mcp_server("mute", config)
     assert "did not complete initialize within 0.2 s" in caught.value.message
