@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 CALC = SERVERS / "calc_server.py"
 PAGED = SERVERS / "paged_server.py"
+LAUNCH = SERVERS / "_launch.py"
 START_TIMEOUT_S = 30.0
 
 # the protocol's reference server, installed from the npm registry into a cache folder outside the checkout
@@ -58,8 +59,46 @@ def everything_config(**extra: Any) -> dict[str, Any]:
 
 
 def stdio_config(script: Path = CALC, **extra: Any) -> dict[str, Any]:
-    """An `mcpServers` entry running `script` over stdio with this interpreter."""
-    return {"command": sys.executable, "args": [str(script)], **extra}
+    """An `mcpServers` entry running `script` over stdio with this interpreter: through `_launch.py`, so the
+    server process is forked from the session's fork server (the SDK is imported once, not per start);
+    ECHO_TEST_MCP_FORK=0 runs the script directly."""
+    if os.environ.get("ECHO_TEST_MCP_FORK") == "0":
+        return {"command": sys.executable, "args": [str(script)], **extra}
+    return {"command": sys.executable, "args": [str(LAUNCH), fork_server(), str(script)], **extra}
+
+
+def script_of(config: dict[str, Any]) -> Path:
+    """The server script a `stdio_config` entry runs."""
+    return Path(config["args"][-1])
+
+
+_FORK_SERVER: list[tuple[subprocess.Popen[str], str]] = []
+_FORK_LOCK = threading.Lock()
+
+
+def fork_server() -> str:
+    """The socket path of this test process's fork server (`mcp_servers/_forkserver.py`), started at the
+    first call and stopped when the process exits."""
+    with _FORK_LOCK:
+        if not _FORK_SERVER:
+            import atexit
+            import tempfile
+
+            path = os.path.join(tempfile.mkdtemp(prefix="echo-mcp-fork-"), "fork.sock")
+            process = subprocess.Popen(
+                [sys.executable, str(SERVERS / "_forkserver.py"), path],
+                stdout=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            )
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if line.strip() != "READY":
+                stop_process(process)
+                raise RuntimeError(f"the MCP fork server did not start; it printed {line!r}")
+            atexit.register(stop_process, process)
+            _FORK_SERVER.append((process, path))
+        return _FORK_SERVER[0][1]
 
 
 @cache
@@ -84,7 +123,7 @@ def add_listed_server(registry: ToolRegistry, name: str, config: dict[str, Any])
     config."""
     from echo_tools.mcp.config import register_server
 
-    return register_server(registry, name, config, tool_listing(Path(config["args"][0])))
+    return register_server(registry, name, config, tool_listing(script_of(config)))
 
 
 def make_registry(tmp_path: Path | None = None) -> ToolRegistry:
