@@ -1,5 +1,6 @@
 """Shared helpers of the MCP tests: real server processes (stdio configs, an HTTP server on 127.0.0.1),
-a registry and executor that allow loopback, and bounded waits on registry events.
+forked from one fork server per test process that imported the MCP SDK once; a registry and executor that
+allow loopback, and bounded waits on registry events.
 """
 
 from __future__ import annotations
@@ -172,11 +173,14 @@ class HttpServer:
 def start_reporting_port(
     command: list[str], name: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], int]:
-    """Start a test server that prints `PORT <n>` on its first line once it listens; (process, port).
+    """Start a test server that prints `PORT <n>` on its first line once it listens; (process, port). A
+    Python server script is forked from the fork server like the stdio servers (`stdio_config`).
 
     Raises:
         RuntimeError: it printed something else, or nothing within START_TIMEOUT_S (it is stopped).
     """
+    if os.environ.get("ECHO_TEST_MCP_FORK") != "0" and command[:1] == [sys.executable]:
+        command = [sys.executable, str(LAUNCH), fork_server(), *command[1:]]  # forked: see `stdio_config`
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
     stdout = process.stdout

@@ -24,6 +24,7 @@ import mcp.server.fastmcp  # noqa: F401
 import mcp.server.lowlevel  # noqa: F401
 import mcp.server.stdio  # noqa: F401
 import mcp.types  # noqa: F401
+import uvicorn  # noqa: F401  (the servers over HTTP)
 
 
 def _run_child(conn: socket.socket, fds: list[int], request: dict, inherited: list[int]) -> None:
