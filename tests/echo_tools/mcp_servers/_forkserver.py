@@ -38,8 +38,9 @@ def _run_child(conn: socket.socket, fds: list[int], request: dict, inherited: li
             os.close(fd)
         conn.close()
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
+        # the signal dispositions of a fresh interpreter
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
         os.chdir(request["cwd"])
