@@ -92,8 +92,7 @@ def fork_server() -> str:
                 stdin=subprocess.DEVNULL,
                 text=True,
             )
-            assert process.stdout is not None
-            line = process.stdout.readline()
+            line = first_line(process, "the MCP fork server")
             if line.strip() != "READY":
                 stop_process(process)
                 raise RuntimeError(f"the MCP fork server did not start; it printed {line!r}")
@@ -182,19 +181,28 @@ def start_reporting_port(
     if os.environ.get("ECHO_TEST_MCP_FORK") != "0" and command[:1] == [sys.executable]:
         command = [sys.executable, str(LAUNCH), fork_server(), *command[1:]]  # forked: see `stdio_config`
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    line = first_line(process, name)
+    if not line.startswith("PORT "):
+        stop_process(process)
+        raise RuntimeError(f"{name} did not report its port; it printed {line!r}")
+    return process, int(line.split()[1])
+
+
+def first_line(process: subprocess.Popen[str], name: str) -> str:
+    """The first line `process` prints on its stdout pipe, waiting at most START_TIMEOUT_S.
+
+    Raises:
+        RuntimeError: nothing within START_TIMEOUT_S (the process is stopped).
+    """
     lines: queue.Queue[str] = queue.Queue()
     stdout = process.stdout
     assert stdout is not None
     threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
     try:
-        line = lines.get(timeout=START_TIMEOUT_S)
+        return lines.get(timeout=START_TIMEOUT_S)
     except queue.Empty as exc:
         stop_process(process)
         raise RuntimeError(f"{name} did not start within {START_TIMEOUT_S} s") from exc
-    if not line.startswith("PORT "):
-        stop_process(process)
-        raise RuntimeError(f"{name} did not report its port; it printed {line!r}")
-    return process, int(line.split()[1])
 
 
 def stop_process(process: subprocess.Popen[str] | None) -> None:
