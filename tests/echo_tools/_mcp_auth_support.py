@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -63,13 +62,29 @@ class AuthServer:
         stop_process(process)
 
 
-def auth_server(mode: str) -> Any:
-    """A module-scoped fixture: `auth_server.py MODE` running for the module's tests."""
+class AuthServers:
+    """One running `auth_server.py` per mode, started at first use and stopped together (the session's
+    `auth_servers` fixture): the tests read the servers' counters as differences, never as totals."""
 
-    @pytest.fixture(scope="module")
-    def server() -> Iterator[AuthServer]:
-        running = AuthServer(mode).start()
-        yield running
-        running.stop()
+    def __init__(self) -> None:
+        self._running: dict[str, AuthServer] = {}
+
+    def get(self, mode: str) -> AuthServer:
+        if mode not in self._running:
+            self._running[mode] = AuthServer(mode).start()
+        return self._running[mode]
+
+    def stop(self) -> None:
+        for running in self._running.values():
+            running.stop()
+        self._running.clear()
+
+
+def auth_server(mode: str) -> Any:
+    """A fixture: the session's `auth_server.py MODE` (conftest `auth_servers`)."""
+
+    @pytest.fixture
+    def server(auth_servers: AuthServers) -> AuthServer:
+        return auth_servers.get(mode)
 
     return server

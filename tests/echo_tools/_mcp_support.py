@@ -1,11 +1,13 @@
 """Shared helpers of the MCP tests: real server processes (stdio configs, an HTTP server on 127.0.0.1),
-a registry and executor that allow loopback, and bounded waits on registry events.
+forked from one fork server per test process that imported the MCP SDK once; a registry and executor that
+allow loopback, and bounded waits on registry events.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,12 +25,80 @@ if TYPE_CHECKING:
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 CALC = SERVERS / "calc_server.py"
 PAGED = SERVERS / "paged_server.py"
+LAUNCH = SERVERS / "_launch.py"
 START_TIMEOUT_S = 30.0
+
+# the protocol's reference server, installed from the npm registry into a cache folder outside the checkout
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything@2026.8.31"
+NPM_CACHE = Path(
+    os.environ.get("ECHO_TOOLS_TEST_NPM_CACHE", Path.home() / ".cache" / "echo-tools-tests" / "npm")
+)
+EVERYTHING_BIN = NPM_CACHE / "node_modules" / ".bin" / "mcp-server-everything"
+
+
+def installed() -> Path:
+    """The executable of server-everything, installed once (npm registry only) into `NPM_CACHE`."""
+    if not EVERYTHING_BIN.exists():
+        import pytest
+
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("Node.js (npm) is not installed on this machine")
+        NPM_CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_CACHE), EVERYTHING_PACKAGE],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return EVERYTHING_BIN
+
+
+def everything_config(**extra: Any) -> dict[str, Any]:
+    """An `mcpServers` entry running server-everything over stdio."""
+    return {"command": str(installed()), "args": ["stdio"], **extra}
 
 
 def stdio_config(script: Path = CALC, **extra: Any) -> dict[str, Any]:
-    """An `mcpServers` entry running `script` over stdio with this interpreter."""
-    return {"command": sys.executable, "args": [str(script)], **extra}
+    """An `mcpServers` entry running `script` over stdio with this interpreter: through `_launch.py`, so the
+    server process is forked from the session's fork server (the SDK is imported once, not per start);
+    ECHO_TEST_MCP_FORK=0 runs the script directly."""
+    if os.environ.get("ECHO_TEST_MCP_FORK") == "0":
+        return {"command": sys.executable, "args": [str(script)], **extra}
+    return {"command": sys.executable, "args": [str(LAUNCH), fork_server(), str(script)], **extra}
+
+
+def script_of(config: dict[str, Any]) -> Path:
+    """The server script a `stdio_config` entry runs."""
+    return Path(config["args"][-1])
+
+
+_FORK_SERVER: list[tuple[subprocess.Popen[str], str]] = []
+_FORK_LOCK = threading.Lock()
+
+
+def fork_server() -> str:
+    """The socket path of this test process's fork server (`mcp_servers/_forkserver.py`), started at the
+    first call and stopped when the process exits."""
+    with _FORK_LOCK:
+        if not _FORK_SERVER:
+            import atexit
+            import tempfile
+
+            path = os.path.join(tempfile.mkdtemp(prefix="echo-mcp-fork-"), "fork.sock")
+            process = subprocess.Popen(
+                [sys.executable, str(SERVERS / "_forkserver.py"), path],
+                stdout=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            )
+            line = first_line(process, "the MCP fork server")
+            if line.strip() != "READY":
+                stop_process(process)
+                raise RuntimeError(f"the MCP fork server did not start; it printed {line!r}")
+            atexit.register(stop_process, process)
+            _FORK_SERVER.append((process, path))
+        return _FORK_SERVER[0][1]
 
 
 @cache
@@ -53,7 +123,7 @@ def add_listed_server(registry: ToolRegistry, name: str, config: dict[str, Any])
     config."""
     from echo_tools.mcp.config import register_server
 
-    return register_server(registry, name, config, tool_listing(Path(config["args"][0])))
+    return register_server(registry, name, config, tool_listing(script_of(config)))
 
 
 def make_registry(tmp_path: Path | None = None) -> ToolRegistry:
@@ -67,27 +137,25 @@ def make_executor(registry: ToolRegistry) -> ToolExecutor:
 
 
 class HttpServer:
-    """`calc_server.py --http` (streamable HTTP, or SSE) in a subprocess; `start()` returns once the port
-    listens (bounded)."""
+    """`SCRIPT --http` (streamable HTTP; the calc server serves SSE too) in a subprocess; `start()` returns
+    once the port listens (bounded)."""
 
-    def __init__(self, script: Path = CALC, *, sse: bool = False) -> None:
+    def __init__(self, script: Path = CALC) -> None:
         self.script = script
-        self.sse = sse
         self.port = 0
         self.process: subprocess.Popen[str] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{'sse' if self.sse else 'mcp'}"
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def sse_url(self) -> str:
+        """The SSE transport's endpoint (calc server only)."""
+        return f"http://127.0.0.1:{self.port}/sse"
 
     def start(self) -> HttpServer:
-        command = [
-            sys.executable,
-            str(self.script),
-            "--http",
-            str(self.port),
-            *(["--sse"] if self.sse else []),
-        ]
+        command = [sys.executable, str(self.script), "--http", str(self.port)]
         self.process, self.port = start_reporting_port(command, self.script.name)
         return self
 
@@ -104,25 +172,37 @@ class HttpServer:
 def start_reporting_port(
     command: list[str], name: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], int]:
-    """Start a test server that prints `PORT <n>` on its first line once it listens; (process, port).
+    """Start a test server that prints `PORT <n>` on its first line once it listens; (process, port). A
+    Python server script is forked from the fork server like the stdio servers (`stdio_config`).
 
     Raises:
         RuntimeError: it printed something else, or nothing within START_TIMEOUT_S (it is stopped).
     """
+    if os.environ.get("ECHO_TEST_MCP_FORK") != "0" and command[:1] == [sys.executable]:
+        command = [sys.executable, str(LAUNCH), fork_server(), *command[1:]]  # forked: see `stdio_config`
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    line = first_line(process, name)
+    if not line.startswith("PORT "):
+        stop_process(process)
+        raise RuntimeError(f"{name} did not report its port; it printed {line!r}")
+    return process, int(line.split()[1])
+
+
+def first_line(process: subprocess.Popen[str], name: str) -> str:
+    """The first line `process` prints on its stdout pipe, waiting at most START_TIMEOUT_S.
+
+    Raises:
+        RuntimeError: nothing within START_TIMEOUT_S (the process is stopped).
+    """
     lines: queue.Queue[str] = queue.Queue()
     stdout = process.stdout
     assert stdout is not None
     threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
     try:
-        line = lines.get(timeout=START_TIMEOUT_S)
+        return lines.get(timeout=START_TIMEOUT_S)
     except queue.Empty as exc:
         stop_process(process)
         raise RuntimeError(f"{name} did not start within {START_TIMEOUT_S} s") from exc
-    if not line.startswith("PORT "):
-        stop_process(process)
-        raise RuntimeError(f"{name} did not report its port; it printed {line!r}")
-    return process, int(line.split()[1])
 
 
 def stop_process(process: subprocess.Popen[str] | None) -> None:

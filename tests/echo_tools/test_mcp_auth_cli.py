@@ -4,7 +4,6 @@ received on the loopback callback) and `mcp login NAME`, in process against real
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -12,7 +11,7 @@ import pytest
 
 from echo_tools.credentials import SECRET_KEY_ENV, new_key
 from tests.echo_tools._cli_support import InProcessCli, assert_one_line_error
-from tests.echo_tools._mcp_auth_support import SECRET_VALUES, SECRETS, AuthServer
+from tests.echo_tools._mcp_auth_support import SECRET_VALUES, SECRETS, AuthServer, auth_server
 
 pytestmark = pytest.mark.slow
 
@@ -25,25 +24,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCli:
-    return InProcessCli(monkeypatch, capsys)
-
-
-@pytest.fixture(scope="module")
-def static() -> Iterator[AuthServer]:
-    """One static-credential server for the module: the tests only connect and call `ping` (its state, the
-    issued OAuth tokens and their counts, is not used here)."""
-    running = AuthServer("static").start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def oauth() -> Iterator[AuthServer]:
-    running = AuthServer("oauth").start()
-    yield running
-    running.stop()
+static = auth_server("static")  # the tests only connect and call `ping`
+oauth = auth_server("oauth")  # its counters are read as differences
 
 
 def test_add_with_a_credential_stores_its_name_and_calls_succeed(

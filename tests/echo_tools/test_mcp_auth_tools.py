@@ -14,7 +14,7 @@ import pytest
 from echo_tools import ToolDef, ToolType
 from echo_tools.models import ToolSource
 from tests.echo_tools._mcp_auth_support import SECRETS, AuthServer, auth_server
-from tests.echo_tools._mcp_support import CALC, make_executor, make_registry, stdio_config
+from tests.echo_tools._mcp_support import CALC, add_listed_server, make_executor, make_registry, stdio_config
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,7 @@ async def test_a_tool_with_its_own_credential_uses_a_session_authenticated_with_
 
 async def test_a_tool_credential_on_a_stdio_server_is_refused_naming_the_field(tmp_path: Path) -> None:
     registry = make_registry(tmp_path)
-    registry.add_mcp_server("calc", stdio_config(CALC))
+    add_listed_server(registry, "calc", stdio_config(CALC))  # the refusal needs the config, not a discovery
     registry.register(ping_tool("m-key", server="calc"))
     executor = make_executor(registry)
     try:

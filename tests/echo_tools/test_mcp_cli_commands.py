@@ -24,23 +24,21 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> InProcessCli:
-    return InProcessCli(monkeypatch, capsys)
-
-
 def stored(home: Path) -> dict[str, dict[str, object]]:
     [config] = home.rglob("mcp_servers.json")
     servers: dict[str, dict[str, object]] = json.loads(config.read_text())["mcpServers"]
     return servers
 
 
-def test_double_dash_passes_the_rest_as_the_command_even_options(home: Path, run_cli: InProcessCli) -> None:
-    added = run_cli(home, "mcp", "add", "calc", "--", sys.executable, "-u", CALC)
+def test_double_dash_passes_the_rest_as_the_command_even_options_and_options_before_it_apply(
+    home: Path, run_cli: InProcessCli
+) -> None:
+    added = run_cli(home, "mcp", "add", "calc", "--env", "CALC_MODE=x", "--", sys.executable, "-u", CALC)
     assert added.returncode == 0, added.stderr
     assert "mcp_calc_add" in added.stdout
     listed = run_cli(home, "mcp", "list")
     assert f"calc  {sys.executable} -u {CALC}" in listed.stdout
+    assert stored(home)["calc"]["env"] == {"CALC_MODE": "x"}
     assert run_cli(home, "invoke", "calc_add", "--input", '{"a": 2, "b": 3}').returncode == 0
 
 
@@ -67,12 +65,6 @@ def test_relative_command_is_stored_absolute_bare_name_as_given(
     assert f"calc  {project / 'bin' / 'py'} {CALC}" in run_cli(home, "mcp", "list").stdout
     bare = run_cli(home, "mcp", "add", "nothere", "--", "no-such-mcp-server-binary", "x")
     assert "'no-such-mcp-server-binary'" in assert_one_line_error(bare)
-
-
-def test_options_before_the_double_dash_still_apply(home: Path, run_cli: InProcessCli) -> None:
-    added = run_cli(home, "mcp", "add", "calc", "--env", "CALC_MODE=x", "--", sys.executable, CALC)
-    assert added.returncode == 0, added.stderr
-    assert stored(home)["calc"]["env"] == {"CALC_MODE": "x"}
 
 
 def test_command_given_twice_or_not_at_all_is_a_usage_error(home: Path, run_cli: InProcessCli) -> None:
@@ -120,6 +112,9 @@ def test_resources_and_prompts_are_listed(home: Path, run_cli: InProcessCli) -> 
     assert "  notes://readme  text/plain  What this server is." in lines
     assert any(line.startswith("  notes://by-name/{name}") for line in lines)
     assert lines[-1] == "(agents read them with the tool mcp_content_read_resource)"
+    # every resource and resource template of the server, all pages (`list_catalogue`)
+    uris = {line.split()[0] for line in lines[1:-1]}
+    assert uris == {"notes://readme", "notes://logo", "notes://by-name/{name}"}
     prompts = run_cli(home, "mcp", "prompts", "content")
     assert prompts.returncode == 0, prompts.stderr
     assert "  summarise(topic)  Ask for a summary of a topic." in prompts.stdout.splitlines()

@@ -18,8 +18,6 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from echo_tools import ToolContext, ToolExecutor, ToolRegistry
 from echo_tools.events import EVENT_TYPES, MemoryEventLog
 from echo_tools.llm_text import text_for_llm
-from echo_tools.mcp.sessions import list_catalogue
-from echo_tools.runtime import run_sync
 from tests.echo_tools._mcp_support import SERVERS, HttpServer, make_executor, make_registry, stdio_config
 from workflow_bridge.crewai_tools import to_crewai_tool
 from workflow_bridge.langgraph_tools import ExecutorToolNode, to_langchain_tool
@@ -236,21 +234,6 @@ async def test_executor_tool_node_streams_progress_and_returns_image_blocks(
     picture = final["messages"][-1]
     assert isinstance(picture, ToolMessage) and picture.tool_call_id == "t2"
     assert picture.content[1] == {"type": "image", "base64": PNG_B64, "mime_type": "image/png"}
-
-
-def test_resources_and_prompts_are_listed(served: tuple[ToolRegistry, ToolExecutor]) -> None:
-    registry, _ = served
-    from echo_tools.mcp.config import server_config
-
-    config = server_config(registry, "content")
-    resources = run_sync(list_catalogue("content", config, registry.egress, "resources"))
-    assert {str(getattr(r, "uri", None) or r.uriTemplate) for r in resources} == {
-        "notes://readme",
-        "notes://logo",
-        "notes://by-name/{name}",
-    }
-    prompts = run_sync(list_catalogue("content", config, registry.egress, "prompts"))
-    assert [(p.name, [a.name for a in p.arguments or []]) for p in prompts] == [("summarise", ["topic"])]
 
 
 def test_over_streamable_http_images_and_progress_reach_the_model(tmp_path: Path) -> None:

@@ -1,52 +1,16 @@
 """The protocol's reference server (`@modelcontextprotocol/server-everything`, installed from the npm
-registry into a cache folder outside the checkout): its image reaches a LangChain tool as an image block,
-and its resource links are followed with the catalogue's read-resource tool.
+registry into a cache folder outside the checkout; the session's `everything` fixture): its image reaches
+a LangChain tool as an image block, and its resource links are followed with the catalogue's read-resource
+tool.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from langchain_core.messages import ToolMessage
 
 from echo_tools import ToolExecutor, ToolRegistry
-from tests.echo_tools._mcp_support import make_executor, make_registry
 from workflow_bridge.crewai_tools import to_crewai_tool
 from workflow_bridge.langgraph_tools import to_langchain_tool
-
-PACKAGE = "@modelcontextprotocol/server-everything@2026.8.31"
-CACHE = Path(os.environ.get("ECHO_TOOLS_TEST_NPM_CACHE", Path.home() / ".cache" / "echo-tools-tests" / "npm"))
-BIN = CACHE / "node_modules" / ".bin" / "mcp-server-everything"
-
-
-def installed() -> Path:
-    """The server's executable, installed once (npm registry only) into `CACHE`."""
-    if not BIN.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("Node.js (npm) is not installed on this machine")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), PACKAGE],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-    return BIN
-
-
-@pytest.fixture(scope="module")
-def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolRegistry, ToolExecutor]]:
-    registry = make_registry(tmp_path_factory.mktemp("everything"))
-    registry.add_mcp_server("everything", {"command": str(installed()), "args": ["stdio"]})
-    executor = make_executor(registry)
-    yield registry, executor
-    executor.close()
 
 
 def test_tiny_image_reaches_langchain_as_an_image_block(

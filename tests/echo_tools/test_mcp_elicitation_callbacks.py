@@ -8,41 +8,18 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor, ToolRegistry
+from echo_tools import EgressPolicy, MemoryEventLog, ToolContext, ToolExecutor
 from echo_tools.mcp.callbacks import DECLINED_META, elicitation_handler
 from tests.echo_tools._mcp_support import (
     SERVERS,
-    HttpServer,
-    add_listed_server,
     make_registry,
-    stdio_config,
 )
-from tests.echo_tools.test_mcp_content_npm import installed
 
 ASKING = SERVERS / "asking_server.py"
-
-
-@pytest.fixture(scope="module")
-def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
-    """The asking server's tools for the module, from the cached listing (the tests only call them; each
-    discovery starts the server)."""
-    registry = make_registry(tmp_path_factory.mktemp("asking"))
-    add_listed_server(registry, "asking", stdio_config(ASKING))
-    return registry
-
-
-@pytest.fixture
-def asking(asking_registry: ToolRegistry) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    """A fresh executor (its own session with the server) and event log over the shared registry."""
-    log = MemoryEventLog()
-    executor = ToolExecutor(asking_registry, event_sinks=[log], egress=EgressPolicy.local())
-    yield executor, log
-    executor.close()
 
 
 def ask(executor: ToolExecutor, **args: Any) -> dict[str, Any]:
@@ -56,7 +33,7 @@ def elicited(log: MemoryEventLog) -> list[dict]:
 
 
 def test_by_default_the_server_hears_a_decline_with_the_reason(asking):
-    executor, log = asking
+    _, executor, log = asking
     answer = ask(executor)
     assert answer["action"] == "decline"
     assert "no person can answer for this call of 'mcp_asking_ask_contact'" in answer["_meta"][DECLINED_META]
@@ -65,7 +42,7 @@ def test_by_default_the_server_hears_a_decline_with_the_reason(asking):
 
 
 def test_the_hosts_handler_sees_the_schema_and_its_answer_reaches_the_server(asking):
-    executor, log = asking
+    _, executor, log = asking
     asked: list[dict] = []
 
     def handler(request: dict) -> dict:
@@ -83,7 +60,7 @@ def test_the_hosts_handler_sees_the_schema_and_its_answer_reaches_the_server(ask
 
 
 def test_an_async_handler_may_decline(asking):
-    executor, _ = asking
+    _, executor, _ = asking
 
     async def handler(request: dict) -> dict:
         await asyncio.sleep(0)
@@ -94,7 +71,7 @@ def test_an_async_handler_may_decline(asking):
 
 
 def test_an_answer_not_matching_the_schema_is_an_error_naming_field_and_value(asking):
-    executor, log = asking
+    _, executor, log = asking
     with elicitation_handler(lambda request: {"action": "accept", "content": {"name": "Ada", "age": "old"}}):
         answer = ask(executor)
     assert "does not match the server's schema" in answer["error"]
@@ -103,7 +80,7 @@ def test_an_answer_not_matching_the_schema_is_an_error_naming_field_and_value(as
 
 
 def test_a_missing_required_field_and_a_bad_action_are_named(asking):
-    executor, _ = asking
+    _, executor, _ = asking
     with elicitation_handler(lambda request: {"action": "accept", "content": {"age": 3}}):
         assert '"name" is a required property' in ask(executor)["error"]
     with elicitation_handler(lambda request: {"action": "sure"}):
@@ -111,7 +88,7 @@ def test_a_missing_required_field_and_a_bad_action_are_named(asking):
 
 
 def test_a_failing_handler_declines_with_its_error(asking):
-    executor, _ = asking
+    _, executor, _ = asking
 
     def handler(request: dict) -> dict:
         raise RuntimeError("the form service is down")
@@ -123,7 +100,7 @@ def test_a_failing_handler_declines_with_its_error(asking):
 
 
 def test_a_url_elicitation_reaches_the_handler_with_its_url(asking):
-    executor, _ = asking
+    _, executor, _ = asking
     asked: list[dict] = []
     with elicitation_handler(lambda request: asked.append(request) or {"action": "accept"}):
         answer = ask(executor, url="https://login.example/start")
@@ -133,42 +110,35 @@ def test_a_url_elicitation_reaches_the_handler_with_its_url(asking):
 
 
 @pytest.mark.slow
-def test_elicitation_over_streamable_http(tmp_path):
-    server = HttpServer(ASKING).start()
+def test_elicitation_over_streamable_http(tmp_path, asking_http):
     registry = make_registry(tmp_path)
+    registry.add_mcp_server("asking", {"url": asking_http.url})
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
     try:
-        registry.add_mcp_server("asking", {"url": server.url})
-        executor = ToolExecutor(registry, egress=EgressPolicy.local())
         with elicitation_handler(lambda request: {"action": "accept", "content": {"name": "Bo"}}):
             answer = ask(executor)
-        executor.close()
     finally:
-        server.stop()
+        executor.close()
     assert answer == {"action": "accept", "content": {"name": "Bo"}}
 
 
 @pytest.mark.slow
-def test_server_everything_offers_and_runs_its_elicitation_tool(tmp_path):
-    registry = make_registry(tmp_path)
-    tools = registry.add_mcp_server("everything", {"command": str(installed()), "args": ["stdio"]})
+def test_server_everything_offers_and_runs_its_elicitation_tool(everything):
+    registry, executor = everything
     assert {"mcp_everything_trigger_elicitation_request", "mcp_everything_trigger_url_elicitation"} <= {
-        t.tool_id for t in tools
+        t.tool_id for t in registry.list_by_tags(["mcp_server:everything"])
     }
-    executor = ToolExecutor(registry, egress=EgressPolicy.local())
     content = {"name": "Ada Lovelace", "check": True, "email": "ada@example.com", "integer": 7}
-    try:
-        declined = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
-        with elicitation_handler(lambda request: {"action": "accept", "content": content}):
-            accepted = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
-    finally:
-        executor.close()
+    declined = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
+    with elicitation_handler(lambda request: {"action": "accept", "content": content}):
+        accepted = executor.invoke_sync("mcp_everything_trigger_elicitation_request", {})
     assert "declined" in json.dumps(declined.output).lower()
     assert "Ada Lovelace" in json.dumps(accepted.output)
 
 
 @pytest.mark.slow
 def test_a_handler_slower_than_the_call_times_the_call_out_and_frees_the_session(asking):
-    executor, log = asking
+    _, executor, log = asking
     release = threading.Event()
 
     def slow(request: dict) -> dict:
@@ -178,11 +148,11 @@ def test_a_handler_slower_than_the_call_times_the_call_out_and_frees_the_session
     ask(executor)  # the session is open: the short timeout below is spent waiting for the handler
     try:
         with elicitation_handler(slow):
-            late = executor.invoke_sync("mcp_asking_ask_contact", {}, ToolContext(timeout_ms=300))
+            late = executor.invoke_sync("mcp_asking_ask_contact", {}, ToolContext(timeout_ms=100))
         after = ask(executor)  # the same session: it answers once the slow handler was given up
     finally:
         release.set()
     assert late.error_type == "timeout"
     assert after["action"] == "decline"
     reasons = [e.get("reason", "") for e in elicited(log)]
-    assert any("the handler did not answer within 5.3 s" in r for r in reasons), reasons
+    assert any("the handler did not answer within 5.1 s" in r for r in reasons), reasons

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from langgraph.types import Command
 
+from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry
 from echo_tools.mcp.callbacks import elicitation_handler
-from tests.echo_tools._mcp_support import SERVERS, add_listed_server, stdio_config
-from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
+from tests.workflow_bridge._compiler_support import agent, chain, run
 from workflow_bridge.compiler import WorkflowCompiler
 from workflow_bridge.llm_rehearsal import RehearsalLLM
 
@@ -22,76 +23,61 @@ def contact_answers(log) -> list[dict]:
     return [json.loads(e.output["result"]) for e in done]
 
 
-def compiled():
-    registry = make_registry()
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor, log = make_executor(registry)
+def compiled(asking: tuple[ToolRegistry, ToolExecutor, MemoryEventLog]) -> tuple[Any, MemoryEventLog]:
+    registry, executor, log = asking
     wf, agents = chain(
         agent("clerk", tools=["asking_ask_contact"]), agent("end", "End", output_schema=["result"])
     )
     graph = WorkflowCompiler(registry, executor, llm=RehearsalLLM()).compile(wf, agents)
-    return graph, executor, log
+    return graph, log
 
 
-def test_the_run_pauses_with_the_servers_schema_and_resumes_with_the_answer():
-    graph, executor, log = compiled()
-    try:
-        paused = run(graph, "register me", run_id="run_elicit")
-        (pause,) = paused["__interrupt__"]
-        request = pause.value
-        assert request["type"] == "mcp_elicitation" and request["mode"] == "form"
-        assert request["server"] == "asking" and request["tool"] == "mcp_asking_ask_contact"
-        assert request["message"] == "Who are you?"
-        assert request["schema"]["required"] == ["name"]
-        assert "result" not in paused
-        assert contact_answers(log) == []  # the paused call has no closing event: it runs again on resume
+def test_the_run_pauses_with_the_servers_schema_and_resumes_with_the_answer(asking):
+    graph, log = compiled(asking)
+    paused = run(graph, "register me", run_id="run_elicit")
+    (pause,) = paused["__interrupt__"]
+    request = pause.value
+    assert request["type"] == "mcp_elicitation" and request["mode"] == "form"
+    assert request["server"] == "asking" and request["tool"] == "mcp_asking_ask_contact"
+    assert request["message"] == "Who are you?"
+    assert request["schema"]["required"] == ["name"]
+    assert "result" not in paused
+    assert contact_answers(log) == []  # the paused call has no closing event: it runs again on resume
 
-        answer = {"action": "accept", "content": {"name": "Ada", "age": 36}}
-        final = graph.invoke(Command(resume=answer), {"configurable": {"thread_id": "run_elicit"}})
-    finally:
-        executor.close()
+    answer = {"action": "accept", "content": {"name": "Ada", "age": 36}}
+    final = graph.invoke(Command(resume=answer), {"configurable": {"thread_id": "run_elicit"}})
     assert contact_answers(log) == [answer]
     assert '"name": "Ada"' in final["result"] or "Ada" in final["crew_result"]
     outcomes = [e.metadata["outcome"] for e in log.events if e.type == "tool.elicitation"]
     assert outcomes == ["interrupted", "accept"]
 
 
-def test_a_resume_not_matching_the_schema_reaches_the_server_as_an_error_naming_the_field():
-    graph, executor, log = compiled()
-    try:
-        run(graph, "register me", run_id="run_bad")
-        bad = {"action": "accept", "content": {"name": 42}}
-        graph.invoke(Command(resume=bad), {"configurable": {"thread_id": "run_bad"}})
-    finally:
-        executor.close()
+def test_a_resume_not_matching_the_schema_reaches_the_server_as_an_error_naming_the_field(asking):
+    graph, log = compiled(asking)
+    run(graph, "register me", run_id="run_bad")
+    bad = {"action": "accept", "content": {"name": 42}}
+    graph.invoke(Command(resume=bad), {"configurable": {"thread_id": "run_bad"}})
     (answer,) = contact_answers(log)
     assert 'content.name: 42 is not of type "string"' in answer["error"]
 
 
-def test_a_hosts_handler_answers_without_pausing_the_run():
-    graph, executor, log = compiled()
-    try:
-        with elicitation_handler(lambda request: {"action": "decline"}):
-            final = run(graph, "register me", run_id="run_handler")
-    finally:
-        executor.close()
+def test_a_hosts_handler_answers_without_pausing_the_run(asking):
+    graph, log = compiled(asking)
+    with elicitation_handler(lambda request: {"action": "decline"}):
+        final = run(graph, "register me", run_id="run_handler")
     assert "__interrupt__" not in final
     assert contact_answers(log) == [{"action": "decline"}]
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
-async def test_a_langgraph_tool_node_pauses_and_resumes_too(tmp_path, asynchronous):
+async def test_a_langgraph_tool_node_pauses_and_resumes_too(asking, asynchronous):
     from langchain_core.messages import AIMessage
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, MessagesState, StateGraph
 
-    from echo_tools import EgressPolicy, MemoryEventLog, ToolExecutor
-    from tests.echo_tools._mcp_support import make_registry as mcp_registry
     from workflow_bridge.langgraph_tools import make_tool_node
 
-    registry = mcp_registry(tmp_path)
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor = ToolExecutor(registry, event_sinks=[MemoryEventLog()], egress=EgressPolicy.local())
+    registry, executor, _ = asking
     builder = StateGraph(MessagesState)
     builder.add_node("tools", make_tool_node(registry, executor, ["mcp_asking_ask_contact"]))
     builder.add_edge(START, "tools")
@@ -100,33 +86,25 @@ async def test_a_langgraph_tool_node_pauses_and_resumes_too(tmp_path, asynchrono
     config = {"configurable": {"thread_id": "t1"}}
     start = {"messages": [AIMessage(content="", tool_calls=[call])]}
     resume = Command(resume={"action": "accept", "content": {"name": "Lin"}})
-    try:
-        if asynchronous:
-            paused = await graph.ainvoke(start, config)
-            final = await graph.ainvoke(resume, config)
-        else:
-            paused = await asyncio.to_thread(graph.invoke, start, config)
-            final = await asyncio.to_thread(graph.invoke, resume, config)
-    finally:
-        await executor.aclose()
+    if asynchronous:
+        paused = await graph.ainvoke(start, config)
+        final = await graph.ainvoke(resume, config)
+    else:
+        paused = await asyncio.to_thread(graph.invoke, start, config)
+        final = await asyncio.to_thread(graph.invoke, resume, config)
     assert paused["__interrupt__"][0].value["schema"]["required"] == ["name"]
     assert json.loads(json.loads(final["messages"][-1].content)["result"])["content"] == {"name": "Lin"}
 
 
-def test_a_node_that_cannot_pause_gets_a_decline_not_a_crash(tmp_path):
+def test_a_node_that_cannot_pause_gets_a_decline_not_a_crash(asking):
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, StateGraph
     from typing_extensions import TypedDict
 
-    from echo_tools import EgressPolicy, ToolExecutor
-    from tests.echo_tools._mcp_support import make_registry as mcp_registry
-
     class State(TypedDict, total=False):
         answer: dict
 
-    registry = mcp_registry(tmp_path)
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    _, executor, _ = asking
 
     def plain(state: State) -> State:  # calls the executor itself, without graph_pauses()
         return {"answer": executor.invoke_sync("mcp_asking_ask_contact", {}).output}
@@ -135,9 +113,6 @@ def test_a_node_that_cannot_pause_gets_a_decline_not_a_crash(tmp_path):
     builder.add_node("plain", plain)
     builder.add_edge(START, "plain")
     graph = builder.compile(checkpointer=InMemorySaver())
-    try:
-        final = graph.invoke({}, {"configurable": {"thread_id": "t2"}})
-    finally:
-        executor.close()
+    final = graph.invoke({}, {"configurable": {"thread_id": "t2"}})
     assert "__interrupt__" not in final
     assert json.loads(final["answer"]["result"])["action"] == "decline"

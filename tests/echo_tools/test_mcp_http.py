@@ -18,17 +18,18 @@ from tests.echo_tools._mcp_support import EventWaiter, HttpServer, make_executor
 
 @pytest.fixture(scope="module")
 def shared_server() -> Iterator[HttpServer]:
+    """One server process for the module. Tests that crash or restart it leave it listening again on the
+    same port; the test that changes its tool list discovers before the change and only calls tools that
+    no other test calls, so each test passes in any order and alone."""
     server = HttpServer().start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-def own_server() -> Iterator[HttpServer]:
-    """A server for tests that change or crash it."""
-    server = HttpServer().start()
-    yield server
-    server.stop()
+def own_server(shared_server: HttpServer) -> HttpServer:
+    """The module's server, for tests that crash, restart or change it."""
+    return shared_server
 
 
 def _registry(tmp_path: Path, server: HttpServer, **extra: object) -> ToolRegistry:
@@ -139,19 +140,17 @@ async def test_a_server_restarted_while_idle_is_reached_transparently(
         await executor.aclose()
 
 
-async def test_tools_of_an_sse_server_are_discovered_and_called(tmp_path: Path) -> None:
-    server = HttpServer(sse=True).start()
+async def test_tools_of_an_sse_server_are_discovered_and_called(
+    tmp_path: Path, shared_server: HttpServer
+) -> None:
+    registry = make_registry(tmp_path)
+    registry.add_mcp_server("old", {"url": shared_server.sse_url, "transport": "sse"})
+    executor = make_executor(registry)
     try:
-        registry = make_registry(tmp_path)
-        registry.add_mcp_server("old", {"url": server.url, "transport": "sse"})
-        executor = make_executor(registry)
-        try:
-            result = await executor.invoke("old_add", {"a": 1, "b": 2})
-            assert result.success and result.output == {"result": 3.0}
-        finally:
-            await executor.aclose()
+        result = await executor.invoke("old_add", {"a": 1, "b": 2})
+        assert result.success and result.output == {"result": 3.0}
     finally:
-        server.stop()
+        await executor.aclose()
 
 
 def test_the_registry_egress_policy_refuses_a_loopback_server_by_default(shared_server: HttpServer) -> None:

@@ -11,8 +11,13 @@ import pytest
 
 from echo_tools import EgressPolicy, ToolExecutor
 from echo_tools.errors import ToolConfigError
-from tests.echo_tools._mcp_support import SERVERS, add_listed_server, make_registry, stdio_config
-from tests.echo_tools.test_mcp_content_npm import installed
+from tests.echo_tools._mcp_support import (
+    SERVERS,
+    add_listed_server,
+    everything_config,
+    make_registry,
+    stdio_config,
+)
 
 ASKING = SERVERS / "asking_server.py"
 
@@ -41,8 +46,12 @@ def test_an_empty_list_declares_roots_and_answers_none(tmp_path):
     assert roots_of(tmp_path, stdio_config(ASKING, roots=[])) == []
 
 
-def test_without_roots_configured_the_server_asking_gets_an_error(tmp_path):
-    listed = roots_of(tmp_path, stdio_config(ASKING))
+def test_without_roots_configured_the_server_asking_gets_an_error(asking):
+    registry, executor, _ = asking  # the session's asking server: configured without roots
+    assert "roots" not in registry.mcp_servers["asking"]
+    result = executor.invoke_sync("mcp_asking_roots", {})
+    assert result.success, result.error
+    listed = json.loads(result.output["result"])
     assert isinstance(listed, dict) and "roots not supported" in listed["error"].lower()
 
 
@@ -59,13 +68,13 @@ def test_a_bad_roots_entry_names_the_field_and_the_value(tmp_path, roots, shown)
 
 
 @pytest.mark.slow
-def test_server_everything_lists_its_roots_tool_only_when_roots_are_configured(tmp_path):
+def test_server_everything_lists_its_roots_tool_only_when_roots_are_configured(tmp_path, everything):
+    plain, _ = everything  # the session's server-everything, configured without roots
     registry = make_registry(tmp_path)
-    bare = registry.add_mcp_server("plain", {"command": str(installed()), "args": ["stdio"]})
-    rooted = registry.add_mcp_server(
-        "rooted", {"command": str(installed()), "args": ["stdio"], "roots": [str(tmp_path)]}
-    )
-    assert "mcp_plain_get_roots_list" not in {t.tool_id for t in bare}
+    rooted = registry.add_mcp_server("rooted", everything_config(roots=[str(tmp_path)]))
+    assert "mcp_everything_get_roots_list" not in {
+        t.tool_id for t in plain.list_by_tags(["mcp_server:everything"])
+    }
     assert "mcp_rooted_get_roots_list" in {t.tool_id for t in rooted}
     executor = ToolExecutor(registry, egress=EgressPolicy.local())
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 
 import pytest
 from crewai import LLM
@@ -19,12 +18,9 @@ from echo_tools.errors import ToolConfigError
 from echo_tools.mcp.callbacks import DEFAULT_SAMPLING_MAX_TOKENS, sampling_llm
 from tests.echo_tools._mcp_support import (
     SERVERS,
-    HttpServer,
-    add_listed_server,
     make_registry,
     stdio_config,
 )
-from tests.echo_tools.test_mcp_content_npm import installed
 from tests.workflow_bridge._openai_server import scripted_openai_server
 from workflow_bridge.llm_rehearsal import RehearsalLLM
 
@@ -38,29 +34,12 @@ def executor_for(registry: ToolRegistry) -> tuple[ToolExecutor, MemoryEventLog]:
     return ToolExecutor(registry, event_sinks=[log], egress=EgressPolicy.local()), log
 
 
-@pytest.fixture(scope="module")
-def asking_registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
-    """The asking server's tools for the module, from the cached listing (the tests only call them; each
-    discovery starts the server)."""
-    registry = make_registry(tmp_path_factory.mktemp("asking"))
-    add_listed_server(registry, "asking", stdio_config(ASKING, sampling_max_tokens=200))
-    return registry
-
-
-@pytest.fixture
-def asking(asking_registry: ToolRegistry) -> Iterator[tuple[ToolExecutor, MemoryEventLog]]:
-    """A fresh executor (its own session with the server) and event log over the shared registry."""
-    executor, log = executor_for(asking_registry)
-    yield executor, log
-    executor.close()
-
-
 def sampled(log: MemoryEventLog) -> list[dict]:
     return [e.metadata for e in log.events if e.type == "tool.sampling"]
 
 
 def test_without_a_model_the_server_gets_a_refusal_naming_the_call(asking):
-    executor, log = asking
+    _, executor, log = asking
     result = executor.invoke_sync("mcp_asking_summarise", {"text": "a long story"})
     answer = json.loads(result.output["result"])
     assert "sampling refused: no model is bound to this call of 'mcp_asking_summarise'" in answer["error"]
@@ -70,7 +49,7 @@ def test_without_a_model_the_server_gets_a_refusal_naming_the_call(asking):
 
 
 def test_crewai_llm_against_an_openai_speaking_server_answers_with_the_cap(asking, monkeypatch):
-    executor, log = asking
+    _, executor, log = asking
     with scripted_openai_server(["A story, shortened."]) as server:
         llm = LLM(model="openai/gpt-4o-mini", base_url=server.url, api_key="sk-dummy")
         with sampling_llm(llm):
@@ -94,7 +73,7 @@ def test_crewai_llm_against_an_openai_speaking_server_answers_with_the_cap(askin
 
 
 def test_a_langchain_chat_model_answers(asking):
-    executor, _ = asking
+    _, executor, _ = asking
     model = GenericFakeChatModel(messages=iter([AIMessage(content="short")]))
     with sampling_llm(model):
         result = executor.invoke_sync("mcp_asking_summarise", {"text": "x"})
@@ -102,7 +81,7 @@ def test_a_langchain_chat_model_answers(asking):
 
 
 def test_over_budget_is_refused_naming_the_value_and_the_budget(asking):
-    executor, log = asking
+    _, executor, log = asking
     llm = RehearsalLLM()
     with sampling_llm(llm):
         result = executor.invoke_sync("mcp_asking_summarise", {"text": "x", "max_tokens": 500})
@@ -123,7 +102,7 @@ def test_a_bad_budget_in_the_config_names_the_field_and_the_value(tmp_path):
 
 
 def test_a_failing_model_is_the_servers_error_not_a_hang(asking):
-    executor, log = asking
+    _, executor, log = asking
     with scripted_openai_server([]) as server:
         url = server.url
     # nothing listens there any more: the model's call fails, and the server hears why
@@ -134,28 +113,28 @@ def test_a_failing_model_is_the_servers_error_not_a_hang(asking):
 
 
 @pytest.mark.slow
-def test_sampling_over_streamable_http(tmp_path):
-    server = HttpServer(ASKING).start()
+def test_sampling_over_streamable_http(tmp_path, asking_http):
     registry = make_registry(tmp_path)
+    registry.add_mcp_server("asking", {"url": asking_http.url})
+    executor, log = executor_for(registry)
     try:
-        registry.add_mcp_server("asking", {"url": server.url})
-        executor, log = executor_for(registry)
         with sampling_llm(RehearsalLLM()):
             result = executor.invoke_sync("mcp_asking_summarise", {"text": "over http"})
-        executor.close()
     finally:
-        server.stop()
+        executor.close()
     answer = json.loads(result.output["result"])
     assert answer["model"] == "echo-rehearsal" and "Summarise: over http" in answer["text"]
     assert sampled(log)[0]["max_tokens"] == 50
 
 
 @pytest.mark.slow
-def test_server_everything_offers_and_runs_its_sampling_tool(tmp_path):
-    registry = make_registry(tmp_path)
-    tools = registry.add_mcp_server("everything", {"command": str(installed()), "args": ["stdio"]})
-    assert "mcp_everything_trigger_sampling_request" in {t.tool_id for t in tools}
-    executor, log = executor_for(registry)
+def test_server_everything_offers_and_runs_its_sampling_tool(everything):
+    registry, executor = everything
+    assert "mcp_everything_trigger_sampling_request" in {
+        t.tool_id for t in registry.list_by_tags(["mcp_server:everything"])
+    }
+    log = MemoryEventLog()
+    executor.add_sink(log)
     try:
         with sampling_llm(RehearsalLLM()):
             ok = executor.invoke_sync(
@@ -166,14 +145,14 @@ def test_server_everything_offers_and_runs_its_sampling_tool(tmp_path):
             {"prompt": "hi", "maxTokens": DEFAULT_SAMPLING_MAX_TOKENS + 1},
         )
     finally:
-        executor.close()
+        executor.remove_sink(log)
     assert ok.success and '"model": "echo-rehearsal"' in str(ok.output)
     assert not over.success or "refused" in str(over.output)
     assert [e["outcome"] for e in sampled(log)] == ["answered", "refused"]
 
 
 def test_a_request_while_calls_of_two_callers_are_in_flight_is_refused_not_misrouted(asking, tmp_path):
-    executor, log = asking
+    _, executor, log = asking
     started, gate = tmp_path / "started", tmp_path / "gate"
     first_model, second_model = RehearsalLLM(), RehearsalLLM()
     outcome: dict = {}

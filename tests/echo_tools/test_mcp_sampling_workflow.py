@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.echo_tools._mcp_support import SERVERS, add_listed_server, stdio_config
-from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry, run
+from tests.workflow_bridge._compiler_support import agent, chain, run
 from tests.workflow_bridge._openai_server import scripted_openai_server
 from workflow_bridge.compiler import WorkflowCompiler
 from workflow_bridge.llm import llm_from_spec
@@ -18,11 +17,9 @@ def tool_messages(request: dict) -> list[dict]:
     return [m for m in request["messages"] if m.get("role") == "tool"]
 
 
-def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
+def test_the_agents_model_answers_its_mcp_servers_sampling_request(asking, monkeypatch):
     monkeypatch.setenv("ECHO_LLM_API_KEY", "sk-dummy")
-    registry = make_registry()
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor, log = make_executor(registry)
+    registry, executor, log = asking
     wf, agents = chain(
         agent("writer", tools=["asking_summarise"]), agent("end", "End", output_schema=["result"])
     )
@@ -31,12 +28,9 @@ def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
         "The report, in one line.",  # the server's sampling request, answered by the same model
         lambda request: "Final: " + tool_messages(request)[0]["content"],
     ]
-    try:
-        with scripted_openai_server(steps) as server:
-            llm = llm_from_spec(f"{server.url}#gpt-4o-mini")
-            state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "summarise it")
-    finally:
-        executor.close()
+    with scripted_openai_server(steps) as server:
+        llm = llm_from_spec(f"{server.url}#gpt-4o-mini")
+        state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "summarise it")
 
     sampling_request = server.requests[1]
     assert sampling_request["messages"] == [
@@ -51,16 +45,11 @@ def test_the_agents_model_answers_its_mcp_servers_sampling_request(monkeypatch):
     assert any(e["type"] == "tool.sampling" for e in state["tool_events"])
 
 
-def test_the_offline_rehearsal_model_answers_too():
-    registry = make_registry()
-    add_listed_server(registry, "asking", stdio_config(SERVERS / "asking_server.py"))
-    executor, log = make_executor(registry)
+def test_the_offline_rehearsal_model_answers_too(asking):
+    registry, executor, log = asking
     llm = RehearsalLLM()
     wf, agents = chain(agent("writer", tools=["asking_summarise"]))
-    try:
-        state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "the minutes")
-    finally:
-        executor.close()
+    state = run(WorkflowCompiler(registry, executor, llm=llm).compile(wf, agents), "the minutes")
     (event,) = [e for e in log.events if e.type == "tool.sampling"]
     assert event.metadata["model"] == "echo-rehearsal" and event.metadata["outcome"] == "answered"
     completed = [e for e in log.events if e.type == "tool.completed"]

@@ -15,26 +15,28 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from echo_tools import EgressPolicy, MCPConnectionError, ToolContext, ToolExecutor, ToolRegistry, ToolStatus
+from echo_tools import MCPConnectionError, ToolContext, ToolExecutor, ToolRegistry, ToolStatus
 from echo_tools.backends.mcp import MCPBackend
-from echo_tools.mcp.config import check_server_config, register_server
-from echo_tools.mcp.sessions import discover_tools
+from echo_tools.mcp.config import register_server
 from echo_tools.models import ToolType
-from echo_tools.runtime import run_sync
 from tests.echo_tools._mcp_support import (
+    CALC,
     PAGED,
     EventWaiter,
+    add_listed_server,
     make_executor,
     make_registry,
     process_alive,
     stdio_config,
+    tool_listing,
 )
 
 
 @pytest.fixture(scope="module")
 def calc_listing() -> list[types.Tool]:
-    """The calc server's tool list, fetched once (each test still gets its own registry and sessions)."""
-    return run_sync(discover_tools("calc", check_server_config("calc", stdio_config()), EgressPolicy.local()))
+    """The calc server's tool list, fetched once for the session (each test still gets its own registry and
+    sessions; the discovery tests below discover for real)."""
+    return tool_listing(CALC)
 
 
 @pytest.fixture(scope="module")
@@ -215,38 +217,33 @@ def test_a_timed_out_sync_call_is_cancelled_on_the_server(calls: ToolExecutor) -
     assert cancelled.output == {"result": True}
 
 
-@pytest.mark.slow  # two server processes
-async def test_a_crashed_server_fails_the_call_and_the_next_call_gets_a_fresh_process(
-    executor: ToolExecutor,
+@pytest.mark.slow  # three server processes
+async def test_a_dead_server_is_replaced_by_a_fresh_process_and_closing_the_executor_ends_it(
+    registry: ToolRegistry,
 ) -> None:
-    before = (await executor.invoke("calc_pid", {})).output["result"]
-    crashed = await executor.invoke("calc_crash", {})
-    assert not crashed.success and crashed.error_type == "execution"
-    assert "closed the connection" in (crashed.error or "")
-    after = await executor.invoke("calc_pid", {})
-    assert after.success, after.error
-    assert after.output["result"] != before
-    assert not process_alive(before)
-
-
-@pytest.mark.slow  # two server processes
-async def test_a_server_that_died_while_idle_is_replaced_transparently(executor: ToolExecutor) -> None:
     import os
     import signal
 
-    before = (await executor.invoke("calc_pid", {})).output["result"]
-    os.kill(before, signal.SIGKILL)
-    result = await executor.invoke("calc_add", {"a": 1, "b": 1})
-    assert result.success, result.error
-    assert result.output == {"result": 2.0}
-
-
-async def test_closing_the_executor_ends_the_server_process(registry: ToolRegistry) -> None:
     executor = make_executor(registry)
-    pid = (await executor.invoke("calc_pid", {})).output["result"]
-    assert process_alive(pid)
-    await executor.aclose()
-    assert not process_alive(pid)
+    try:
+        before = (await executor.invoke("calc_pid", {})).output["result"]
+        crashed = await executor.invoke("calc_crash", {})
+        assert not crashed.success and crashed.error_type == "execution"
+        assert "closed the connection" in (crashed.error or "")
+        after = await executor.invoke("calc_pid", {})
+        assert after.success, after.error
+        assert after.output["result"] != before
+        assert not process_alive(before)
+        # the fresh process dies while no call is in flight: the next call gets another one, transparently
+        os.kill(after.output["result"], signal.SIGKILL)
+        result = await executor.invoke("calc_add", {"a": 1, "b": 1})
+        assert result.success, result.error
+        assert result.output == {"result": 2.0}
+        last = (await executor.invoke("calc_pid", {})).output["result"]
+        assert process_alive(last)
+    finally:
+        await executor.aclose()
+    assert not process_alive(last)
 
 
 # -- tool-list changes -------------------------------------------------------------------------------
@@ -296,10 +293,12 @@ def test_a_server_that_exits_at_once_fails_with_its_stderr() -> None:
 
 
 def test_a_server_that_never_answers_fails_after_its_connect_timeout() -> None:
-    config = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"], "timeout": 1}
+    # it reads its input to the end and never writes: it answers nothing, and leaves once the client hangs
+    # up (a sleeper would hold the client's close for the SDK's 2 s grace before it is killed)
+    config = {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"], "timeout": 0.2}
     with pytest.raises(MCPConnectionError) as caught:
         make_registry().add_mcp_server("mute", config)
-    assert "did not complete initialize within 1 s" in caught.value.message
+    assert "did not complete initialize within 0.2 s" in caught.value.message
 
 
 async def test_a_call_to_a_server_that_cannot_start_is_a_clear_failure(
@@ -311,13 +310,13 @@ async def test_a_call_to_a_server_that_cannot_start_is_a_clear_failure(
     assert "cannot start" in (result.error or "") and "gone" in (result.error or "")
 
 
-@pytest.mark.slow  # two server processes and a failed start
+@pytest.mark.slow  # a server process and a failed start
 async def test_env_references_are_resolved_when_the_server_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ECHO_MCP_TEST_TOKEN", "tok-123")
     registry = make_registry(tmp_path)
-    registry.add_mcp_server("calc", stdio_config(env={"SERVER_TOKEN": "${ECHO_MCP_TEST_TOKEN}"}))
+    add_listed_server(registry, "calc", stdio_config(env={"SERVER_TOKEN": "${ECHO_MCP_TEST_TOKEN}"}))
     executor = make_executor(registry)
     try:
         result = await executor.invoke("calc_env_value", {"name": "SERVER_TOKEN"})

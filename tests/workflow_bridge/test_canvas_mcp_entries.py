@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from echo_tools import EgressPolicy, ToolRegistry
-from tests.echo_tools._mcp_support import HttpServer, make_executor, make_registry, stdio_config
+from tests.echo_tools._mcp_support import (
+    HttpServer,
+    add_listed_server,
+    make_executor,
+    make_registry,
+    stdio_config,
+)
 from tests.workflow_bridge._mapper_support import chain, node
 from workflow_bridge.node_mapper import NodeMapper
 
@@ -44,7 +50,7 @@ def _tools(mapped: Any) -> list[str]:
 
 def test_an_entry_binds_the_registered_servers_tool(tmp_path: Path) -> None:
     registry = make_registry(tmp_path)
-    registry.add_mcp_server("calc", stdio_config())
+    add_listed_server(registry, "calc", stdio_config())  # the mapper reads the registry, not the server
     mapped = _map(registry, _entry(serverId="calc", operationName="add"))
     assert mapped.ok, mapped.diagnostics
     assert _tools(mapped) == ["mcp_calc_add"]
@@ -52,7 +58,7 @@ def test_an_entry_binds_the_registered_servers_tool(tmp_path: Path) -> None:
 
 def test_an_unknown_operation_of_a_registered_server_is_an_error_naming_it(tmp_path: Path) -> None:
     registry = make_registry(tmp_path)
-    registry.add_mcp_server("calc", stdio_config())
+    add_listed_server(registry, "calc", stdio_config())  # the mapper reads the registry, not the server
     mapped = _map(registry, _entry(serverId="calc", operationName="ad"))
 
     (error,) = mapped.errors

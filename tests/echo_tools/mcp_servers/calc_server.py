@@ -1,7 +1,8 @@
 """A real MCP server for the tests (FastMCP): arithmetic, structured output, errors, sleeps, crashes.
 
-Run as `python calc_server.py` for stdio, or `python calc_server.py --http PORT [--sse]` for streamable
-HTTP (or SSE) on 127.0.0.1 (PORT 0 picks a free port); then it prints `PORT <n>` once it listens.
+Run as `python calc_server.py` for stdio, or `python calc_server.py --http PORT` for streamable HTTP
+(`/mcp`) and the older SSE transport (`/sse`) on 127.0.0.1 (PORT 0 picks a free port); then it prints
+`PORT <n>` once it listens.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ async def change_tools(ctx: Context) -> str:
     return "changed"
 
 
-def serve_http(port: int, sse: bool = False) -> None:
+def serve_http(port: int) -> None:
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -164,7 +165,8 @@ def serve_http(port: int, sse: bool = False) -> None:
     sock.listen(128)
     # connections queue in the backlog until uvicorn accepts them, so the port is usable from here on
     print(f"PORT {sock.getsockname()[1]}", flush=True)
-    app = mcp.sse_app() if sse else mcp.streamable_http_app()
+    app = mcp.streamable_http_app()  # its lifespan runs the streamable HTTP session manager
+    app.router.routes.extend(mcp.sse_app().routes)  # one process serves both transports
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -172,10 +174,9 @@ def serve_http(port: int, sse: bool = False) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
-    parser.add_argument("--sse", action="store_true", help="with --http: serve the SSE transport instead")
     options = parser.parse_args()
     if options.http is None:
         mcp.run("stdio")
     else:
-        serve_http(options.http, options.sse)
+        serve_http(options.http)
     sys.exit(0)
