@@ -3,7 +3,7 @@
 Each page's fenced ```python, ```bash and ```sh blocks run in order, in one new interpreter per page whose
 current folder is a temporary one (the package is imported as installed: from PYTHONPATH, never from the
 current folder). The interpreters, the page's and each `echo-tools` command's, are forked from one that has
-imported the frameworks already (`_forked_python`): the same process as a fresh `python`, without importing
+imported the frameworks already (`tests/_forkserver.py`): the same process as a fresh `python`, without importing
 CrewAI again for every page and command (about 4 s of CPU each). Python blocks share one namespace, as a
 reader pasting them into one session would. A Python block whose first line is `# name.py` is the file a
 reader saves: it is written into the folder, not run. Any other block with `<!-- file: NAME -->` on the line
@@ -28,16 +28,15 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import _forkserver
 from tests.echo_tools._storage_support import REPO_ROOT, child_env
 
-FORKED_PYTHON = Path(__file__).resolve().parent / "_forked_python.py"
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([a-z]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 RUN_LANGS = ("python", "bash", "sh", "console")
@@ -121,7 +120,7 @@ def console_commands(code: str) -> list[tuple[str, bool]]:
 def _run_page(blocks: list[Block], folder: Path, python: list[str]) -> subprocess.CompletedProcess[str]:
     """One interpreter for the page: each block exec'd (or handed to bash) in order, in `folder`.
 
-    `python` is the command that starts an interpreter (the forked Python of `_forked_python`); the
+    `python` is the command that starts an interpreter (the forked Python of `_forkserver`); the
     page's `echo-tools` is that interpreter running `-m echo_tools.cli`."""
     plan = [
         {
@@ -192,29 +191,13 @@ PRELOADED = [
 def python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     """The command of an interpreter forked from one that has imported the frameworks already."""
     where = tmp_path_factory.mktemp("forked_python")
-    socket_path, log = where / "python.sock", where / "server.log"
-    with log.open("w") as err:
-        server = subprocess.Popen(
-            [sys.executable, "-P", str(FORKED_PYTHON), "serve", str(socket_path), *PRELOADED],
-            cwd=where,
-            env=_page_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-    assert server.stdin is not None and server.stdout is not None
+    socket_path = str(where / "python.sock")
+    with (where / "server.log").open("w") as err:
+        server = _forkserver.start(socket_path, PRELOADED, env=_page_env(), stderr=err)
     try:
-        assert server.stdout.readline() == "ready\n", log.read_text()  # '' when it ended
-        yield [sys.executable, "-S", "-P", str(FORKED_PYTHON), str(socket_path)]
+        yield _forkserver.command(socket_path)
     finally:
-        server.stdin.close()  # the server's signal to exit (it also exits if this process dies)
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        server.stdout.close()
+        _forkserver.stop(server)
 
 
 def _page_id(page: Path) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools import EgressPolicy, ToolDef, ToolExecutor, ToolRegistry
 from echo_tools.events import ToolEvent
+from tests import _forkserver
 
 if TYPE_CHECKING:
     from mcp import types
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 CALC = SERVERS / "calc_server.py"
 PAGED = SERVERS / "paged_server.py"
-LAUNCH = SERVERS / "_launch.py"
 START_TIMEOUT_S = 30.0
 
 # the protocol's reference server, installed from the npm registry into a cache folder outside the checkout
@@ -60,12 +60,13 @@ def everything_config(**extra: Any) -> dict[str, Any]:
 
 
 def stdio_config(script: Path = CALC, **extra: Any) -> dict[str, Any]:
-    """An `mcpServers` entry running `script` over stdio with this interpreter: through `_launch.py`, so the
-    server process is forked from the session's fork server (the SDK is imported once, not per start);
-    ECHO_TEST_MCP_FORK=0 runs the script directly."""
+    """An `mcpServers` entry running `script` over stdio with this interpreter, whose server process is
+    forked from the session's fork server (`tests/_forkserver.py`: the SDK is imported once, not per
+    start); ECHO_TEST_MCP_FORK=0 runs the script directly."""
     if os.environ.get("ECHO_TEST_MCP_FORK") == "0":
         return {"command": sys.executable, "args": [str(script)], **extra}
-    return {"command": sys.executable, "args": [str(LAUNCH), fork_server(), str(script)], **extra}
+    python, *args = _forkserver.command(fork_server())
+    return {"command": python, "args": [*args, str(script)], **extra}
 
 
 def script_of(config: dict[str, Any]) -> Path:
@@ -73,32 +74,30 @@ def script_of(config: dict[str, Any]) -> Path:
     return Path(config["args"][-1])
 
 
-_FORK_SERVER: list[tuple[subprocess.Popen[str], str]] = []
+# what every test server imports: paid once by the fork server instead of once per start
+PRELOADED = ["anyio", "mcp.server.fastmcp", "mcp.server.lowlevel", "mcp.server.stdio", "mcp.types", "uvicorn"]
+_FORK_SERVER: list[str] = []
 _FORK_LOCK = threading.Lock()
 
 
 def fork_server() -> str:
-    """The socket path of this test process's fork server (`mcp_servers/_forkserver.py`), started at the
-    first call and stopped when the process exits."""
+    """The socket path of this test process's fork server, started at the first call and stopped when
+    the process exits. It runs without PYTHON* variables, as the SDK starts a stdio server (in its
+    default environment): a fork server serves only requests with the start-up settings it has."""
     with _FORK_LOCK:
         if not _FORK_SERVER:
             import atexit
             import tempfile
 
             path = os.path.join(tempfile.mkdtemp(prefix="echo-mcp-fork-"), "fork.sock")
-            process = subprocess.Popen(
-                [sys.executable, str(SERVERS / "_forkserver.py"), path],
-                stdout=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-            )
-            line = first_line(process, "the MCP fork server")
-            if line.strip() != "READY":
-                stop_process(process)
-                raise RuntimeError(f"the MCP fork server did not start; it printed {line!r}")
-            atexit.register(stop_process, process)
-            _FORK_SERVER.append((process, path))
-        return _FORK_SERVER[0][1]
+            atexit.register(_forkserver.stop, _forkserver.start(path, PRELOADED, env=_without_startup()))
+            _FORK_SERVER.append(path)
+        return _FORK_SERVER[0]
+
+
+def _without_startup(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (this process's by default) without the interpreter's start-up settings (PYTHON*)."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("PYTHON")}
 
 
 @cache
@@ -179,7 +178,8 @@ def start_reporting_port(
         RuntimeError: it printed something else, or nothing within START_TIMEOUT_S (it is stopped).
     """
     if os.environ.get("ECHO_TEST_MCP_FORK") != "0" and command[:1] == [sys.executable]:
-        command = [sys.executable, str(LAUNCH), fork_server(), *command[1:]]  # forked: see `stdio_config`
+        command = [*_forkserver.command(fork_server()), *command[1:]]  # forked: see `stdio_config`
+        env = _without_startup(env)  # the fork server's start-up settings: see `fork_server`
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     line = first_line(process, name)
     if not line.startswith("PORT "):
