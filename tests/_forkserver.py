@@ -1,18 +1,17 @@
-"""A Python for tests that starts in milliseconds: a server that imported the heavy modules once forks it.
+"""A Python for tests that starts in milliseconds: forked from a server that imported the heavy modules once.
 
-`python -P _forkserver.py serve SOCKET MODULE...` imports the modules, prints `ready`, then answers each
-connection on the Unix socket SOCKET with a forked child that runs `python ARGS` (`SCRIPT ...` or `-m MODULE
-...`) in the requester's folder, environment and standard streams, and ends as that interpreter would
-(SystemExit, atexit, the interpreter's shutdown). It exits when its standard input ends (whoever started it
-is done, or gone) or on SIGTERM. `python -S -P _forkserver.py SOCKET ARGS...` (`command(SOCKET)`) is the
-requester: it stands for the child, so a command line or an MCP config can name it instead of `python`. It
-forwards SIGTERM, SIGINT and SIGHUP to the child, exits with the child's status (128 + N when signal N ended
-it), and, when no server listens on SOCKET, runs `python ARGS` in its own place (exec).
+`python -P _forkserver.py serve SOCKET MODULE...` (`start`) imports the modules, prints `ready`, then answers
+each connection on the Unix socket SOCKET with a forked child running `python ARGS` (`SCRIPT ...` or `-m
+MODULE ...`) in the requester's folder, environment and standard streams, ending as that interpreter would
+(SystemExit, atexit, shutdown); it exits when its standard input ends or on SIGTERM. `python -S -P
+_forkserver.py SOCKET ARGS...` (`command`) is the requester, standing for the child where `python` would be
+named: it forwards SIGTERM, SIGINT and SIGHUP to the child and exits with its status (128 + N for signal N);
+with no server on SOCKET it runs `python ARGS` in its own place (exec).
 
-A child differs from a fresh `python ARGS` only in the modules already imported (its signal dispositions,
-sys.path[0] and streams are a fresh interpreter's; its server waits for it, so its CPU counts as a fresh
-one's would). The start-up settings (the `PYTHON*` variables) must be the server's: other ones are refused.
-Why: importing CrewAI costs about 4 s of CPU, the MCP SDK about 0.6 s; a fork costs milliseconds.
+A child differs from a fresh `python ARGS` only in the modules already imported: its signal dispositions,
+sys.path[0] and streams are a fresh interpreter's, and its server waits for it, so its CPU is counted. The
+start-up settings (the `PYTHON*` variables) must be the server's: other ones are refused. Why: importing
+CrewAI costs about 4 s of CPU, the MCP SDK about 0.6 s; a fork costs milliseconds.
 """
 
 from __future__ import annotations
@@ -105,10 +104,8 @@ def answer(conn: socket.socket) -> dict[str, Any]:
     its status; returns the request only in that child."""
     header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
     (size,) = HEADER.unpack(header)
-    body = b""
-    while len(body) < size:
-        body += conn.recv(size - len(body))
-    request: dict[str, Any] = json.loads(body)
+    with conn.makefile("rb") as stream:
+        request: dict[str, Any] = json.loads(stream.read(size))
     pid = os.fork()
     if pid == 0:
         conn.close()
@@ -162,6 +159,8 @@ def request(path: str, args: list[str]) -> int:
         conn.connect(path)
     except OSError:
         os.execv(sys.executable, [sys.executable, *args])
+    forwarded = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)  # held until the child's pid is known
     body = json.dumps({"args": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
     socket.send_fds(conn, [HEADER.pack(len(body))], [0, 1, 2])
     conn.sendall(body)
@@ -176,8 +175,9 @@ def request(path: str, args: list[str]) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), sig)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in forwarded:
         signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     if not (status := replies.readline()):
         sys.exit("_forkserver: the server's child ended without a status")
     return int(status) if int(status) >= 0 else 128 - int(status)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -265,7 +266,8 @@ def test_pages_run_elsewhere_are_run_whole_there(page: str) -> None:
 
 
 def test_the_forked_python_runs_a_command_as_python_would(tmp_path: Path, python: list[str]) -> None:
-    """Folder, environment, arguments, streams and exit status are the requester's, with and without -m."""
+    """Folder, environment, arguments, streams and exit status are the requester's, with and without -m,
+    as a fresh `python` has them (the requester without a server)."""
     (tmp_path / "exits.py").write_text(
         "import os, sys\n"
         "print(os.getcwd(), os.environ['PAGE_VAR'], sys.argv[1:], sys.path[0])\n"
@@ -273,12 +275,29 @@ def test_the_forked_python_runs_a_command_as_python_would(tmp_path: Path, python
         encoding="utf-8",
     )
     env = {**_page_env(), "PAGE_VAR": "seen"}
-    done = subprocess.run([*python, "exits.py", "a b"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert (done.returncode, done.stdout) == (3, f"{tmp_path} seen ['a b'] {tmp_path}\n")
+    without_server = [*python[:-1], str(tmp_path / "no.sock")]  # runs `python ARGS` in its place
+    for requester in (python, without_server):
+        done = subprocess.run([*requester, "exits.py", "a b"], cwd=tmp_path, env=env, capture_output=True)
+        assert (done.returncode, done.stdout) == (3, f"{tmp_path} seen ['a b'] {tmp_path}\n".encode())
     command = [*python, "-m", "echo_tools.cli", "resume", "run_unknown", "--approve"]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr == "echo-tools: error: no recorded run has run_id 'run_unknown'\n"
+
+
+def test_the_forked_python_stands_for_its_child(tmp_path: Path, python: list[str]) -> None:
+    """The requester forwards a signal to the child and exits as the child did (128 + the signal)."""
+    (tmp_path / "waits.py").write_text("import os, sys\nprint(os.getpid(), flush=True)\nsys.stdin.read()\n")
+    streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
+    waiting = subprocess.Popen([*python, "waits.py"], cwd=tmp_path, env=_page_env(), text=True, **streams)
+    assert waiting.stdout is not None and waiting.stdin is not None
+    child = int(waiting.stdout.readline())
+    assert child != waiting.pid
+    waiting.send_signal(signal.SIGTERM)
+    assert waiting.wait(30) == 128 + signal.SIGTERM
+    assert not Path(f"/proc/{child}").exists()  # ended and reaped
+    waiting.stdin.close()
+    waiting.stdout.close()
 
 
 @pytest.mark.slow
