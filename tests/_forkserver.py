@@ -119,8 +119,8 @@ def answer(conn: socket.socket) -> dict[str, Any]:
         os.close(fd)
     conn.sendall(f"{pid}\n".encode())
     watched = os.pidfd_open(pid)
-    readable, _, _ = select.select([conn, watched], [], [])
-    if conn in readable and watched not in readable:  # the requester is gone (killed): so is its child
+    readable, _, _ = select.select([conn.fileno(), watched], [], [])
+    if watched not in readable:  # the requester is gone (killed): so is its child
         os.kill(pid, signal.SIGKILL)
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     with contextlib.suppress(OSError):  # unless the requester is gone
