@@ -30,15 +30,11 @@ from typing import Any
 HEADER = struct.Struct("!I")
 
 
-def start(
-    path: str, modules: list[str], env: dict[str, str] | None = None, stderr: Any = None
-) -> subprocess.Popen[str]:
-    """Start a server on socket `path` that imports `modules`, with `env`; its `subprocess.Popen` once
-    it is ready. `stop` it (or let this process end: its standard input is this process's pipe)."""
+def start(path: str, modules: list[str], **popen: Any) -> subprocess.Popen[str]:
+    """Start a server on socket `path` that imports `modules` (`popen`: env, stderr); its `Popen` once it
+    is ready. `stop` it (or let this process end: its standard input is this process's pipe)."""
     command = [sys.executable, "-P", __file__, "serve", path, *modules]
-    server = subprocess.Popen(
-        command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True
-    )
+    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **popen)
     assert server.stdout is not None and server.stdin is not None
     if (line := server.stdout.readline()) != "ready\n":  # '' when it ended
         stop(server)
