@@ -25,9 +25,13 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 from typing import Any
 
 HEADER = struct.Struct("!I")
+
+
+READY_TIMEOUT_S = 120.0  # the imports take seconds; a server not ready by then is stuck
 
 
 def start(path: str, modules: list[str], **popen: Any) -> subprocess.Popen[str]:
@@ -36,7 +40,13 @@ def start(path: str, modules: list[str], **popen: Any) -> subprocess.Popen[str]:
     command = [sys.executable, "-P", __file__, "serve", path, *modules]
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **popen)
     assert server.stdout is not None and server.stdin is not None
-    if (line := server.stdout.readline()) != "ready\n":  # '' when it ended
+    watchdog = threading.Timer(READY_TIMEOUT_S, server.kill)  # imports that hang must not hang the suite
+    watchdog.start()
+    try:
+        line = server.stdout.readline()
+    finally:
+        watchdog.cancel()
+    if line != "ready\n":  # '' when it ended (or was killed by the watchdog)
         stop(server)
         raise RuntimeError(f"the fork server did not start; it printed {line!r}")
     return server
