@@ -23,20 +23,9 @@ DEMO_SAMPLE = Path("sample_workflows") / "code_pipeline.canvas.json"
 
 def load_source(path_text: str) -> dict[str, Any]:
     """A workflow file as a JSON object (canvas payload, canvas export or `{workflow, agents}`)."""
-    from echo_tools.cli.common import CliError
+    from echo_tools.cli.common import read_json_object
 
-    path = Path(path_text)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CliError(f"workflow file {str(path)!r} cannot be read: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"workflow file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
-        ) from exc
-    if not isinstance(data, dict):
-        raise CliError(f"workflow file {str(path)!r} must hold a JSON object, got {type(data).__name__}")
-    return data
+    return read_json_object(Path(path_text), "workflow file")
 
 
 def runner() -> Any:

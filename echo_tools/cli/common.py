@@ -52,14 +52,24 @@ def read_input(text: str | None) -> dict[str, Any]:
     """`--input` as a JSON object: inline JSON, or `@path` to read it from a file."""
     if text is None:
         return {}
-    source = "--input"
     if text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"--input file {str(path)!r} cannot be read: {exc.strerror or exc}") from exc
-        source = f"--input file {str(path)!r}"
+        return read_json_object(Path(text[1:]), "--input file")
+    return json_object(text, "--input")
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """The JSON object in the file `path`; `what` names it in the error (`--input file`, `workflow file`)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{what} {str(path)!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    return json_object(text, f"{what} {str(path)!r}")
+
+
+def json_object(text: str, source: str) -> dict[str, Any]:
+    """`text` parsed as a JSON object; `source` names where it came from in the error."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -117,6 +117,25 @@ def test_bad_input_is_a_one_line_error(run_cli: InProcessCli, home: Path, given:
     assert expected in line
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"{bad", "is not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+        (b"[1, 2]", "must be a JSON object, got list"),
+        (b"\xff\xfe{}", "is not UTF-8 text: invalid start byte at byte 0"),
+    ],
+)
+def test_a_bad_input_or_workflow_file_is_a_one_line_error_naming_it(
+    run_cli: InProcessCli, home: Path, tmp_path: Path, content: bytes, expected: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    line = assert_one_line_error(run_cli(home, "invoke", "calculator", "--input", f"@{bad}"))
+    assert f"--input file {str(bad)!r} {expected}" in line
+    line = assert_one_line_error(run_cli(home, "compile", str(bad)))
+    assert f"workflow file {str(bad)!r} {expected}" in line
+
+
 def test_debug_shows_the_traceback(run_cli: InProcessCli, home: Path) -> None:
     # `--debug` lets the exception out of `main`, so the interpreter prints its traceback and exits non-zero
     with pytest.raises(CliError, match="--input is not valid JSON") as caught:
