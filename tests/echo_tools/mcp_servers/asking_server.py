@@ -8,14 +8,12 @@ on 127.0.0.1 (PORT 0 picks a free port); then it prints `PORT <n>` once it liste
 
 from __future__ import annotations
 
-import argparse
 import json
-import socket
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+from _serving import main
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.exceptions import McpError
 from mcp.types import SamplingMessage, TextContent
@@ -83,24 +81,5 @@ async def roots(ctx: Context = None) -> str:  # type: ignore[assignment]
     return json.dumps([{"uri": str(r.uri), "name": r.name} for r in listed.roots])
 
 
-def serve_http(port: int) -> None:
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    print(f"PORT {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(mcp.streamable_http_app(), log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
-    options = parser.parse_args()
-    if options.http is None:
-        mcp.run("stdio")
-    else:
-        serve_http(options.http)
-    sys.exit(0)
+    main(mcp)

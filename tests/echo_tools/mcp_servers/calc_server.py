@@ -7,12 +7,10 @@ Run as `python calc_server.py` for stdio, or `python calc_server.py --http PORT`
 
 from __future__ import annotations
 
-import argparse
 import os
-import socket
-import sys
 
 import anyio
+from _serving import main
 from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
@@ -156,27 +154,5 @@ async def change_tools(ctx: Context) -> str:
     return "changed"
 
 
-def serve_http(port: int) -> None:
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    # connections queue in the backlog until uvicorn accepts them, so the port is usable from here on
-    print(f"PORT {sock.getsockname()[1]}", flush=True)
-    app = mcp.streamable_http_app()  # its lifespan runs the streamable HTTP session manager
-    app.router.routes.extend(mcp.sse_app().routes)  # one process serves both transports
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
-    options = parser.parse_args()
-    if options.http is None:
-        mcp.run("stdio")
-    else:
-        serve_http(options.http)
-    sys.exit(0)
+    main(mcp, sse=True)

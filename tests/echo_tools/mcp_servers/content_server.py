@@ -7,11 +7,9 @@ on 127.0.0.1 (PORT 0 picks a free port); then it prints `PORT <n>` once it liste
 
 from __future__ import annotations
 
-import argparse
 import base64
-import socket
-import sys
 
+from _serving import main
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import (
     AudioContent,
@@ -116,24 +114,5 @@ def summarise(topic: str) -> str:
     return f"Summarise {topic} in one sentence."
 
 
-def serve_http(port: int) -> None:
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    print(f"PORT {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(mcp.streamable_http_app(), log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
-    options = parser.parse_args()
-    if options.http is None:
-        mcp.run("stdio")
-    else:
-        serve_http(options.http)
-    sys.exit(0)
+    main(mcp)
