@@ -8,7 +8,6 @@ is kept with the event in the history (SQLite and PostgreSQL).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,8 +52,14 @@ def test_the_plugins_context_for_an_echoai_agent_carries_its_name():
     assert (context.agent_id, context.agent_name, context.run_id) == (AGENT_ID, "RFP Analyzer", "r1")
 
 
-def test_the_history_keeps_the_agent_name_with_each_event(tmp_path: Path):
-    history = RunHistory(tmp_path)
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_the_history_keeps_the_agent_name_with_each_event(store: str, request: pytest.FixtureRequest):
+    if store == "postgres":
+        from echo_tools.pg import PgRunHistory
+
+        history: RunHistory | PgRunHistory = PgRunHistory(request.getfixturevalue("dsn"))
+    else:
+        history = RunHistory(request.getfixturevalue("tmp_path"))
     try:
         call_echo(history, ToolContext(agent_id=AGENT_ID, agent_name="Sum It", run_id="r1"))
         assert history.flush(10)
@@ -84,23 +89,3 @@ def test_events_of_a_run_show_the_calling_agent_by_its_canvas_name(capsys, tmp_p
     tool_events = [e for e in events if e.get("tool_id")]
     assert tool_events and {e["agent_name"] for e in tool_events} == {"Sum It"}
     assert {e["agent_id"] for e in tool_events} == {AGENT_ID}
-
-
-@pytest.fixture(scope="module")
-def pg_dsn() -> Iterator[str]:
-    from tests.echo_tools._pg_support import shared_server
-
-    yield shared_server().new_database()
-
-
-def test_the_postgres_history_keeps_the_agent_name_with_each_event(pg_dsn: str):
-    from echo_tools.pg import PgRunHistory
-
-    history = PgRunHistory(pg_dsn)
-    try:
-        call_echo(history, ToolContext(agent_id=AGENT_ID, agent_name="Sum It", run_id="r1"))
-        assert history.flush(10)
-        kept = history.events(run_id="r1")
-    finally:
-        history.close()
-    assert len(kept) == 2 and {e.agent_name for e in kept} == {"Sum It"}
