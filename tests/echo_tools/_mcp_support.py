@@ -205,8 +205,8 @@ def first_line(process: subprocess.Popen[str], name: str) -> str:
         raise RuntimeError(f"{name} did not start within {START_TIMEOUT_S} s") from exc
 
 
-def stop_process(process: subprocess.Popen[str] | None) -> None:
-    """SIGTERM, then SIGKILL after 10 s; closes its stdout."""
+def stop_process(process: subprocess.Popen[Any] | None) -> None:
+    """SIGTERM, then SIGKILL after 10 s; closes its output pipes."""
     if process is None:
         return
     if process.poll() is None:
@@ -216,8 +216,9 @@ def stop_process(process: subprocess.Popen[str] | None) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
-    if process.stdout is not None:
-        process.stdout.close()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 class EventWaiter:

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.echo_tools._api_support import free_port
+from tests.echo_tools._mcp_support import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,14 +52,7 @@ def echo_tools_serve(storage: Path, *extra: str, ready_timeout: float = 60.0) ->
             time.sleep(0.1)
         yield url, process.pid
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        if process.stderr is not None:
-            process.stderr.close()
+        stop_process(process)
 
 
 def rss_kb(pid: int) -> int:
