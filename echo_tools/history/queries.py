@@ -10,7 +10,7 @@ first waits for the events this process already recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -248,9 +248,26 @@ class HistoryQueries:
             (run_id, workflow_id, json.dumps(source, ensure_ascii=False, default=str), now, now),
         )
 
-    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
-        """Move a recorded run to `status` (`running`, `interrupted`, `completed`, `failed`)."""
+    def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Move a recorded run to `status` (one of `RUN_STATUSES`); `details` (JSON values) are merged into
+        what is kept with its source (such as `paused_at`, the nodes a paused run waits at)."""
         _check_status(status)
+        if details:
+            record = self.run(run_id)
+            stored = record["source"] if record is not None else None
+            if isinstance(stored, dict):
+                stored.update(details)
+                self._change(
+                    self._sql("UPDATE {runs} SET source = ? WHERE run_id = ?"),
+                    (json.dumps(stored, ensure_ascii=False, default=str), run_id),
+                )
         self._change(
             self._sql("UPDATE {runs} SET status = ?, error = ?, updated = ? WHERE run_id = ?"),
             (status, error, timestamp_now(), run_id),
