@@ -165,9 +165,9 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
     and print how the run ended; the shared body of `run`, `resume` and `replay`. `live` holds the runner's
     keyword arguments they share: `registry`, `executor`, `llm` (`--llm`) and `on_event` (a live printer)."""
     from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint
-    from echo_tools.cli.common import CliError, storage_dir, use_rich
+    from echo_tools.cli.common import CliError, use_rich
+    from echo_tools.cli.history import run_history
     from echo_tools.cli.output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
-    from echo_tools.history import RunHistory
 
     registry = open_registry(args)
     events_file = getattr(args, "events", None)
@@ -178,7 +178,7 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
     module = runner()
     quiet_rehearsal_log()  # the runner also logs the notice; the printer shows it once, from the event
     quiet_framework_logs()
-    history = RunHistory(storage_dir(args))
+    history = run_history(args)  # PostgreSQL's with --database-url, else <storage>/runs.sqlite
     live = {"registry": registry, "executor": executor, "llm": args.llm, "on_event": on_event}
     try:
         state = go(module, history, live)
@@ -189,8 +189,7 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
         message = str(exc) + (f" (note: {hint})" if hint else "")
         raise CliError(message) from exc
     finally:
-        executor.close()
-        history.close()
+        executor.close()  # the history is closed with the command's other stores (`close_stores`)
     if isinstance(state, dict) and state.get("__interrupt__"):
         printer.note(
             f"run {run_id} interrupted (paused at a HITL node, waiting for a decision): "

@@ -149,7 +149,8 @@ def make_workflow_router(state: ApiState) -> APIRouter:
 
 
 class _Histories:
-    """The run history of the catalogue's storage folder, opened on first use (one per router)."""
+    """The server's run history, or (an app built without one) the run history of the catalogue's storage
+    folder, opened on first use (one per router)."""
 
     def __init__(self, state: ApiState) -> None:
         self.state = state
@@ -157,10 +158,13 @@ class _Histories:
         self._lock = threading.Lock()
 
     def get(self, *, required: bool = True) -> Any:
+        kept = getattr(self.state, "history", None)
+        if kept is not None:  # the server's own (PostgreSQL's, shared by every replica, or runs.sqlite)
+            return kept
         with self._lock:
             if self._history is None:
                 storage = self.state.registry.storage
-                if storage is None:
+                if storage is None or getattr(storage, "directory", None) is None:
                     if not required:
                         return None
                     raise ApiError(
@@ -233,7 +237,9 @@ async def _run_stream(
                     seen.add(event_id)
                 yield format_sse(str(item.get("type", "event")), item, event_id)
             elif kind == "final":
-                yield format_sse("run.completed", {"run_id": run_id, "state": item})
+                yield format_sse(
+                    "run.completed", {"run_id": run_id, "state": _plain({"state": item})["state"]}
+                )
                 return
             else:
                 yield format_sse("run.failed", {"run_id": run_id, **_failure(item)})

@@ -56,6 +56,7 @@ class ApiState:
     executor: ToolExecutor
     settings: ApiSettings
     broadcaster: EventBroadcaster
+    history: Any = None  # the run history (`/workflows` records and resumes runs in it), when kept
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
@@ -137,7 +138,7 @@ def make_router(
     broadcaster = EventBroadcaster(settings.event_queue_size)
     executor.add_sink(broadcaster)
     registry.events.add(broadcaster)
-    state = ApiState(registry, executor, settings, broadcaster)
+    state = ApiState(registry, executor, settings, broadcaster, history)
     secured = [Depends(make_guard(settings))]
     router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
     router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
