@@ -134,8 +134,8 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             final = runner.resume_run(
                 run_id, decision, storage=history, registry=state.registry, executor=state.executor
             )
-            record = history.run(run_id) or {}
-            return {"run_id": run_id, "status": record.get("status"), "state": final}
+            answer = runner.run_status(run_id, storage=history)
+            return {**answer, "state": final}
 
         try:
             answer = await anyio.to_thread.run_sync(work)
@@ -225,11 +225,14 @@ async def _run_stream(
 
     task = asyncio.create_task(job())
     seen: set[str] = set()
+    status = "running"
     try:
         yield format_sse("run.started", {"run_id": run_id})
         while True:
             kind, item = await queue.get()
             if kind == "event":
+                if item.get("type") == "run.finished":
+                    status = str(item.get("status") or status)
                 event_id = item.get("event_id")
                 if event_id:
                     if event_id in seen:  # never relay one event twice
@@ -237,12 +240,12 @@ async def _run_stream(
                     seen.add(event_id)
                 yield format_sse(str(item.get("type", "event")), item, event_id)
             elif kind == "final":
-                yield format_sse(
-                    "run.completed", {"run_id": run_id, "state": _plain({"state": item})["state"]}
-                )
+                state_ = _plain({"state": item})["state"]
+                yield format_sse("run.completed", {"run_id": run_id, "status": status, "state": state_})
                 return
             else:
-                yield format_sse("run.failed", {"run_id": run_id, **_failure(item)})
+                stopped = status if status in ("failed", "cancelled") else "failed"
+                yield format_sse("run.failed", {"run_id": run_id, "status": stopped, **_failure(item)})
                 return
     finally:
         if not task.done():

@@ -28,7 +28,6 @@ from workflow_bridge.decisions import (
     elicitation,
 )
 from workflow_bridge.llm import describe_llm
-from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
 from workflow_bridge.run_source import (
     WorkflowSourceError,
     check_models,
@@ -39,17 +38,26 @@ from workflow_bridge.run_source import (
     models_of,
     uses_rehearsal,
 )
+from workflow_bridge.run_stream import (
+    RUN_STATUSES,
+    EventCallback,
+    exit_code,
+    stream_run,
+)
 from workflow_bridge.state import initial_state
 
 __all__ = [
     "ELICITATION_ACTIONS",
     "HITL_DECISIONS",
+    "RUN_STATUSES",
     "RunResumeError",
     "WorkflowSourceError",
     "check_answer",
     "check_decision",
     "check_models",
+    "cancel_run",
     "compile_source",
+    "exit_code",
     "load_source",
     "map_source",
     "models_of",
@@ -65,7 +73,6 @@ __all__ = [
 logger = logging.getLogger("workflow_bridge.runner")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-EventCallback = Callable[[dict[str, Any]], Any]
 
 
 def run_workflow(
@@ -95,8 +102,8 @@ def run_workflow(
         check_llms: check every model before the run (`check_models`): an unreachable server or a
             missing API key fails in one sentence instead of once per agent call.
         history: a `echo_tools.history.RunHistory` (or an object with its API): the graph is checkpointed
-            with `history.checkpointer()`, and the run, its tool events and its final status (`interrupted`,
-            `completed`, `failed`) are recorded, so `resume_run` can carry it on from another process.
+            with `history.checkpointer()`, and the run, its tool events and its status (`RUN_STATUSES`,
+            see `run_stream`) are recorded, so `resume_run` can carry it on from another process.
 
     Raises:
         LLMConfigError: `check_llms`, and a model cannot be used.
@@ -111,8 +118,6 @@ def run_workflow(
         checkpointer=history.checkpointer() if history is not None else None,
         state_keys=list(payload or {}),
     )
-    if check_llms:
-        check_models(graph)
     if user_input is None and not payload:
         # sample canvases carry a ready request, so `echo-tools run FILE` works without --input
         user_input = default_input(data) or default_input(mapped.workflow)
@@ -134,9 +139,24 @@ def run_workflow(
             "payload": dict(payload or {}),
         }
         history.start_run(run_id, stored, workflow_id)
+    if check_llms:
+        _check_models_of_run(graph, run_id, history, on_event)
     return stream_run(
         graph, state, run_id, executor=executor, on_event=on_event, started=start, history=history
     )
+
+
+def _check_models_of_run(graph: Any, run_id: str, history: Any, on_event: EventCallback | None) -> None:
+    """`check_models`; a model that cannot be used fails the recorded run (`failed`, the reason kept)."""
+    try:
+        check_models(graph)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        if history is not None:
+            history.set_status(run_id, "failed", error)
+        if on_event is not None:
+            on_event({"type": "run.finished", "run_id": run_id, "status": "failed", "error": error})
+        raise
 
 
 def _owning_history(function: _F) -> _F:
@@ -381,7 +401,9 @@ def _recorded_run(history: Any, run_id: str) -> dict[str, Any]:
 
 @_owning_history
 def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
-    """`{"run_id", "status", "state"}` of a recorded run: its status and its last checkpointed state.
+    """`{"run_id", "status", "state", "error", "failed_calls"}` of a recorded run: its status (one of
+    `RUN_STATUSES`), its last checkpointed state, the error it stopped on or the summary of its failed
+    calls, and the failed tool calls listed (`completed_with_errors`).
 
     Raises:
         RunResumeError: no run has this id (404).
@@ -394,7 +416,34 @@ def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
     pending = [w for w in (checkpoint.pending_writes or []) if w[1] == "__interrupt__"] if checkpoint else []
     if pending:
         values["__interrupt__"] = [getattr(i, "value", i) for w in pending for i in _as_list(w[2])]
-    return {"run_id": run_id, "status": record["status"], "state": values}
+    stored = record["source"] if isinstance(record["source"], Mapping) else {}
+    return {
+        "run_id": run_id,
+        "status": record["status"],
+        "state": values,
+        "error": record.get("error"),
+        "failed_calls": list(stored.get("failed_calls") or []),
+    }
+
+
+@_owning_history
+def cancel_run(run_id: str, *, storage: Any) -> dict[str, Any]:
+    """Cancel a run paused at a HITL node (it will not be resumed): its status becomes `cancelled`.
+
+    Raises:
+        RunResumeError: no run has this id (404), or it is not `interrupted` (409 naming its status).
+    """
+    history = _open_history(storage)
+    record = _recorded_run(history, run_id)
+    if not history.claim_run(run_id, "interrupted", "cancelled"):
+        now = (history.run(run_id) or record).get("status")
+        raise RunResumeError(
+            f"run {run_id!r} is {now!r}, not 'interrupted': only a paused run can be cancelled",
+            status=409,
+            field="status",
+            run_id=run_id,
+        )
+    return run_status(run_id, storage=history)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -421,80 +470,3 @@ def _storage_registry(history: Any, run_id: str) -> Any:
     from echo_tools.registry import ToolRegistry
 
     return ToolRegistry(storage_dir=Path(path).parent)
-
-
-def stream_run(
-    graph: Any,
-    graph_input: Any,
-    run_id: str,
-    *,
-    executor: Any,
-    on_event: EventCallback | None = None,
-    started: dict[str, Any] | None = None,
-    history: Any = None,
-) -> dict[str, Any]:
-    """Run a compiled graph on thread `run_id`, reporting progress to `on_event`; returns the final state.
-
-    With `history` (a `RunHistory`), the run's tool events are kept there and its status set at the end:
-    `interrupted`, `failed` (a tool call failed, or the run stopped on an error) or `completed`.
-    """
-    emit = _safe(on_event)
-    emit(started or {"type": "run.started", "run_id": run_id})
-    if uses_rehearsal(graph):
-        logger.warning(REHEARSAL_NOTICE)
-        emit({"type": "llm.rehearsal", "run_id": run_id, "message": REHEARSAL_NOTICE})
-    config = {"configurable": {"thread_id": run_id}}
-
-    nested = f"{run_id}/"  # sub-runs of `workflow` / `agent` tools called in this run (composite.py)
-
-    failures: list[str] = []
-
-    def forward(event: Any) -> None:
-        if event.run_id == run_id or (event.run_id or "").startswith(nested):
-            if history is not None:
-                history.record(event)
-            if event.type in ("tool.failed", "tool.timeout"):
-                failures.append(str(event.tool_id))
-            emit(event.to_dict())  # `agent_name` comes from the calling agent's context
-
-    executor.add_sink(forward)
-    interrupts: list[Any] = []
-    try:
-        for mode, chunk in graph.stream(graph_input, config, stream_mode=["updates", "custom"]):
-            if mode == "custom" and isinstance(chunk, dict):
-                emit({**chunk, "run_id": run_id})
-            elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
-                interrupts.extend(chunk["__interrupt__"])
-                values = [getattr(i, "value", i) for i in chunk["__interrupt__"]]
-                emit({"type": "run.interrupted", "run_id": run_id, "interrupts": values})
-    except BaseException as exc:
-        if history is not None:
-            history.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}"[:2000])
-        raise
-    finally:
-        executor.remove_sink(forward)
-    snapshot = graph.get_state(config)
-    final = dict(snapshot.values)
-    if interrupts:
-        final["__interrupt__"] = interrupts
-    status = "interrupted" if interrupts else "completed"
-    if history is not None:
-        failed = not interrupts and failures
-        error = f"failed tool calls: {', '.join(failures)}" if failed else None
-        # the nodes the checkpoint waits at: a resume checks the recompiled graph still has them
-        details = {"paused_at": list(snapshot.next)} if interrupts else None
-        history.set_status(run_id, "failed" if failed else status, error, details=details)
-    emit({"type": "run.finished", "run_id": run_id, "status": status})
-    return final
-
-
-def _safe(on_event: EventCallback | None) -> EventCallback:
-    def emit(event: dict[str, Any]) -> None:
-        if on_event is None:
-            return
-        try:
-            on_event(event)
-        except Exception:  # boundary: a broken progress callback must not break the run
-            logger.exception("on_event callback raised on %s", event.get("type"))
-
-    return emit

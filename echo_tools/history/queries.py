@@ -22,7 +22,8 @@ from echo_tools.history.writer import EventWriter
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 DEFAULT_RETENTION_DAYS = 30
-RUN_STATUSES = ("running", "interrupted", "completed", "failed")
+# a run's status, the same word everywhere (docs/runs.md has the table of when each happens)
+RUN_STATUSES = ("running", "interrupted", "completed", "completed_with_errors", "failed", "cancelled")
 
 
 def events_table_sql(table: str, seq_column: str) -> tuple[str, ...]:
@@ -76,6 +77,7 @@ class RunSummary:
     last_event: str
     calls: int
     failed: int
+    status: str | None = None  # None: events with this run id, but no workflow run recorded
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,19 +206,41 @@ class HistoryQueries:
         """The tool calls of a recorded run, for `ToolExecutor(..., replay=history.recording(run_id))`."""
         return Recording(self.run_events(run_id), run_id=run_id)
 
-    def runs(self, *, workflow_id: str | None = None, limit: int = DEFAULT_LIMIT) -> list[RunSummary]:
-        """The runs with kept events, newest first, at most `limit`."""
+    def runs(
+        self, *, workflow_id: str | None = None, status: str | None = None, limit: int = DEFAULT_LIMIT
+    ) -> list[RunSummary]:
+        """The runs, newest activity first, at most `limit`: the workflow runs recorded (with their status)
+        and the other run ids the kept events carry (direct calls with a `run_id`; status None).
+
+        Raises:
+            ValueError: `limit` is out of range, or `status` is not one of `RUN_STATUSES`.
+        """
         check_limit(limit)
-        where, params = ("AND workflow_id = ?", (workflow_id,)) if workflow_id is not None else ("", ())
+        if status is not None:
+            _check_status(status)
+        events_where, runs_where, params = "", "", []
+        if workflow_id is not None:
+            events_where, runs_where = "AND workflow_id = ?", "WHERE workflow_id = ?"
+            params = [workflow_id, workflow_id]
+        status_where = ""
+        if status is not None:
+            status_where = "WHERE r.status = ?"
+            params.append(status)
         rows = self._read(
-            "SELECT run_id, MAX(workflow_id), MIN(timestamp), MAX(timestamp),"
-            " SUM(CASE WHEN type = 'tool.invoked' THEN 1 ELSE 0 END),"
-            " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') THEN 1 ELSE 0 END)"
-            f" FROM {{events}} WHERE run_id IS NOT NULL {where}"
-            " GROUP BY run_id ORDER BY MAX(seq) DESC LIMIT ?",
+            "SELECT u.run_id, MAX(u.workflow_id), MIN(u.first), COALESCE(MAX(u.last), MIN(u.first)),"
+            " SUM(u.calls), SUM(u.failed),"
+            " MAX(r.status) FROM ("
+            " SELECT run_id, MAX(workflow_id) AS workflow_id, MIN(timestamp) AS first,"
+            " MAX(timestamp) AS last, SUM(CASE WHEN type = 'tool.invoked' THEN 1 ELSE 0 END) AS calls,"
+            " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') THEN 1 ELSE 0 END) AS failed"
+            f" FROM {{events}} WHERE run_id IS NOT NULL {events_where} GROUP BY run_id"
+            " UNION ALL SELECT run_id, workflow_id, created, NULL, 0, 0"
+            f" FROM {{runs}} {runs_where}"
+            f") u LEFT JOIN {{runs}} r ON r.run_id = u.run_id {status_where}"
+            " GROUP BY u.run_id ORDER BY COALESCE(MAX(u.last), MIN(u.first)) DESC, u.run_id LIMIT ?",
             (*params, limit),
         )
-        return [RunSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0)) for r in rows]
+        return [RunSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0), r[6]) for r in rows]
 
     def prune(
         self, *, days: float = DEFAULT_RETENTION_DAYS, now: Callable[[], datetime] | None = None

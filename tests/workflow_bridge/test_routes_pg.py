@@ -48,6 +48,7 @@ def test_a_hitl_canvas_run_on_one_replica_is_resumed_on_the_other(
     dsn, (first, second) = two_replicas
     frames = _run(first, {**gated_canvas(), "run_id": "run_pg_http"})
     assert frames[-1]["event"] == "run.completed", frames[-1]
+    assert frames[-1]["data"]["status"] == "interrupted"
     assert frames[-1]["data"]["state"]["__interrupt__"][0]["title"] == "Go on?"
     with httpx.Client(base_url=second, timeout=300) as client:
         assert client.get("/workflows/runs/run_pg_http").json()["status"] == "interrupted"
