@@ -13,7 +13,9 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,9 +35,12 @@ __all__ = [
     "BudgetMeter",
     "Grants",
     "Principal",
+    "acting",
+    "acting_as",
     "admit",
     "hash_key",
     "load_principals",
+    "may_store",
     "metered",
     "principals_from",
 ]
@@ -126,8 +131,9 @@ class Principal:
         return None if perms is None else list(perms)
 
     def owns(self, owner: str | None) -> bool:
-        """True when something owned by `owner` is this principal's to change (or nobody's, or admin)."""
-        return owner is None or owner == self.name or self.grants.admin
+        """True when something owned by `owner` (None: the operator's) is this principal's to change,
+        delete, reuse or lend: its own, or anything for an admin."""
+        return self.grants.admin or (owner is not None and owner == self.name)
 
     def meter(self) -> BudgetMeter:
         """A fresh meter of this principal's budget, for one request or run."""
@@ -299,6 +305,35 @@ async def metered(call: Coroutine[Any, Any, ToolResult], context: ToolContext) -
             }
         )
     return result
+
+
+# -- who is acting in this thread of work (what a library call deep inside a request asks) ----------------
+
+_ACTING: ContextVar[tuple[Principal, bool] | None] = ContextVar("echo_tools_acting", default=None)
+
+
+@contextmanager
+def acting_as(principal: Principal, *, stores: bool = True) -> Iterator[Principal]:
+    """While the block runs (and in the threads it starts with its context), `acting()` is `principal`;
+    `stores=False` (a compile) makes `may_store` False whatever the grants."""
+    token = _ACTING.set((principal, stores))
+    try:
+        yield principal
+    finally:
+        _ACTING.reset(token)
+
+
+def acting() -> Principal:
+    """The principal a request runs for; the CLI and in-process Python are the `OPERATOR`."""
+    found = _ACTING.get()
+    return OPERATOR if found is None else found[0]
+
+
+def may_store(action: str) -> bool:
+    """Whether the work running now may store what `action` covers (an MCP server from a canvas entry:
+    `mcp`); never during a compile, which stores nothing."""
+    found = _ACTING.get()
+    return found is None or (found[1] and found[0].may(action))
 
 
 # -- principals: the keys of a server --------------------------------------------------------------------

@@ -134,7 +134,7 @@ def test_the_operator_may_do_everything() -> None:
     ide = Principal("ide", Grants(permissions=["fs:read"], actions={"invoke"}))
     assert ide.granted_permissions == [ToolPermission.FS_READ]
     assert not ide.may("register") and ide.may("invoke")
-    assert ide.owns(None) and ide.owns("ide") and not ide.owns("operator")
+    assert ide.owns("ide") and not ide.owns("operator") and not ide.owns(None) and OPERATOR.owns("ide")
 
 
 def test_the_meter_names_the_limit_and_its_value() -> None:
