@@ -104,26 +104,31 @@ def make_workflow_router(state: ApiState) -> APIRouter:
                 422, "validation", f"run_id must be a short string, got {run_id!r:.60}", field="body.run_id"
             )
         source = {k: v for k, v in body.items() if k not in RUN_OPTIONS}
+        history = histories.get(required=False)
+        if run_id is not None and history is not None:
+            await anyio.to_thread.run_sync(_refuse_taken, history, run_id)
         stream = _run_stream(
             state,
             source,
             user_input,
             run_id or f"run_{uuid.uuid4().hex[:16]}",
-            histories.get(required=False),
+            history,
             principal,
         )
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
-    @router.get(
-        "/runs/{run_id}",
-        dependencies=[gate.requires("history")],
-        summary="A recorded run: status and last state",
-    )
-    async def get_run(run_id: str) -> dict[str, Any]:
+    @router.get("/runs/{run_id}", summary="A recorded run: status and last state")
+    async def get_run(run_id: str, principal: Principal = gate.requires("history")) -> dict[str, Any]:
         runner = _runner()
         history = histories.get()
+
+        def work() -> dict[str, Any]:
+            answer: dict[str, Any] = runner.run_status(run_id, storage=history)
+            runner.check_owner(answer["owner"], principal, run_id, "read")  # its state is the owner's
+            return answer
+
         try:
-            answer = await anyio.to_thread.run_sync(lambda: runner.run_status(run_id, storage=history))
+            answer = await anyio.to_thread.run_sync(work)
         except runner.RunResumeError as exc:
             raise _resume_error(exc) from exc
         return _plain(answer)
@@ -200,9 +205,23 @@ class _Histories:
             return self._history
 
 
+def _refuse_taken(history: Any, run_id: str) -> None:
+    """409 before the stream starts when `run_id` is already recorded: a run is never replaced (the runner
+    refuses it too, in one step, for two requests racing for one new id)."""
+    if history.run(run_id) is not None:
+        raise ApiError(
+            409,
+            "conflict",
+            f"run_id {run_id!r} is already recorded in the run history (a run is never replaced): choose "
+            "another run id, or leave it out to get a new one",
+            field="body.run_id",
+        )
+
+
 def _resume_error(exc: Any) -> ApiError:
     field = "body." + exc.field if exc.field in RESUME_FIELDS else exc.field
-    return ApiError(exc.status, _RESUME_ERROR_TYPES.get(exc.status, "validation"), str(exc), field=field)
+    kind = "owned" if exc.field == "owner" else _RESUME_ERROR_TYPES.get(exc.status, "validation")
+    return ApiError(exc.status, kind, str(exc), field=field)
 
 
 def _plain(answer: dict[str, Any]) -> dict[str, Any]:

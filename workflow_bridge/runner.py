@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from echo_tools.events import ToolEvent
+from echo_tools.gate import acting
 from workflow_bridge.decisions import (
     ELICITATION_ACTIONS,
     HITL_DECISIONS,
@@ -55,6 +56,7 @@ __all__ = [
     "check_answer",
     "check_decision",
     "check_models",
+    "check_owner",
     "cancel_run",
     "compile_source",
     "exit_code",
@@ -88,6 +90,7 @@ def run_workflow(
     missing_agents: str = "error",
     check_llms: bool = False,
     history: Any = None,
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """Compile and run a workflow; returns the final state (with `__interrupt__` when a HITL node paused).
 
@@ -104,9 +107,14 @@ def run_workflow(
         history: a `echo_tools.history.RunHistory` (or an object with its API): the graph is checkpointed
             with `history.checkpointer()`, and the run, its tool events and its status (`RUN_STATUSES`,
             see `run_stream`) are recorded, so `resume_run` can carry it on from another process.
+        owner: the principal name recorded as the run's owner (only it or an admin may resume or read
+            the run); default the principal acting now (`echo_tools.gate.acting()`: the operator in the
+            CLI and in-process Python, the request's principal over HTTP).
 
     Raises:
         LLMConfigError: `check_llms`, and a model cannot be used.
+        RunResumeError: 409 (`run_id`): the history already holds a run with this id (nothing runs, the
+            recorded run is left as it was).
     """
     data = load_source(source)
     graph, mapped = compile_source(
@@ -137,8 +145,16 @@ def run_workflow(
             "llm": llm if isinstance(llm, str) else None,
             "user_input": user_input,
             "payload": dict(payload or {}),
+            "owner": owner or acting().name,
         }
-        history.start_run(run_id, stored, workflow_id)
+        if not history.start_run(run_id, stored, workflow_id):  # one step: two runs never share an id
+            raise RunResumeError(
+                f"run_id {run_id!r} is already recorded in the run history (a run is never replaced): "
+                "choose another run id, or leave it out to get a new one",
+                status=409,
+                field="run_id",
+                run_id=run_id,
+            )
     if check_llms:
         _check_models_of_run(graph, run_id, history, on_event)
     return stream_run(
@@ -202,6 +218,7 @@ def resume_run(
     executor: Any = None,
     llm: Any = None,
     on_event: EventCallback | None = None,
+    principal: Any = None,
 ) -> dict[str, Any]:
     """Resume a run a HITL node paused, from any process: the run's stored source is compiled again with
     the same checkpointer and carried on with the reviewer's decision.
@@ -214,15 +231,19 @@ def resume_run(
             `PgRunHistory`.
         registry, executor: default a registry on the storage folder and an executor on it.
         llm: a model or spec for every agent; default the one the run started with.
+        principal: who resumes (an `echo_tools.gate.Principal`); default the one acting now. Only the
+            run's owner or an admin may.
 
     Raises:
-        RunResumeError: the run is unknown (404), not paused (409 `status`), paused at nodes the workflow
+        RunResumeError: the run is unknown (404), owned by another principal (409 `owner`), not paused
+            (409 `status`), paused at nodes the workflow
             compiled again from its source does not have (409 `nodes`), or the decision does not fit (422).
     """
     from langgraph.types import Command
 
     history = _open_history(storage)
     record = _recorded_run(history, run_id)
+    check_owner(record["owner"], principal, run_id, "resume")
     resume_value = _checked_resume(history, record, decision, run_id)
     stored = record["source"]
     own_executor = executor is None
@@ -258,6 +279,21 @@ def resume_run(
     finally:
         if own_executor:
             executor.close()
+
+
+def check_owner(owner: str, principal: Any, run_id: str, doing: str) -> None:
+    """RunResumeError (409, `owner`) unless `principal` (default: the one acting now) owns run `run_id`
+    (started it) or is an admin."""
+    principal = principal if principal is not None else acting()
+    if principal.owns(owner):
+        return
+    raise RunResumeError(
+        f"run {run_id!r} is owned by {owner!r}; principal {principal.name!r} may not {doing} it (only its "
+        "owner or an admin may)",
+        status=409,
+        field="owner",
+        run_id=run_id,
+    )
 
 
 def _checked_resume(history: Any, record: Mapping[str, Any], decision: Any, run_id: str) -> dict[str, Any]:
@@ -401,7 +437,7 @@ def _recorded_run(history: Any, run_id: str) -> dict[str, Any]:
 
 @_owning_history
 def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
-    """`{"run_id", "status", "state", "error", "failed_calls"}` of a recorded run: its status (one of
+    """`{"run_id", "status", "state", "error", "failed_calls", "owner"}` of a recorded run: its status (one of
     `RUN_STATUSES`), its last checkpointed state, the error it stopped on or the summary of its failed
     calls, and the failed tool calls listed (`completed_with_errors`).
 
@@ -423,6 +459,7 @@ def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
         "state": values,
         "error": record.get("error"),
         "failed_calls": list(stored.get("failed_calls") or []),
+        "owner": record["owner"],
     }
 
 

@@ -260,17 +260,26 @@ class HistoryQueries:
 
     # -- runs ----------------------------------------------------------------------------------------
 
-    def start_run(self, run_id: str, source: dict[str, Any], workflow_id: str | None = None) -> None:
-        """Record a run as `running`, with the source it was compiled from (so it can be compiled again)."""
+    def start_run(
+        self, run_id: str, source: dict[str, Any], workflow_id: str | None = None, *, replace: bool = False
+    ) -> bool:
+        """Record a run as `running`, with the source it was compiled from (so it can be compiled again);
+        False (and nothing changed) when a run with this id is already recorded, unless `replace`."""
         now = timestamp_now()
-        self._change(
+        on_conflict = (
+            "DO UPDATE SET status = 'running', source = excluded.source, error = NULL,"
+            " updated = excluded.updated"
+            if replace
+            else "DO NOTHING"
+        )
+        added = self._change(
             self._sql(
                 "INSERT INTO {runs} (run_id, workflow_id, status, source, created, updated)"
-                " VALUES (?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
-                " status = 'running', source = excluded.source, error = NULL, updated = excluded.updated"
+                f" VALUES (?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id) {on_conflict}"
             ),
             (run_id, workflow_id, json.dumps(source, ensure_ascii=False, default=str), now, now),
         )
+        return bool(added)
 
     def set_status(
         self,
@@ -310,7 +319,8 @@ class HistoryQueries:
         return bool(moved)
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        """The recorded run `{run_id, workflow_id, status, source, error, created, updated}`, or None."""
+        """The recorded run `{run_id, workflow_id, status, source, error, created, updated, owner}`, or
+        None."""
         rows = self._rows(
             self._sql(f"SELECT {', '.join(_RUN_KEYS)} FROM {{runs}} WHERE run_id = ?"), (run_id,)
         )
@@ -318,6 +328,9 @@ class HistoryQueries:
             return None
         record = dict(zip(_RUN_KEYS, rows[0], strict=True))
         record["source"] = json.loads(record["source"])
+        stored = record["source"]
+        # the principal that started it (kept with its source); runs recorded before owners: the operator's
+        record["owner"] = (stored.get("owner") if isinstance(stored, dict) else None) or "operator"
         return record
 
 

@@ -179,7 +179,7 @@ def test_a_checkpoint_waiting_at_a_node_the_recompiled_graph_lacks_is_a_409_nami
     for node in stored["source"]["canvas_nodes"]:  # the workflow changed since the run paused
         node["id"] = node["id"] * 10
     stored["source"]["connections"] = [{"from": i * 10, "to": (i + 1) * 10} for i in range(1, 5)]
-    history.start_run("run_canvas", stored, record["workflow_id"])
+    history.start_run("run_canvas", stored, record["workflow_id"], replace=True)
     history.set_status("run_canvas", "interrupted")
     gate = stored["paused_at"][0]
     registry = agent_tools_registry()
