@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from echo_tools.egress import egress_client
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
 from echo_tools.mcp.callbacks import SessionCallbacks
@@ -201,7 +202,7 @@ class _Connection:
             read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog))
             return read, write
         url = config["url"]
-        await asyncio.to_thread(self.egress.check_resolved, url)
+        self.egress.check_url(url)  # a clear refusal before connecting; the client checks each address
         headers = resolve_env_refs(config.get("headers") or {}, server=self.name, field="headers")
         from echo_tools.mcp.auth import connection_auth  # a stored credential, OAuth 2.1 or the host's
 
@@ -209,14 +210,28 @@ class _Connection:
         if config["transport"] == "sse":
             from mcp.client.sse import sse_client
 
-            return await stack.enter_async_context(sse_client(url, headers=headers, auth=auth))
+            def factory(
+                headers: dict[str, str] | None = None,
+                timeout: httpx.Timeout | None = None,
+                auth: httpx.Auth | None = None,
+            ) -> httpx.AsyncClient:
+                return egress_client(self.egress, headers=headers, timeout=timeout, auth=auth)
+
+            return await stack.enter_async_context(
+                sse_client(url, headers=headers, auth=auth, httpx_client_factory=factory)
+            )
         from mcp.client.streamable_http import streamable_http_client
 
         # the SDK's defaults (30 s, 300 s read for streams), plus a transport that notices a broken stream
-        transport = _WatchedTransport(httpx.AsyncHTTPTransport(), self._stream_broke)
         timeout = httpx.Timeout(30.0, read=300.0)
         client = await stack.enter_async_context(
-            httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport, auth=auth)
+            egress_client(
+                self.egress,
+                wrap=lambda transport: _WatchedTransport(transport, self._stream_broke),
+                headers=headers,
+                timeout=timeout,
+                auth=auth,
+            )
         )
         read, write, _ = await stack.enter_async_context(streamable_http_client(url, http_client=client))
         return read, write

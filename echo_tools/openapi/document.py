@@ -74,20 +74,33 @@ def load_document(spec: Any, egress: EgressPolicy | None = None) -> tuple[dict[s
 
 
 def _fetch(url: str, egress: EgressPolicy | None) -> tuple[bytes, str]:
-    import httpx
+    """The document's bytes and final URL, fetched through the egress client (called from sync code: a
+    running loop in this thread hands the fetch to a thread of its own)."""
+    import asyncio
+    import concurrent.futures
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.errors import EgressDeniedError
 
     policy = egress or EgressPolicy()
-    with httpx.Client(trust_env=False, follow_redirects=False, timeout=30.0) as client:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_fetch_async(url, policy))
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, _fetch_async(url, policy)).result()
+
+
+async def _fetch_async(url: str, policy: EgressPolicy) -> tuple[bytes, str]:
+    import httpx
+
+    from echo_tools.bounded_body import UndecodableBodyError, read_bounded
+    from echo_tools.egress import egress_client
+    from echo_tools.errors import EgressDeniedError
+
+    async with egress_client(policy, max_body_bytes=MAX_SPEC_BYTES, timeout=30.0) as client:
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                policy.check_resolved(url)
-            except EgressDeniedError as exc:
-                raise OpenApiError(f"OpenAPI document URL refused: {exc.message}", field="spec") from exc
-            try:
-                with client.stream("GET", url, headers={"Accept": "application/json, */*"}) as response:
+                async with client.stream("GET", url, headers={"Accept": "application/json, */*"}) as response:
                     location = response.headers.get("location")
                     if response.status_code in (301, 302, 303, 307, 308) and location:
                         url = urljoin(url, location)
@@ -96,20 +109,22 @@ def _fetch(url: str, egress: EgressPolicy | None) -> tuple[bytes, str]:
                         raise OpenApiError(
                             f"OpenAPI document {url!r} answered HTTP {response.status_code}", field="spec"
                         )
-                    body = b""
-                    for chunk in response.iter_bytes():
-                        body += chunk
-                        if len(body) > MAX_SPEC_BYTES:
-                            raise OpenApiError(
-                                f"OpenAPI document {url!r} is larger than {MAX_SPEC_BYTES} bytes; reading "
-                                "stopped",
-                                field="spec",
-                            )
-                    return body, url
+                    body, cut = await read_bounded(response, MAX_SPEC_BYTES)
+            except EgressDeniedError as exc:
+                raise OpenApiError(f"OpenAPI document URL refused: {exc.message}", field="spec") from exc
+            except UndecodableBodyError as exc:
+                raise OpenApiError(f"OpenAPI document {url!r}: {exc}", field="spec") from exc
             except httpx.HTTPError as exc:
                 raise OpenApiError(
                     f"OpenAPI document {url!r} cannot be fetched: {type(exc).__name__}: {exc}", field="spec"
                 ) from exc
+            if cut:
+                raise OpenApiError(
+                    f"OpenAPI document {url!r} is larger than {MAX_SPEC_BYTES} bytes (decoded); reading "
+                    "stopped",
+                    field="spec",
+                )
+            return body, url
     raise OpenApiError(f"OpenAPI document {url!r}: more than {MAX_REDIRECTS} redirects", field="spec")
 
 
