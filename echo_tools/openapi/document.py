@@ -1,6 +1,10 @@
 """Reading an OpenAPI document: load it (dict, file or URL, size-bounded), resolve its local `$ref`s within
 depth and size bounds, translate OpenAPI schema dialects to JSON Schema 2020-12, and find its version and
 base URL. Every refusal names the JSON pointer of what is wrong (`OpenApiError.field`).
+
+A document is bounded in total, not per operation: the bytes read (`MAX_SPEC_BYTES`), the nodes its
+schemas expand to across the whole import once `$ref`s are followed (`MAX_IMPORT_NODES`),
+the bytes an import stores (`MAX_IMPORT_BYTES`) and the tools it makes (`MAX_IMPORT_TOOLS`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ MAX_REF_DEPTH = 32
 MAX_SCHEMA_NODES = 20_000
 MAX_SCHEMA_DEPTH = 64
 MAX_REDIRECTS = 5
+MAX_IMPORT_NODES = 200_000  # schema nodes after $ref expansion, and YAML alias expansion, per import
+MAX_IMPORT_BYTES = 8 * 1024 * 1024  # what one import stores (its tools as written to storage)
+MAX_IMPORT_TOOLS = 2_000  # operations one import turns into tools
 OPENAPI_ONLY_KEYS = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable"})
 
 
@@ -179,6 +186,7 @@ class Resolver:
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
         self.nodes = 0
+        self.total = 0  # across the whole import (`nodes` is per operation)
         self.depth = 0
 
     def lookup(self, ref: Any, where: str) -> tuple[Any, str]:
@@ -226,6 +234,13 @@ class Resolver:
         """A JSON Schema (2020-12) with every local `$ref` inlined and OpenAPI-only keywords translated;
         a recursive reference becomes `{}` (any value) where it recurs."""
         self.nodes += 1
+        self.total += 1
+        if self.total > MAX_IMPORT_NODES:
+            raise OpenApiError(
+                f"the schemas of this import expand to more than {MAX_IMPORT_NODES} nodes in total once "
+                f"$refs are followed (max_import_nodes), at {where}; nothing was stored",
+                field=where,
+            )
         if self.nodes > MAX_SCHEMA_NODES:  # per operation (see _Converter.input_schema)
             raise SkipOperation(
                 f"the schemas of this operation expand past {MAX_SCHEMA_NODES} nodes at {where}"

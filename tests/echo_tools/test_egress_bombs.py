@@ -4,20 +4,18 @@ through a real `echo-tools serve`, whose resident memory must stay within 64 MiB
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import zstandard
-from cryptography.fernet import Fernet
 
 from tests.agent_tools._http_support import RecordingServer, Reply, recording_server
-from tests.echo_tools._served import echo_tools_serve, peak_rss_kb, rss_kb
+from tests.echo_tools._egress_support import attack as _attack
+from tests.echo_tools._egress_support import attack_server
 
 MB = 1024 * 1024
 BOMB_BYTES = 128 * MB
-BOUND_KB = 64 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -36,27 +34,8 @@ def bomb_server() -> Iterator[RecordingServer]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    os.environ["ECHO_TOOLS_SECRET_KEY"] = Fernet.generate_key().decode()
-    try:
-        storage = tmp_path_factory.mktemp("egress-bombs")
-        with echo_tools_serve(storage, "--allow-loopback-egress") as url_and_pid:
-            yield url_and_pid
-    finally:
-        os.environ.pop("ECHO_TOOLS_SECRET_KEY", None)
-
-
-def _attack(
-    served: tuple[str, int], *requests: tuple[str, str, dict], warm_up: tuple[str, str, dict] | None = None
-) -> list[httpx.Response]:
-    url, pid = served
-    with httpx.Client(base_url=url, timeout=120) as client:
-        if warm_up is not None:  # the same route once without the bomb: its imports are not the attack's
-            client.request(warm_up[0], warm_up[1], json=warm_up[2])
-        idle = rss_kb(pid)
-        answers = [client.request(method, path, json=body) for method, path, body in requests]
-        grown = peak_rss_kb(pid) - idle
-    assert grown < BOUND_KB, f"the server grew by {grown} KiB over its idle size"
-    return answers
+    with attack_server(tmp_path_factory.mktemp("attacked")) as url_and_pid:
+        yield url_and_pid
 
 
 def test_an_openapi_document_bomb_is_refused_with_the_server_memory_bounded(served, bomb_server) -> None:
