@@ -3,7 +3,7 @@ depth and size bounds, translate OpenAPI schema dialects to JSON Schema 2020-12,
 base URL. Every refusal names the JSON pointer of what is wrong (`OpenApiError.field`).
 
 A document is bounded in total, not per operation: the bytes read (`MAX_SPEC_BYTES`), the nodes its
-schemas expand to across the whole import once `$ref`s are followed (`MAX_IMPORT_NODES`),
+schemas expand to across the whole import once `$ref`s and YAML aliases are followed (`MAX_IMPORT_NODES`),
 the bytes an import stores (`MAX_IMPORT_BYTES`) and the tools it makes (`MAX_IMPORT_TOOLS`).
 """
 
@@ -161,7 +161,9 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
                 field="spec",
             ) from exc
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_counting_loader(yaml, where))  # a SafeLoader
+        except RecursionError as exc:
+            raise OpenApiError(f"OpenAPI document {where!r} nests too deeply to read", field="spec") from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -175,6 +177,46 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
             field="",
         )
     return data
+
+
+def _counting_loader(yaml: Any, where: str) -> Any:
+    """A `yaml.SafeLoader` that counts what each alias expands to, refusing a document whose aliases
+    expand past `MAX_IMPORT_NODES` nodes (the billion laughs: a few hundred bytes, gigabytes once written)."""
+
+    class CountingLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.expanded = 0
+            self.sizes: dict[int, int] = {}
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            alias = self.check_event(yaml.AliasEvent)
+            node = super().compose_node(parent, index)
+            if alias:
+                self.expanded += self.size(node)
+                if self.expanded > MAX_IMPORT_NODES:
+                    raise OpenApiError(
+                        f"OpenAPI document {where!r} uses YAML aliases that expand to more than "
+                        f"{MAX_IMPORT_NODES} nodes (max_import_nodes); aliases count in the import's total",
+                        field="spec",
+                    )
+            return node
+
+        def size(self, node: Any) -> int:
+            known = self.sizes.get(id(node))
+            if known is not None:
+                return known
+            self.sizes[id(node)] = MAX_IMPORT_NODES + 1  # an alias inside its own anchor: unbounded
+            if isinstance(node, yaml.MappingNode):
+                total = 1 + sum(self.size(k) + self.size(v) for k, v in node.value)
+            elif isinstance(node, yaml.SequenceNode):
+                total = 1 + sum(self.size(v) for v in node.value)
+            else:
+                total = 1
+            self.sizes[id(node)] = total
+            return total
+
+    return CountingLoader
 
 
 # -- references and schemas ---------------------------------------------------------------------------
