@@ -18,13 +18,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from echo_tools.errors import EgressDeniedError
+from echo_tools.errors import EgressDeniedError, ToolRegistrationError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import httpx
     from aiohttp.abc import AbstractResolver
+
+    from echo_tools.models import ToolDef
+
+# headers that set the request's framing or routing (RFC 9110 §7.2, §8.6; RFC 9112 §6, §9.6; hop-by-hop
+# headers): the client sets them, a tool definition or a tool's argument never does
+FRAMING_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection", "te",
+     "trailer", "upgrade", "proxy-authenticate", "proxy-authorization"}
+)  # fmt: skip
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -159,6 +168,40 @@ class EgressPolicy:
 
 _FLAGS = {"loopback": "allow_loopback", "private": "allow_private", "link-local": "allow_link_local"}
 _ENV_FLAGS = {"loopback": "ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK", "private": "ECHO_TOOLS_EGRESS_ALLOW_PRIVATE"}
+
+
+def framing_header_refusal(name: Any) -> str | None:
+    """Why a request header named `name` may not be set by a tool (framing, routing, hop-by-hop), or None."""
+    if isinstance(name, str) and name.strip().lower() in FRAMING_HEADERS:
+        return (
+            f"header {name!r} sets the request's framing or routing, which only the HTTP client sets "
+            f"(refused: {', '.join(sorted(FRAMING_HEADERS))})"
+        )
+    return None
+
+
+def check_tool_headers(tool: ToolDef) -> None:
+    """Refuse an `api` tool whose `execution_config.headers`, or whose arguments sent as headers, name a
+    framing or routing header (`Host`, `Content-Length`, `Transfer-Encoding`, `Connection`, hop-by-hop).
+
+    Raises:
+        ToolRegistrationError: naming the field and the header.
+    """
+    config = tool.execution_config
+    named = [(f"execution_config.headers.{k}", k) for k in (config.get("headers") or {})]
+    arguments = config.get("arguments")
+    if isinstance(arguments, dict):
+        named += [
+            (f"execution_config.arguments.{key}", spec.get("name"))
+            for key, spec in arguments.items()
+            if isinstance(spec, dict) and spec.get("in") == "header"
+        ]
+    for field_name, header in named:
+        refusal = framing_header_refusal(header)
+        if refusal:
+            raise ToolRegistrationError(
+                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field=field_name
+            )
 
 
 def _hint(reason: str) -> str:

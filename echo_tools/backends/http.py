@@ -162,6 +162,7 @@ class HttpBackend(ToolBackend):
         else:
             (method, url, query, body), extra = build_request(tool, args), {}
         headers = {**resolve_headers(tool, config.get("headers") or {}), **extra}
+        _refuse_framing_headers(tool, headers)  # refused at registration too; this catches older definitions
         timeout = float(config.get("timeout") or DEFAULT_TIMEOUT_S)
         client = self.client()
         # a named credential (echo_tools.credentials), sent to the tool's own origin only, never on redirects
@@ -266,6 +267,19 @@ class HttpBackend(ToolBackend):
                 if current is not None:
                     await asyncio.wrap_future(future)
             # a client of a closed loop cannot be closed any more; its sockets went with the loop
+
+
+def _refuse_framing_headers(tool: ToolDef, headers: dict[str, Any]) -> None:
+    from echo_tools.egress import framing_header_refusal
+
+    for name in headers:
+        refusal = framing_header_refusal(name)
+        if refusal:
+            raise ToolConfigError(
+                f"Tool {tool.tool_id!r}: {refusal}",
+                tool_id=tool.tool_id,
+                field=f"execution_config.arguments.{name}",
+            )
 
 
 def _decode(tool: ToolDef, method: str, url: str, status: int, content_type: str, content: bytes) -> Any:

@@ -215,6 +215,7 @@ class _Converter:
                 )
             if where_in == "header" and name.lower() in IGNORED_HEADERS:
                 continue
+            _refuse_framing_header(name, where_in, where)
             if name in properties:
                 raise SkipOperation(
                     f"parameter name {name!r} at {where} is used twice (in {where_in} and another place)"
@@ -431,6 +432,15 @@ def import_openapi_report(
             ) from exc
     report.tools = [registry.get(tool.tool_id) or tool for tool in planned]
     return report
+
+
+def _refuse_framing_header(name: Any, where_in: str, where: str) -> None:
+    """A header parameter may not choose the request's framing or routing (`Host`, `Content-Length`...)."""
+    from echo_tools.egress import framing_header_refusal
+
+    refusal = framing_header_refusal(name) if where_in == "header" else None
+    if refusal:
+        raise SkipOperation(f"parameter at {where}: {refusal}")
 
 
 def _check_operation_count(found: list[_Operation], wanted: set[str] | None) -> None:
