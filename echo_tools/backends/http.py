@@ -31,7 +31,7 @@ from echo_tools.bounded_body import UndecodableBodyError, content_encoding_of, r
 from echo_tools.credentials import credential_for
 from echo_tools.env_refs import ENV_REFERENCE, expand
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
-from echo_tools.redaction import is_secret_key
+from echo_tools.redaction import hide_secret_values, is_secret_key, redact
 
 if TYPE_CHECKING:
     from echo_tools.egress import EgressPolicy
@@ -213,6 +213,8 @@ class HttpBackend(ToolBackend):
                 await response.aclose()
             content_type = meta.get(b"content-type", b"").decode("latin-1")
             output = _decode(tool, method, url, response.status_code, content_type, content)
+            if auth is not None:  # a service may echo the credential back, under any key: hide its value
+                output = redact(output)
             return BackendOutput(output, {"status": response.status_code})
         raise ToolExecutionError(
             f"Tool {tool.tool_id!r}: more than {MAX_REDIRECTS} redirects starting from {_shown(str(config['url']))}",
@@ -286,6 +288,7 @@ def _decode(tool: ToolDef, method: str, url: str, status: int, content_type: str
     """The output of a response: parsed JSON, else text; a non-2xx status is a failure."""
     if not 200 <= status < 300:
         text = content[: ERROR_BODY_CHARS * 4].decode(_charset(content_type), errors="replace")
+        text = hide_secret_values(text)  # an error page may quote the request's credential
         raise ToolExecutionError(
             f"Tool {tool.tool_id!r}: {method} {_shown(url)} returned HTTP {status}: {text[:ERROR_BODY_CHARS]}",
             tool_id=tool.tool_id,

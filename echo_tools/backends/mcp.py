@@ -28,6 +28,7 @@ from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolNotFoundError
 from echo_tools.events import ToolEvent, call_fields
 from echo_tools.models import SideEffect, ToolDef, ToolType
+from echo_tools.redaction import hide_secret_values, redact
 
 if TYPE_CHECKING:
     from mcp import types
@@ -104,7 +105,10 @@ class MCPBackend(ToolBackend):
             if hooks.interrupted is not None:  # a LangGraph interrupt for the server's elicitation
                 raise hooks.interrupted
         check_result_size(tool, server, result_size(result), config)
-        return tool_output(tool, result)
+        output = tool_output(tool, result)
+        if "credential" in config or "oauth" in config:  # a server may echo its credential back
+            output = BackendOutput(redact(output.output), redact(output.metadata))
+        return output
 
     def _listener(self, tool: ToolDef, context: ToolContext) -> Listener | None:
         """What turns the call's progress and log notifications into `tool.progress` / `tool.log` events.
@@ -256,7 +260,7 @@ def tool_output(tool: ToolDef, result: types.CallToolResult) -> BackendOutput:
     ]
     server, name = tool.execution_config["server"], tool.execution_config["tool"]
     if result.isError:
-        message = "\n".join(texts) or "no message"
+        message = hide_secret_values("\n".join(texts)) or "no message"
         raise ToolExecutionError(
             f"MCP tool {name!r} on server {server!r} failed: {message}", tool_id=tool.tool_id
         )

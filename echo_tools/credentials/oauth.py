@@ -99,5 +99,8 @@ async def fetch_token(
         lifetime = max(float(lifetime), 0.0)
     except (TypeError, ValueError):
         lifetime = DEFAULT_TOKEN_LIFETIME_S
+    from echo_tools.redaction import remember_secrets
+
+    remember_secrets(value)  # the token is as secret as the credential that fetched it
     logger.info("credential %r: OAuth2 token fetched, valid for %.0f s", name, lifetime)
     return value, lifetime
