@@ -1,43 +1,67 @@
-"""The HTTP client the network tools share: one `httpx.AsyncClient` per running event loop.
+"""The HTTP client the network tools share: one egress client per running event loop and policy.
 
 Creating a client per call costs a TLS handshake and a connection pool each time; one per loop keeps
 connections alive across calls while staying safe to use from any loop (an async client is bound to the
-loop that created it). Bodies are read with `echo_tools.bounded_body.read_bounded`, never `.content`: httpx
-decodes a whole chunk before it can be counted, so a compressed body could grow without bound.
+loop that created it). It is `echo_tools.egress.egress_client`: every connection goes to an address the
+policy allowed, and bodies are decoded under a bound. The policy comes from the server's environment
+(`egress_policy`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 
 import httpx
 
-from echo_tools.bounded_body import ACCEPT_ENCODING
+from echo_tools.egress import EgressPolicy, egress_client
 
 USER_AGENT = "echo-tools/0.1 (+https://github.com/echo-tools)"
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[EgressPolicy, httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def shared_client() -> httpx.AsyncClient:
-    """The `httpx.AsyncClient` of the running event loop, created on first use (redirects not followed)."""
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def egress_policy() -> EgressPolicy:
+    """The policy built from the environment (default: public addresses only).
+
+    `ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK=1`, `ECHO_TOOLS_EGRESS_ALLOW_PRIVATE=1`,
+    `ECHO_TOOLS_EGRESS_ALLOWED_HOSTS=host1,10.0.0.0/8`.
+    """
+    hosts = tuple(
+        h.strip() for h in os.environ.get("ECHO_TOOLS_EGRESS_ALLOWED_HOSTS", "").split(",") if h.strip()
+    )
+    return EgressPolicy(
+        allow_loopback=_flag("ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK"),
+        allow_private=_flag("ECHO_TOOLS_EGRESS_ALLOW_PRIVATE"),
+        allowed_hosts=hosts,
+    )
+
+
+def shared_client(policy: EgressPolicy | None = None) -> httpx.AsyncClient:
+    """The egress client of the running event loop for `policy` (default: `egress_policy()`), created on
+    first use (redirects not followed)."""
+    policy = policy or egress_policy()
     loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
+    clients = _clients.setdefault(loop, {})
+    client = clients.get(policy)
     if client is None or client.is_closed:
-        client = httpx.AsyncClient(
+        client = egress_client(
+            policy,
             timeout=httpx.Timeout(10.0, connect=5.0),
-            headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
-            limits=httpx.Limits(max_connections=20, max_keepalive_connections=10),
-            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT},
+            max_connections=20,
         )
-        _clients[loop] = client
+        clients[policy] = client
     return client
 
 
 async def close_shared_client() -> None:
-    """Close the running loop's client (tests and shutdown)."""
-    client = _clients.pop(asyncio.get_running_loop(), None)
-    if client is not None:
+    """Close the running loop's clients (tests and shutdown)."""
+    for client in (_clients.pop(asyncio.get_running_loop(), None) or {}).values():
         await client.aclose()

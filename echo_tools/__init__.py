@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools._telemetry import disable_third_party_telemetry as _disable_telemetry
 from echo_tools.builtin_tools import builtin_tools_dir
-from echo_tools.egress import EgressPolicy
+from echo_tools.egress import EgressPolicy, egress_client
 from echo_tools.errors import (
     EgressDeniedError,
     MCPConnectionError,
@@ -115,6 +115,7 @@ __all__ = [
     "WorkflowStore",
     "builtin_tools_dir",
     "create_app",
+    "egress_client",
     "make_router",
     "tool",
     "tool_from_crewai",

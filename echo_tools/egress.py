@@ -1,8 +1,12 @@
-"""Egress policy: which hosts outbound requests (API tools, the connector path, web tools) may reach.
+"""One way out: the egress policy (which hosts outbound requests may reach) and the one client that
+every outbound request goes through (`egress_client`).
 
 By default loopback, private, link-local (169.254.0.0/16, the cloud metadata address), multicast and
 reserved addresses are refused: a tool definition must not turn the server into a proxy into its own
 network. Each is allowed only when the executor is configured so (tests and local demos allow loopback).
+The client resolves each host once, checks every address, connects to the address it checked and decodes
+bodies under a bound (`echo_tools.egress_transport`), so a DNS answer that changes between a check and the
+connection, or a compressed body, cannot get past the policy.
 """
 
 from __future__ import annotations
@@ -11,9 +15,25 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from echo_tools.errors import EgressDeniedError
+from echo_tools.errors import EgressDeniedError, ToolRegistrationError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import httpx
+    from aiohttp.abc import AbstractResolver
+
+    from echo_tools.models import ToolDef
+
+# headers that set the request's framing or routing (RFC 9110 §7.2, §8.6; RFC 9112 §6, §9.6; hop-by-hop
+# headers): the client sets them, a tool definition or a tool's argument never does
+FRAMING_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection", "te",
+     "trailer", "upgrade", "proxy-authenticate", "proxy-authorization"}
+)  # fmt: skip
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -94,12 +114,15 @@ class EgressPolicy:
             return
         reason = self._refusal(address)
         if reason:
-            flag = _FLAGS.get(reason)
-            hint = f"; EgressPolicy({flag}=True) allows them" if flag else ""
+            hint = _hint(reason)
             raise EgressDeniedError(
                 f"Egress to {address} ({url}) is denied: {reason} addresses are not allowed by the egress "
                 f"policy{hint}"
             )
+
+    def allows_host_name(self, host: str) -> bool:
+        """True when `host` is listed by name in `allowed_hosts` (its addresses are then not checked)."""
+        return host.lower().rstrip(".") in self.allowed_hosts
 
     def _refusal(self, address: IPAddress) -> str | None:
         if address.is_loopback:
@@ -131,19 +154,102 @@ class EgressPolicy:
         lowered = host.lower().rstrip(".")
         if lowered in (h.lower() for h in self.denied_hosts):
             raise EgressDeniedError(f"Egress to host {host!r} ({url}) is denied by denied_hosts")
-        if lowered in (h.lower() for h in self.allowed_hosts):
+        if self.allows_host_name(host):
             return
         if lowered == "localhost" or lowered.endswith(".localhost"):
             if not self.allow_loopback:
                 raise EgressDeniedError(
                     f"Egress to {host!r} ({url}) is denied: loopback addresses are not allowed by the egress "
-                    "policy; configure EgressPolicy(allow_loopback=True) to allow them"
+                    f"policy{_hint('loopback')}"
                 )
         if lowered in ("metadata.google.internal", "metadata") and not self.allow_link_local:
             raise EgressDeniedError(f"Egress to {host!r} ({url}) is denied: cloud metadata host")
 
 
 _FLAGS = {"loopback": "allow_loopback", "private": "allow_private", "link-local": "allow_link_local"}
+_ENV_FLAGS = {"loopback": "ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK", "private": "ECHO_TOOLS_EGRESS_ALLOW_PRIVATE"}
+
+
+def framing_header_refusal(name: Any) -> str | None:
+    """Why a request header named `name` may not be set by a tool (framing, routing, hop-by-hop), or None."""
+    if isinstance(name, str) and name.strip().lower() in FRAMING_HEADERS:
+        return (
+            f"header {name!r} sets the request's framing or routing, which only the HTTP client sets "
+            f"(refused: {', '.join(sorted(FRAMING_HEADERS))})"
+        )
+    return None
+
+
+def check_tool_headers(tool: ToolDef) -> None:
+    """Refuse an `api` tool whose `execution_config.headers`, or whose arguments sent as headers, name a
+    framing or routing header (`Host`, `Content-Length`, `Transfer-Encoding`, `Connection`, hop-by-hop).
+
+    Raises:
+        ToolRegistrationError: naming the field and the header.
+    """
+    config = tool.execution_config
+    named = [(f"execution_config.headers.{k}", k) for k in (config.get("headers") or {})]
+    arguments = config.get("arguments")
+    if isinstance(arguments, dict):
+        named += [
+            (f"execution_config.arguments.{key}", spec.get("name"))
+            for key, spec in arguments.items()
+            if isinstance(spec, dict) and spec.get("in") == "header"
+        ]
+    for field_name, header in named:
+        refusal = framing_header_refusal(header)
+        if refusal:
+            raise ToolRegistrationError(
+                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field=field_name
+            )
+
+
+def _hint(reason: str) -> str:
+    flag = _FLAGS.get(reason)
+    if flag is None:
+        return ""
+    env = _ENV_FLAGS.get(reason)
+    also = f" (for the shipped web tools: {env}=1 in the server's environment)" if env else ""
+    return f"; EgressPolicy({flag}=True) allows them{also}"
+
+
+def egress_client(
+    policy: EgressPolicy,
+    *,
+    max_body_bytes: int | None = None,
+    resolver: AbstractResolver | None = None,
+    wrap: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None,
+    max_connections: int = 100,
+    **options: Any,
+) -> httpx.AsyncClient:
+    """The one outbound HTTP client: an `httpx.AsyncClient` whose every request (redirect hops and auth
+    flows included) passes `policy` on the address it connects to, and whose bodies are decoded under
+    `max_body_bytes` (default `policy.max_response_bytes`; past it reading fails with
+    `ResponseTooLargeError`).
+
+    Args:
+        policy: the egress policy.
+        max_body_bytes: the decoded size at which any body is cut.
+        resolver: an aiohttp `AbstractResolver` to ask for addresses (default: the system's).
+        wrap: wraps the transport (a caller that watches its streams).
+        max_connections: the connection pool's size.
+        options: `httpx.AsyncClient` options (`headers`, `timeout`, `auth`, `follow_redirects`).
+    """
+    import httpx
+
+    from echo_tools.bounded_body import ACCEPT_ENCODING
+    from echo_tools.egress_transport import EgressTransport
+
+    transport: httpx.AsyncBaseTransport = EgressTransport(
+        policy, max_body_bytes=max_body_bytes, resolver=resolver, max_connections=max_connections
+    )
+    if wrap is not None:
+        transport = wrap(transport)
+    headers = {"Accept-Encoding": ACCEPT_ENCODING, **(options.pop("headers", None) or {})}
+    options.setdefault("follow_redirects", False)
+    return httpx.AsyncClient(transport=transport, trust_env=False, headers=headers, **options)
+
+
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 

@@ -3,17 +3,16 @@
 Every URL, including each redirect hop, is checked before it is contacted: loopback, private, link-local
 (cloud metadata) and reserved addresses are refused unless the server's environment allows them
 (`ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK=1`, `ECHO_TOOLS_EGRESS_ALLOW_PRIVATE=1`,
-`ECHO_TOOLS_EGRESS_ALLOWED_HOSTS=host1,10.0.0.0/8`). Host names are resolved and every address checked;
-a DNS answer that changes between the check and the connection (rebinding) is not defended against.
-Responses are read up to `max_response_bytes` of decoded body (any Content-Encoding, decoded in bounded
-steps), then cut with `truncated: true`.
+`ECHO_TOOLS_EGRESS_ALLOWED_HOSTS=host1,10.0.0.0/8`). Host names are resolved once, every address checked,
+and the connection made to an address that was checked (`echo_tools.egress.egress_client`), so a DNS
+answer that changes between the check and the connection (rebinding) reaches nothing new. Responses are
+read up to `max_response_bytes` of decoded body (any Content-Encoding, decoded in bounded steps), then cut
+with `truncated: true`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,9 +20,8 @@ from urllib.parse import urljoin
 
 import httpx
 
-from AgentTools._http import shared_client
-from echo_tools.bounded_body import UndecodableBodyError, read_bounded
-from echo_tools.egress import EgressPolicy
+from AgentTools._http import egress_policy, shared_client
+from echo_tools.bounded_body import UndecodableBodyError, content_encoding_of, read_bounded
 from echo_tools.errors import ToolExecutionError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
@@ -31,22 +29,6 @@ MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 MAX_REDIRECTS = 5
 _HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 _CREDENTIALS = frozenset({"authorization", "cookie", "proxy-authorization", "x-api-key"})
-
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def egress_policy() -> EgressPolicy:
-    """The policy built from the environment (default: public addresses only)."""
-    hosts = tuple(
-        h.strip() for h in os.environ.get("ECHO_TOOLS_EGRESS_ALLOWED_HOSTS", "").split(",") if h.strip()
-    )
-    return EgressPolicy(
-        allow_loopback=_flag("ECHO_TOOLS_EGRESS_ALLOW_LOOPBACK"),
-        allow_private=_flag("ECHO_TOOLS_EGRESS_ALLOW_PRIVATE"),
-        allowed_hosts=hosts,
-    )
 
 
 def _body_args(body: Any, headers: dict[str, str]) -> dict[str, Any]:
@@ -93,10 +75,9 @@ class _Call:
     hops: list[str] = field(default_factory=list)
 
     async def send(self) -> httpx.Response:
-        """Check the current URL against the egress policy, then send it (the response is streamed)."""
-        policy = egress_policy()
-        await asyncio.to_thread(policy.check_resolved, self.url)  # DNS lookups block; keep them off the loop
-        client = shared_client()
+        """Send the current URL through the egress client, which checks the address it connects to (the
+        response is streamed)."""
+        client = shared_client(egress_policy())
         try:
             request = client.build_request(
                 self.method, self.url, headers=self.headers, params=None if self.hops else self.query,
@@ -137,7 +118,7 @@ def _result(
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
     }
     if truncated:
-        encoding = response.headers.get("content-encoding")
+        encoding = content_encoding_of(response)
         decoded = f" of Content-Encoding {encoding!r}" if encoding else ""
         out["note"] = f"the body{decoded} was cut at max_response_bytes ({max_bytes} bytes, decoded)"
     if call.hops:

@@ -2,11 +2,14 @@
 
 Every base URL and key comes from the server's environment, never from tool input, so tests and offline
 demos point a provider at a local server (`BRAVE_BASE_URL`, `GOOGLE_BASE_URL`, `ECHO_SEARXNG_URL`,
-`DDG_BASE_URL`). All providers share one `httpx.AsyncClient` per event loop.
+`DDG_BASE_URL`). All providers share the egress client of the running loop (`AgentTools._http`); the
+configured provider's host is allowed by name (the operator chose it), everything else follows the
+server's egress policy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 from abc import ABC, abstractmethod
@@ -17,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from AgentTools._http import shared_client
-from echo_tools.bounded_body import UndecodableBodyError, read_bounded
+from AgentTools._http import egress_policy, shared_client
+from echo_tools.bounded_body import UndecodableBodyError, content_encoding_of, read_bounded
 from echo_tools.errors import ToolConfigError, ToolExecutionError
 
 MAX_RESPONSE_BYTES = 5 * 1024 * 1024
@@ -71,7 +74,9 @@ class SearchProvider(ABC):
 
         The body is decoded under `MAX_RESPONSE_BYTES` (any Content-Encoding); a larger one fails the call.
         """
-        client = shared_client()
+        base = egress_policy()
+        host = urlsplit(url).hostname or ""
+        client = shared_client(dataclasses.replace(base, allowed_hosts=(*base.allowed_hosts, host)))
         try:
             async with client.stream("GET", url, **kwargs) as streamed:
                 body, cut = await read_bounded(streamed, MAX_RESPONSE_BYTES)
@@ -84,7 +89,7 @@ class SearchProvider(ABC):
         if cut:
             raise ToolExecutionError(
                 f"Search provider {self.name!r} answered more than {MAX_RESPONSE_BYTES} bytes "
-                f"(decoded, Content-Encoding {streamed.headers.get('content-encoding', 'identity')!r}); "
+                f"(decoded, Content-Encoding {content_encoding_of(streamed) or 'identity'!r}); "
                 "reading stopped"
             )
         headers = {k: v for k, v in streamed.headers.items() if k.lower() not in _DECODED_AWAY}

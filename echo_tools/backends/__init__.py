@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from echo_tools.backends.base import BackendOutput, ToolBackend, check_python_target, module_allowed
+from echo_tools.egress import check_tool_headers
 from echo_tools.errors import EgressDeniedError, ToolRegistrationError
 from echo_tools.models import ToolType
 
@@ -87,6 +88,7 @@ def _check_api(tool: ToolDef, egress: EgressPolicy | None) -> None:
         value = config.get(key, {})
         if not isinstance(value, dict) or not all(isinstance(v, (str, int, float)) for v in value.values()):
             raise _fail(tool, f"execution_config.{key}", f"execution_config.{key} must map names to strings")
+    check_tool_headers(tool)  # no Host, Content-Length, Transfer-Encoding, Connection or hop-by-hop header
     timeout = config.get("timeout")
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise _fail(

@@ -3,24 +3,23 @@
 `{param}` placeholders in the URL are filled from the input (URL-quoted) and removed from it; the rest of
 the input is the JSON body, or the query string for GET, DELETE and HEAD. `${NAME}` in header values is
 read from the environment at call time and never stored resolved. Every URL, and every redirect hop, is
-checked against the executor's egress policy; redirects are followed by hand (at most 5). Responses are
-streamed and decoded under `egress.max_response_bytes` (`bounded_body`): a larger body, compressed or not,
-fails the call.
+checked against the executor's egress policy on the address it connects to; redirects are followed by
+hand (at most 5). Responses are streamed and decoded under `egress.max_response_bytes` (`bounded_body`): a
+larger body, compressed or not, fails the call.
 
-Transport: one `httpx.AsyncClient` per executor and event loop (httpx clients are bound to the loop they
-first ran on), on httpx-aiohttp's aiohttp transport: httpx's API with aiohttp's connection pool, which
-stays fast under concurrency where httpcore's pool does not (encode/httpx#3215).
+Transport: one egress client (`echo_tools.egress.egress_client`) per executor and event loop (httpx
+clients are bound to the loop they first ran on): httpx's API on aiohttp's connection pool, which stays
+fast under concurrency where httpcore's pool does not (encode/httpx#3215), every connection pinned to
+addresses the policy allowed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import ipaddress
 import json
 import re
 import threading
-import time
 import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -28,11 +27,11 @@ from urllib.parse import quote, urljoin, urlsplit
 import httpx
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
-from echo_tools.bounded_body import ACCEPT_ENCODING, UndecodableBodyError, read_bounded
+from echo_tools.bounded_body import UndecodableBodyError, content_encoding_of, read_bounded
 from echo_tools.credentials import credential_for
 from echo_tools.env_refs import ENV_REFERENCE, expand
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
-from echo_tools.redaction import is_secret_key
+from echo_tools.redaction import hide_secret_values, is_secret_key, redact
 
 if TYPE_CHECKING:
     from echo_tools.egress import EgressPolicy
@@ -45,21 +44,14 @@ REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
 ERROR_BODY_CHARS = 500
 DEFAULT_TIMEOUT_S = 30.0
-EGRESS_TTL_S = 10.0
 _CACHE_SIZE = 1024
 
 
-def make_client() -> httpx.AsyncClient:
-    """A client on the aiohttp transport; `trust_env=False` so no proxy can sidestep the egress checks."""
-    from httpx_aiohttp import HttpxAiohttpClient
+def make_client(policy: EgressPolicy) -> httpx.AsyncClient:
+    """The egress client of `policy` (pinned connections, bounded bodies, no proxy from the environment)."""
+    from echo_tools.egress import egress_client
 
-    return HttpxAiohttpClient(
-        trust_env=False,
-        follow_redirects=False,
-        timeout=DEFAULT_TIMEOUT_S,
-        headers={"Accept-Encoding": ACCEPT_ENCODING},  # only encodings whose decoded size is bounded
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
-    )
+    return egress_client(policy, max_connections=200, timeout=DEFAULT_TIMEOUT_S)
 
 
 def resolve_headers(tool: ToolDef, headers: dict[str, Any]) -> dict[str, str]:
@@ -138,20 +130,27 @@ class HttpBackend(ToolBackend):
         self.executor = executor
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
         self._clients = weakref.WeakKeyDictionary()
+        self._policies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EgressPolicy]
+        self._policies = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
         self._parsed: dict[str, httpx.URL] = {}
-        self._policy: EgressPolicy | None = None
-        self._passed: dict[str, float] = {}  # "scheme://host" -> monotonic time its pass expires
 
     def client(self) -> httpx.AsyncClient:
-        """The shared client of the running event loop (created on first use)."""
+        """The shared client of the running event loop and the executor's policy (created on first use)."""
         loop = asyncio.get_running_loop()
+        policy = self.executor.egress
         client = self._clients.get(loop)
-        if client is None or client.is_closed:
+        if client is None or client.is_closed or self._policies.get(loop) is not policy:
             with self._lock:
                 client = self._clients.get(loop)
-                if client is None or client.is_closed:
-                    client = self._clients[loop] = make_client()
+                if client is None or client.is_closed or self._policies.get(loop) is not policy:
+                    if client is not None and not client.is_closed:
+                        closing = loop.create_task(client.aclose())  # the policy was replaced
+                        self._closing.add(closing)
+                        closing.add_done_callback(self._closing.discard)
+                    client = self._clients[loop] = make_client(policy)
+                    self._policies[loop] = policy
         return client
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> BackendOutput:
@@ -163,6 +162,7 @@ class HttpBackend(ToolBackend):
         else:
             (method, url, query, body), extra = build_request(tool, args), {}
         headers = {**resolve_headers(tool, config.get("headers") or {}), **extra}
+        _refuse_framing_headers(tool, headers)  # refused at registration too; this catches older definitions
         timeout = float(config.get("timeout") or DEFAULT_TIMEOUT_S)
         client = self.client()
         # a named credential (echo_tools.credentials), sent to the tool's own origin only, never on redirects
@@ -173,7 +173,6 @@ class HttpBackend(ToolBackend):
             k: v for k, v in headers.items() if not _carries_secret(k, (config.get("headers") or {}).get(k))
         }
         for _ in range(MAX_REDIRECTS + 1):
-            await self._check_egress(url)
             send_json = body if method not in QUERY_METHODS else None
             own = headers if _origin(url) == origin else public
             hop_headers, hop_query = auth.add_to(url, own, query) if auth else (own, query)
@@ -214,6 +213,8 @@ class HttpBackend(ToolBackend):
                 await response.aclose()
             content_type = meta.get(b"content-type", b"").decode("latin-1")
             output = _decode(tool, method, url, response.status_code, content_type, content)
+            if auth is not None:  # a service may echo the credential back, under any key: hide its value
+                output = redact(output)
             return BackendOutput(output, {"status": response.status_code})
         raise ToolExecutionError(
             f"Tool {tool.tool_id!r}: more than {MAX_REDIRECTS} redirects starting from {_shown(str(config['url']))}",
@@ -229,32 +230,6 @@ class HttpBackend(ToolBackend):
                 self._parsed[url] = found
         return found
 
-    async def _check_egress(self, url: str) -> None:
-        """The egress verdict for the URL's scheme and host; a pass is remembered for a while.
-
-        A literal address is judged by the policy alone, so its pass is kept; a host name is resolved
-        (off the loop: it blocks) and its pass kept for `EGRESS_TTL_S`, as long as aiohttp's DNS cache.
-        """
-        policy = self.executor.egress
-        if policy is not self._policy:  # the executor's policy was replaced: forget every verdict
-            self._policy, self._passed = policy, {}
-        parts = urlsplit(url)
-        key = f"{parts.scheme}://{parts.hostname}"
-        now = time.monotonic()
-        if self._passed.get(key, 0.0) > now:
-            return
-        host = parts.hostname or ""
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            await asyncio.to_thread(policy.check_resolved, url)
-            expires = now + EGRESS_TTL_S
-        else:
-            policy.check_resolved(url)  # a literal address: no DNS, no thread needed
-            expires = float("inf")
-        if len(self._passed) < _CACHE_SIZE:
-            self._passed[key] = expires
-
     async def _read_capped(self, tool: ToolDef, response: httpx.Response, declared: bytes | None) -> bytes:
         """The decoded body, refused once it (or its raw bytes) passes `max_response_bytes`."""
         limit = self.executor.egress.max_response_bytes
@@ -268,7 +243,7 @@ class HttpBackend(ToolBackend):
         except UndecodableBodyError as exc:
             raise ToolExecutionError(f"Tool {tool.tool_id!r}: {exc}", tool_id=tool.tool_id) from exc
         if cut:
-            encoding = response.headers.get("content-encoding")
+            encoding = content_encoding_of(response)
             decoded = f" (decoded from Content-Encoding {encoding!r})" if encoding else ""
             raise ToolExecutionError(
                 f"Tool {tool.tool_id!r}: the response{decoded} exceeds the limit of {limit} bytes "
@@ -296,10 +271,24 @@ class HttpBackend(ToolBackend):
             # a client of a closed loop cannot be closed any more; its sockets went with the loop
 
 
+def _refuse_framing_headers(tool: ToolDef, headers: dict[str, Any]) -> None:
+    from echo_tools.egress import framing_header_refusal
+
+    for name in headers:
+        refusal = framing_header_refusal(name)
+        if refusal:
+            raise ToolConfigError(
+                f"Tool {tool.tool_id!r}: {refusal}",
+                tool_id=tool.tool_id,
+                field=f"execution_config.arguments.{name}",
+            )
+
+
 def _decode(tool: ToolDef, method: str, url: str, status: int, content_type: str, content: bytes) -> Any:
     """The output of a response: parsed JSON, else text; a non-2xx status is a failure."""
     if not 200 <= status < 300:
         text = content[: ERROR_BODY_CHARS * 4].decode(_charset(content_type), errors="replace")
+        text = hide_secret_values(text)  # an error page may quote the request's credential
         raise ToolExecutionError(
             f"Tool {tool.tool_id!r}: {method} {_shown(url)} returned HTTP {status}: {text[:ERROR_BODY_CHARS]}",
             tool_id=tool.tool_id,

@@ -8,7 +8,9 @@ adapters find them (`echo_tools.llm_text`); `isError` is a failure carrying the 
 call carries a progress token: the server's progress and log notifications become `tool.progress` and
 `tool.log` events with the call's context ids. The catalogue tools `read_resource` and `get_prompt` send
 `resources/read` and `prompts/get`. `{connector_id}` posts `{connector_id, payload}` to
-`<ECHO_CONNECTOR_BASE_URL>/connectors/mcp/invoke`.
+`<ECHO_CONNECTOR_BASE_URL>/connectors/mcp/invoke`. An answer larger than the server's `max_result_bytes`
+(default 8 MiB) fails the call and is not kept: over HTTP its reading stops at the bound; over stdio the
+SDK has read it, and it is dropped here before it becomes an output, an event or history.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolNotFoundError
 from echo_tools.events import ToolEvent, call_fields
 from echo_tools.models import SideEffect, ToolDef, ToolType
+from echo_tools.redaction import hide_secret_values, redact
 
 if TYPE_CHECKING:
     from mcp import types
@@ -100,7 +104,11 @@ class MCPBackend(ToolBackend):
         finally:
             if hooks.interrupted is not None:  # a LangGraph interrupt for the server's elicitation
                 raise hooks.interrupted
-        return tool_output(tool, result)
+        check_result_size(tool, server, result_size(result), config)
+        output = tool_output(tool, result)
+        if "credential" in config or "oauth" in config:  # a server may echo its credential back
+            output = BackendOutput(redact(output.output), redact(output.metadata))
+        return output
 
     def _listener(self, tool: ToolDef, context: ToolContext) -> Listener | None:
         """What turns the call's progress and log notifications into `tool.progress` / `tool.log` events.
@@ -140,6 +148,10 @@ class MCPBackend(ToolBackend):
             read = await self.pool.request(
                 server, config, request, types.ReadResourceResult, timeout_s, listener=listener
             )
+            size = sum(
+                len(getattr(item, "text", "") or getattr(item, "blob", "") or "") for item in read.contents
+            )
+            check_result_size(tool, server, size, config)
             return resource_output(server, args["uri"], read)
         if method == "prompts/get":
             params = types.GetPromptRequestParams(name=args["name"], arguments=args.get("arguments"))
@@ -210,6 +222,34 @@ class MCPBackend(ToolBackend):
             await pool.aclose()
 
 
+def result_size(result: types.CallToolResult) -> int:
+    """About how many bytes a result holds: its texts, binary data, embedded resources and structured
+    content (without serialising the whole result again)."""
+    size = 0
+    for block in result.content:
+        for name in ("text", "data"):
+            size += len(getattr(block, name, None) or "")
+        resource = getattr(block, "resource", None)
+        if resource is not None:
+            size += len(getattr(resource, "text", None) or getattr(resource, "blob", None) or "")
+    if result.structuredContent is not None:
+        size += len(json.dumps(result.structuredContent, default=str))
+    return size
+
+
+def check_result_size(tool: ToolDef, server: str, size: int, config: Mapping[str, Any]) -> None:
+    """Fail the call when its answer passed the server's `max_result_bytes` (nothing of it is kept)."""
+    from echo_tools.mcp.config import max_result_bytes
+
+    limit = max_result_bytes(config)
+    if size > limit:
+        raise ToolExecutionError(
+            f"MCP server {server!r} answered {size} bytes, more than {limit} bytes (max_result_bytes of "
+            "its config); nothing was kept",
+            tool_id=tool.tool_id,
+        )
+
+
 def tool_output(tool: ToolDef, result: types.CallToolResult) -> BackendOutput:
     """Turn a `CallToolResult` into our output; `isError` raises `ToolExecutionError` with the server's text."""
     texts = [block.text for block in result.content if block.type == "text"]
@@ -220,7 +260,7 @@ def tool_output(tool: ToolDef, result: types.CallToolResult) -> BackendOutput:
     ]
     server, name = tool.execution_config["server"], tool.execution_config["tool"]
     if result.isError:
-        message = "\n".join(texts) or "no message"
+        message = hide_secret_values("\n".join(texts)) or "no message"
         raise ToolExecutionError(
             f"MCP tool {name!r} on server {server!r} failed: {message}", tool_id=tool.tool_id
         )

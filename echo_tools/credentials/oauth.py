@@ -3,7 +3,6 @@ with the answer size-bounded and no secret in any error. The store caches what t
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -42,11 +41,12 @@ async def fetch_token(
     """
     import httpx
 
-    from echo_tools.egress import EgressPolicy
+    from echo_tools.bounded_body import UndecodableBodyError, read_bounded
+    from echo_tools.egress import EgressPolicy, egress_client
 
     url = cred["token_url"]
     policy = egress or EgressPolicy()
-    await asyncio.to_thread(policy.check_resolved, url)
+    policy.check_url(url)  # before a secret is put in a request; the client checks the address it reaches
 
     def fail(reason: str) -> ToolExecutionError:
         return ToolExecutionError(
@@ -65,18 +65,18 @@ async def fetch_token(
     else:
         headers["Authorization"] = basic_auth(cred["client_id"], cred["client_secret"])
     owned = client is None
-    http = client or httpx.AsyncClient(trust_env=False, follow_redirects=False)
+    http = client or egress_client(policy, max_body_bytes=MAX_TOKEN_RESPONSE_BYTES)
     try:
         request = http.build_request("POST", url, data=form, headers=headers, timeout=30.0)
         response = await http.send(request, stream=True)
         try:
-            body = b""
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_TOKEN_RESPONSE_BYTES:
-                    raise fail(f"answered more than {MAX_TOKEN_RESPONSE_BYTES} bytes")
+            body, cut = await read_bounded(response, MAX_TOKEN_RESPONSE_BYTES)
         finally:
             await response.aclose()
+        if cut:
+            raise fail(f"answered more than {MAX_TOKEN_RESPONSE_BYTES} bytes (decoded); reading stopped")
+    except UndecodableBodyError as exc:
+        raise fail(f"answered a body that cannot be decoded: {exc}") from exc
     except httpx.HTTPError as exc:
         raise fail(f"failed: {type(exc).__name__}") from exc
     finally:
@@ -99,5 +99,8 @@ async def fetch_token(
         lifetime = max(float(lifetime), 0.0)
     except (TypeError, ValueError):
         lifetime = DEFAULT_TOKEN_LIFETIME_S
+    from echo_tools.redaction import remember_secrets
+
+    remember_secrets(value)  # the token is as secret as the credential that fetched it
     logger.info("credential %r: OAuth2 token fetched, valid for %.0f s", name, lifetime)
     return value, lifetime

@@ -37,6 +37,7 @@ from echo_tools.credentials.fields import (
 )
 from echo_tools.credentials.oauth import basic_auth, fetch_token
 from echo_tools.errors import ToolStorageError
+from echo_tools.redaction import remember_credential
 
 __all__ = [
     "SECRET_KEY_ENV",
@@ -508,6 +509,7 @@ class CredentialStore:
             ToolExecutionError: the OAuth2 token endpoint failed (named; no secret in the message).
         """
         cred = self._credential(name, tool_id)
+        remember_credential(cred)  # its values are hidden wherever a service echoes them (redaction)
         kind = cred["type"]
         origin = _origin(url)
         host = (urlsplit(url).hostname or "").lower().rstrip(".")

@@ -266,7 +266,7 @@ async def connection_auth(server: str, config: Mapping[str, Any], egress: Egress
             credential=oauth_credential_name(server, config),
             redirect_uri=str((config.get("oauth") or {}).get("redirect_uri", DEFAULT_REDIRECT_URI)),
         )
-        return EgressCheckedAuth(provider, egress)
+        return provider  # its requests (metadata, registration, token) go through the egress client too
     return None
 
 
@@ -322,34 +322,3 @@ class CredentialAuth(httpx.Auth):
             raise MCPConnectionError(
                 f"MCP server {self.server!r} ({self.url!r}) refused credential {self.name!r} (HTTP 401)"
             )
-
-
-class EgressCheckedAuth(httpx.Auth):
-    """Another auth's flow (the SDK's OAuth), with every request it adds (metadata, registration, token)
-    checked against the egress policy first."""
-
-    requires_response_body = True
-
-    def __init__(self, inner: httpx.Auth, egress: EgressPolicy) -> None:
-        self.inner = inner
-        self.egress = egress
-
-    def sync_auth_flow(self, request: httpx.Request) -> Any:
-        raise RuntimeError("EgressCheckedAuth works with httpx.AsyncClient only")
-
-    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        import asyncio
-
-        flow = self.inner.async_auth_flow(request)
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                if outgoing.url.host != request.url.host or outgoing.url.port != request.url.port:
-                    await asyncio.to_thread(self.egress.check_resolved, str(outgoing.url))
-                response = yield outgoing
-                try:
-                    outgoing = await flow.asend(response)
-                except StopAsyncIteration:
-                    return
-        finally:
-            await flow.aclose()  # in this task: the inner flow holds a lock that only this task may release

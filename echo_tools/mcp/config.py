@@ -65,8 +65,8 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
     Stdio servers: `{"command", "args"?, "env"?, "cwd"?}`. URL servers: `{"url", "headers"?,
     "transport"?: "streamable_http" (default) | "sse"}` (`type` is read as `transport`, as VS Code
     writes it), and `credential` (a stored credential's name) or `oauth` (OAuth 2.1, see
-    `echo_tools.mcp.auth`). Optional for both: `timeout` (connect seconds), `max_concurrency`. Other keys
-    are kept.
+    `echo_tools.mcp.auth`). Optional for both: `timeout` (connect seconds), `max_concurrency`,
+    `max_result_bytes` (the largest answer kept, default 8 MiB). Other keys are kept.
 
     Raises:
         ToolConfigError: the entry is unusable; the message names the server and the field.
@@ -111,7 +111,26 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
     limit = out.get("max_concurrency")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise fail("max_concurrency", f"'max_concurrency' must be a positive integer, got {limit!r}")
+    _check_max_result_bytes(out, fail)
     return out
+
+
+DEFAULT_MAX_RESULT_BYTES = 8 * 1024 * 1024
+
+
+def max_result_bytes(config: Mapping[str, Any]) -> int:
+    """The largest answer a server's session reads and keeps (`max_result_bytes`, default 8 MiB)."""
+    return int(config.get("max_result_bytes") or DEFAULT_MAX_RESULT_BYTES)
+
+
+def _check_max_result_bytes(config: dict[str, Any], fail: Any) -> None:
+    limit = config.get("max_result_bytes")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise fail(
+            "max_result_bytes",
+            f"'max_result_bytes' must be a positive integer (bytes; default {DEFAULT_MAX_RESULT_BYTES}), "
+            f"got {limit!r}",
+        )
 
 
 def _check_strings(config: dict[str, Any], key: str, fail: Any) -> None:

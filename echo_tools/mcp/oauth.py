@@ -20,6 +20,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from pydantic import AnyUrl
 
 from echo_tools.errors import MCPConnectionError
+from echo_tools.redaction import remember_secrets
 
 if TYPE_CHECKING:
     from echo_tools.credentials import CredentialStore
@@ -61,11 +62,13 @@ class StoredTokens:
         if "tokens" not in state:
             return None
         tokens = OAuthToken.model_validate_json(state["tokens"])
+        remember_secrets(tokens.access_token, tokens.refresh_token)  # hidden wherever a server echoes them
         if "expires_at" in state:  # what is left of the lifetime, so the provider refreshes in time
             tokens.expires_in = max(0, int(state["expires_at"] - time.time()))
         return tokens
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
+        remember_secrets(tokens.access_token, tokens.refresh_token)
         fields: dict[str, Any] = {"tokens": tokens.model_dump_json(exclude_none=True)}
         if tokens.expires_in is not None:
             fields["expires_at"] = time.time() + tokens.expires_in

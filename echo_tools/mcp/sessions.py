@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from echo_tools.egress import egress_client
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
 from echo_tools.mcp.callbacks import SessionCallbacks
+from echo_tools.mcp.config import max_result_bytes
 from echo_tools.runtime import background_loop
 
 if TYPE_CHECKING:
@@ -82,17 +84,28 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 class _WatchedTransport(httpx.AsyncBaseTransport):
-    """An httpx transport that calls `on_broken(request)` when a POST's response stream breaks."""
+    """An httpx transport that calls `on_broken(request)` when a POST's response stream breaks, and
+    `on_too_large(request, error)` when it passes the server's `max_result_bytes`."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, on_broken: Callable[[httpx.Request], None]) -> None:
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport,
+        on_broken: Callable[[httpx.Request], None],
+        on_too_large: Callable[[httpx.Request, Exception], None],
+    ) -> None:
         self._inner = inner
         self._on_broken = on_broken
+        self._on_too_large = on_too_large
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)
         if request.method == "POST":
             assert isinstance(response.stream, httpx.AsyncByteStream)
-            response.stream = _WatchedStream(response.stream, lambda: self._on_broken(request))
+            response.stream = _WatchedStream(
+                response.stream,
+                lambda: self._on_broken(request),
+                lambda error: self._on_too_large(request, error),
+            )
         return response
 
     async def aclose(self) -> None:
@@ -100,14 +113,25 @@ class _WatchedTransport(httpx.AsyncBaseTransport):
 
 
 class _WatchedStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, on_broken: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        inner: httpx.AsyncByteStream,
+        on_broken: Callable[[], None],
+        on_too_large: Callable[[Exception], None],
+    ) -> None:
         self._inner = inner
         self._on_broken = on_broken
+        self._on_too_large = on_too_large
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        from echo_tools.egress_transport import ResponseTooLargeError
+
         try:
             async for chunk in self._inner:
                 yield chunk
+        except ResponseTooLargeError as exc:
+            self._on_too_large(exc)
+            raise
         except httpx.TransportError:
             self._on_broken()
             raise
@@ -139,6 +163,7 @@ class _Connection:
         self._limit = asyncio.Semaphore(int(config.get("max_concurrency") or DEFAULT_MAX_CONCURRENCY))
         self._calls: set[asyncio.Task[Any]] = set()
         self._lost: set[asyncio.Task[Any]] = set()
+        self._refused: dict[asyncio.Task[Any], str] = {}  # calls whose answer passed max_result_bytes
         self._by_id: dict[int | None, asyncio.Task[Any]] = {}
         self._listeners: dict[int, Listener] = {}
         self._hooks: dict[int, CallHooks] = {}  # sampling, elicitation: what each call in flight binds
@@ -201,7 +226,7 @@ class _Connection:
             read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog))
             return read, write
         url = config["url"]
-        await asyncio.to_thread(self.egress.check_resolved, url)
+        self.egress.check_url(url)  # a clear refusal before connecting; the client checks each address
         headers = resolve_env_refs(config.get("headers") or {}, server=self.name, field="headers")
         from echo_tools.mcp.auth import connection_auth  # a stored credential, OAuth 2.1 or the host's
 
@@ -209,14 +234,35 @@ class _Connection:
         if config["transport"] == "sse":
             from mcp.client.sse import sse_client
 
-            return await stack.enter_async_context(sse_client(url, headers=headers, auth=auth))
+            def factory(
+                headers: dict[str, str] | None = None,
+                timeout: httpx.Timeout | None = None,
+                auth: httpx.Auth | None = None,
+            ) -> httpx.AsyncClient:
+                return egress_client(
+                    self.egress,
+                    headers=headers,
+                    timeout=timeout,
+                    auth=auth,
+                    max_body_bytes=max_result_bytes(config),
+                )
+
+            return await stack.enter_async_context(
+                sse_client(url, headers=headers, auth=auth, httpx_client_factory=factory)
+            )
         from mcp.client.streamable_http import streamable_http_client
 
         # the SDK's defaults (30 s, 300 s read for streams), plus a transport that notices a broken stream
-        transport = _WatchedTransport(httpx.AsyncHTTPTransport(), self._stream_broke)
         timeout = httpx.Timeout(30.0, read=300.0)
         client = await stack.enter_async_context(
-            httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport, auth=auth)
+            egress_client(
+                self.egress,
+                wrap=lambda transport: _WatchedTransport(transport, self._stream_broke, self._too_large),
+                max_body_bytes=max_result_bytes(config),
+                headers=headers,
+                timeout=timeout,
+                auth=auth,
+            )
         )
         read, write, _ = await stack.enter_async_context(streamable_http_client(url, http_client=client))
         return read, write
@@ -308,6 +354,9 @@ class _Connection:
                     progress_callback=progress,
                 )
         except asyncio.CancelledError:
+            refused = self._refused.pop(task, None)
+            if refused is not None and task.uncancel() == 0:
+                raise ToolExecutionError(refused) from None
             if task in self._lost:
                 self._lost.discard(task)
                 if task.uncancel() == 0:
@@ -377,6 +426,20 @@ class _Connection:
             self._lost.add(task)
             task.cancel()
         self.discard()
+
+    def _too_large(self, request: httpx.Request, error: Exception) -> None:
+        # the answer to `request` passed max_result_bytes: its reading stopped, and its call fails now
+        try:
+            request_id = json.loads(request.content).get("id")
+        except (ValueError, AttributeError):
+            request_id = None
+        task = self._by_id.get(request_id)
+        if task is not None:
+            self._refused[task] = (
+                f"MCP server {self.name!r} answered more than {max_result_bytes(self.config)} bytes "
+                f"(max_result_bytes of its config): {error}; nothing was kept"
+            )
+            task.cancel()
 
     async def _on_message(self, message: Any) -> None:
         from mcp import types

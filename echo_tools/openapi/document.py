@@ -1,6 +1,10 @@
 """Reading an OpenAPI document: load it (dict, file or URL, size-bounded), resolve its local `$ref`s within
 depth and size bounds, translate OpenAPI schema dialects to JSON Schema 2020-12, and find its version and
 base URL. Every refusal names the JSON pointer of what is wrong (`OpenApiError.field`).
+
+A document is bounded in total, not per operation: the bytes read (`MAX_SPEC_BYTES`), the nodes its
+schemas expand to across the whole import once `$ref`s and YAML aliases are followed (`MAX_IMPORT_NODES`),
+the bytes an import stores (`MAX_IMPORT_BYTES`) and the tools it makes (`MAX_IMPORT_TOOLS`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ MAX_REF_DEPTH = 32
 MAX_SCHEMA_NODES = 20_000
 MAX_SCHEMA_DEPTH = 64
 MAX_REDIRECTS = 5
+MAX_IMPORT_NODES = 200_000  # schema nodes after $ref expansion, and YAML alias expansion, per import
+MAX_IMPORT_BYTES = 8 * 1024 * 1024  # what one import stores (its tools as written to storage)
+MAX_IMPORT_TOOLS = 2_000  # operations one import turns into tools
 OPENAPI_ONLY_KEYS = frozenset({"discriminator", "xml", "externalDocs", "example", "nullable"})
 
 
@@ -74,20 +81,33 @@ def load_document(spec: Any, egress: EgressPolicy | None = None) -> tuple[dict[s
 
 
 def _fetch(url: str, egress: EgressPolicy | None) -> tuple[bytes, str]:
-    import httpx
+    """The document's bytes and final URL, fetched through the egress client (called from sync code: a
+    running loop in this thread hands the fetch to a thread of its own)."""
+    import asyncio
+    import concurrent.futures
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.errors import EgressDeniedError
 
     policy = egress or EgressPolicy()
-    with httpx.Client(trust_env=False, follow_redirects=False, timeout=30.0) as client:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_fetch_async(url, policy))
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, _fetch_async(url, policy)).result()
+
+
+async def _fetch_async(url: str, policy: EgressPolicy) -> tuple[bytes, str]:
+    import httpx
+
+    from echo_tools.bounded_body import UndecodableBodyError, read_bounded
+    from echo_tools.egress import egress_client
+    from echo_tools.errors import EgressDeniedError
+
+    async with egress_client(policy, max_body_bytes=MAX_SPEC_BYTES, timeout=30.0) as client:
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                policy.check_resolved(url)
-            except EgressDeniedError as exc:
-                raise OpenApiError(f"OpenAPI document URL refused: {exc.message}", field="spec") from exc
-            try:
-                with client.stream("GET", url, headers={"Accept": "application/json, */*"}) as response:
+                async with client.stream("GET", url, headers={"Accept": "application/json, */*"}) as response:
                     location = response.headers.get("location")
                     if response.status_code in (301, 302, 303, 307, 308) and location:
                         url = urljoin(url, location)
@@ -96,20 +116,22 @@ def _fetch(url: str, egress: EgressPolicy | None) -> tuple[bytes, str]:
                         raise OpenApiError(
                             f"OpenAPI document {url!r} answered HTTP {response.status_code}", field="spec"
                         )
-                    body = b""
-                    for chunk in response.iter_bytes():
-                        body += chunk
-                        if len(body) > MAX_SPEC_BYTES:
-                            raise OpenApiError(
-                                f"OpenAPI document {url!r} is larger than {MAX_SPEC_BYTES} bytes; reading "
-                                "stopped",
-                                field="spec",
-                            )
-                    return body, url
+                    body, cut = await read_bounded(response, MAX_SPEC_BYTES)
+            except EgressDeniedError as exc:
+                raise OpenApiError(f"OpenAPI document URL refused: {exc.message}", field="spec") from exc
+            except UndecodableBodyError as exc:
+                raise OpenApiError(f"OpenAPI document {url!r}: {exc}", field="spec") from exc
             except httpx.HTTPError as exc:
                 raise OpenApiError(
                     f"OpenAPI document {url!r} cannot be fetched: {type(exc).__name__}: {exc}", field="spec"
                 ) from exc
+            if cut:
+                raise OpenApiError(
+                    f"OpenAPI document {url!r} is larger than {MAX_SPEC_BYTES} bytes (decoded); reading "
+                    "stopped",
+                    field="spec",
+                )
+            return body, url
     raise OpenApiError(f"OpenAPI document {url!r}: more than {MAX_REDIRECTS} redirects", field="spec")
 
 
@@ -139,7 +161,9 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
                 field="spec",
             ) from exc
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_counting_loader(yaml, where))  # a SafeLoader
+        except RecursionError as exc:
+            raise OpenApiError(f"OpenAPI document {where!r} nests too deeply to read", field="spec") from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -155,6 +179,46 @@ def _parse(raw: bytes, where: str) -> dict[str, Any]:
     return data
 
 
+def _counting_loader(yaml: Any, where: str) -> Any:
+    """A `yaml.SafeLoader` that counts what each alias expands to, refusing a document whose aliases
+    expand past `MAX_IMPORT_NODES` nodes (the billion laughs: a few hundred bytes, gigabytes once written)."""
+
+    class CountingLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.expanded = 0
+            self.sizes: dict[int, int] = {}
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            alias = self.check_event(yaml.AliasEvent)
+            node = super().compose_node(parent, index)
+            if alias:
+                self.expanded += self.size(node)
+                if self.expanded > MAX_IMPORT_NODES:
+                    raise OpenApiError(
+                        f"OpenAPI document {where!r} uses YAML aliases that expand to more than "
+                        f"{MAX_IMPORT_NODES} nodes (max_import_nodes); aliases count in the import's total",
+                        field="spec",
+                    )
+            return node
+
+        def size(self, node: Any) -> int:
+            known = self.sizes.get(id(node))
+            if known is not None:
+                return known
+            self.sizes[id(node)] = MAX_IMPORT_NODES + 1  # an alias inside its own anchor: unbounded
+            if isinstance(node, yaml.MappingNode):
+                total = 1 + sum(self.size(k) + self.size(v) for k, v in node.value)
+            elif isinstance(node, yaml.SequenceNode):
+                total = 1 + sum(self.size(v) for v in node.value)
+            else:
+                total = 1
+            self.sizes[id(node)] = total
+            return total
+
+    return CountingLoader
+
+
 # -- references and schemas ---------------------------------------------------------------------------
 
 
@@ -164,6 +228,7 @@ class Resolver:
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
         self.nodes = 0
+        self.total = 0  # across the whole import (`nodes` is per operation)
         self.depth = 0
 
     def lookup(self, ref: Any, where: str) -> tuple[Any, str]:
@@ -211,6 +276,13 @@ class Resolver:
         """A JSON Schema (2020-12) with every local `$ref` inlined and OpenAPI-only keywords translated;
         a recursive reference becomes `{}` (any value) where it recurs."""
         self.nodes += 1
+        self.total += 1
+        if self.total > MAX_IMPORT_NODES:
+            raise OpenApiError(
+                f"the schemas of this import expand to more than {MAX_IMPORT_NODES} nodes in total once "
+                f"$refs are followed (max_import_nodes), at {where}; nothing was stored",
+                field=where,
+            )
         if self.nodes > MAX_SCHEMA_NODES:  # per operation (see _Converter.input_schema)
             raise SkipOperation(
                 f"the schemas of this operation expand past {MAX_SCHEMA_NODES} nodes at {where}"

@@ -10,6 +10,7 @@ cannot be called faithfully (cookie parameters, form bodies, unsupported styles)
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -29,6 +30,8 @@ from echo_tools.models import (
     slugify,
 )
 from echo_tools.openapi.document import (
+    MAX_IMPORT_BYTES,
+    MAX_IMPORT_TOOLS,
     OpenApiError,
     Resolver,
     SkipOperation,
@@ -212,6 +215,7 @@ class _Converter:
                 )
             if where_in == "header" and name.lower() in IGNORED_HEADERS:
                 continue
+            _refuse_framing_header(name, where_in, where)
             if name in properties:
                 raise SkipOperation(
                     f"parameter name {name!r} at {where} is used twice (in {where_in} and another place)"
@@ -380,6 +384,7 @@ def import_openapi_report(
             f"base_url {base_url!r} must be an http(s) URL without variables", field="base_url"
         )
     wanted = _selected(found, provider, operations)
+    _check_operation_count(found, wanted)
     info: dict[str, Any] = document["info"] if isinstance(document.get("info"), dict) else {}
     report = ImportReport()
     planned: list[ToolDef] = []
@@ -404,6 +409,7 @@ def import_openapi_report(
     if owner is not None:
         planned = [tool.model_copy(update={"owner": owner}) for tool in planned]
     _unique_names(registry, planned)
+    _check_stored_bytes(planned)
     # an unchanged operation is not checked and written again; the rest go in one batch, all or nothing
     batch = [tool for tool in planned if _differs(registry.get(tool.tool_id), tool)]
     present = {f"{provider}_{item.op_id}"[:128] for item in found}
@@ -430,6 +436,40 @@ def import_openapi_report(
             ) from exc
     report.tools = [registry.get(tool.tool_id) or tool for tool in planned]
     return report
+
+
+def _refuse_framing_header(name: Any, where_in: str, where: str) -> None:
+    """A header parameter may not choose the request's framing or routing (`Host`, `Content-Length`...)."""
+    from echo_tools.egress import framing_header_refusal
+
+    refusal = framing_header_refusal(name) if where_in == "header" else None
+    if refusal:
+        raise SkipOperation(f"parameter at {where}: {refusal}")
+
+
+def _check_operation_count(found: list[_Operation], wanted: set[str] | None) -> None:
+    """Refuse an import of more than `MAX_IMPORT_TOOLS` operations, before any is converted."""
+    count = len(found) if wanted is None else len(wanted)
+    if count > MAX_IMPORT_TOOLS:
+        raise OpenApiError(
+            f"the document has {count} operations; one import takes at most {MAX_IMPORT_TOOLS} "
+            "(max_import_tools): choose some with operations=[...]; nothing was stored",
+            field="/paths",
+        )
+
+
+def _check_stored_bytes(planned: list[ToolDef]) -> None:
+    """Refuse an import whose tools would store more than `MAX_IMPORT_BYTES` in total."""
+    total = 0
+    for tool in planned:
+        total += len(json.dumps(tool.to_storage_dict(), default=str))
+        if total > MAX_IMPORT_BYTES:
+            where = tool.metadata["openapi"]["pointer"]
+            raise OpenApiError(
+                f"the import would store more than {MAX_IMPORT_BYTES} bytes (max_import_bytes), passed at "
+                f"operation {where}; nothing was stored",
+                field=where,
+            )
 
 
 def _differs(current: ToolDef | None, tool: ToolDef) -> bool:
