@@ -13,10 +13,14 @@ from echo_tools._telemetry import disable_third_party_telemetry as _disable_tele
 from echo_tools.builtin_tools import builtin_tools_dir
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
+    ApprovalRejectedError,
+    ApprovalRequiredError,
     EgressDeniedError,
     MCPConnectionError,
     NotStoredError,
+    QuotaExceededError,
     ToolConfigError,
+    ToolDeniedError,
     ToolDisabledError,
     ToolError,
     ToolExecutionError,
@@ -33,7 +37,10 @@ from echo_tools.errors import (
 )
 from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
 from echo_tools.models import (
+    Approval,
     Determinism,
+    Quota,
+    QuotaScope,
     RetryPolicy,
     SideEffect,
     ToolContext,
@@ -52,10 +59,14 @@ from echo_tools.stores import AgentStore, WorkflowStore
 if TYPE_CHECKING:
     from echo_tools.api import create_app, make_router
     from echo_tools.executor import ToolExecutor
+    from echo_tools.governance import Deny, Replace, ToolCall
     from echo_tools.ingest import tool, tool_from_crewai, tool_from_function, tool_from_langchain
     from echo_tools.otel import OpenTelemetrySink
 
 _LAZY = {
+    "Deny": "echo_tools.governance",
+    "Replace": "echo_tools.governance",
+    "ToolCall": "echo_tools.governance",
     "OpenTelemetrySink": "echo_tools.otel",
     "ToolExecutor": "echo_tools.executor",
     "create_app": "echo_tools.api",
@@ -69,6 +80,10 @@ _LAZY = {
 __all__ = [
     "AgentStore",
     "ApiSettings",
+    "Approval",
+    "ApprovalRejectedError",
+    "ApprovalRequiredError",
+    "Deny",
     "Determinism",
     "EgressDeniedError",
     "EgressPolicy",
@@ -78,11 +93,17 @@ __all__ = [
     "MemoryEventLog",
     "NotStoredError",
     "OpenTelemetrySink",
+    "Quota",
+    "QuotaExceededError",
+    "QuotaScope",
+    "Replace",
     "RetryPolicy",
     "SideEffect",
+    "ToolCall",
     "ToolConfigError",
     "ToolContext",
     "ToolDef",
+    "ToolDeniedError",
     "ToolDisabledError",
     "ToolError",
     "ToolEvent",
