@@ -86,7 +86,7 @@ class ToolExecutor:
             order instead of running the tool (`echo_tools.history.recording`).
         approval_policy: `fn(call) -> True | False | None` deciding per call whether it waits for a
             person's approval (None: the tool's `approval` decides). See docs/governance.md.
-        approvals: where approvals are kept (default in memory; `approval_store_for(history)` puts them
+        approvals: where approvals are kept (default in memory; `governance_stores(history)` puts them
             beside the run history, so another process can decide them).
         quotas: `Quota`s counting every call of this executor (a tool's own `quotas` count its calls).
         quota_counter: where quota counts live (default in memory; `PgQuotaCounter` shares them).

@@ -16,11 +16,11 @@ from echo_tools.governance.approvals import (
     ApprovalStore,
     MemoryApprovalStore,
     SqliteApprovalStore,
-    approval_store_for,
 )
 from echo_tools.governance.hooks import Deny, Hook, Replace, ToolCall
 from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter
 from echo_tools.governance.stage import Governance
+from echo_tools.governance.wiring import governance_stores
 from echo_tools.models import Approval, Quota, QuotaScope
 
 __all__ = [
@@ -39,5 +39,5 @@ __all__ = [
     "Replace",
     "SqliteApprovalStore",
     "ToolCall",
-    "approval_store_for",
+    "governance_stores",
 ]

@@ -311,17 +311,3 @@ class SqliteApprovalStore(SqlApprovalStore):
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def approval_store_for(history: Any) -> ApprovalStore | None:
-    """The approval store beside a run history: PostgreSQL for a `PgRunHistory`, its SQLite file for a
-    `RunHistory`; None without a history (the executor keeps approvals in memory)."""
-    if history is None:
-        return None
-    database = getattr(history, "db", None)
-    if database is not None and hasattr(database, "pool"):
-        from echo_tools.governance.pg import PgApprovalStore
-
-        return PgApprovalStore(database)
-    path = getattr(history, "path", None)
-    return SqliteApprovalStore(path) if path is not None else None

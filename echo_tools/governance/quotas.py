@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from echo_tools.errors import QuotaExceededError
@@ -44,12 +44,13 @@ class MemoryQuotaCounter:
 
     blocking = False
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._hits: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
+        self._clock = clock
 
     def take(self, key: str, limit: int, per_s: float) -> float:
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             hits = self._hits.get(key)
             if hits is None:
