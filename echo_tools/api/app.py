@@ -187,6 +187,9 @@ def make_router(
     from echo_tools.api.history import add_history_route
 
     add_history_route(router, history, secured)
+    from echo_tools.api.approvals import add_approval_routes
+
+    add_approval_routes(router, state, secured)  # /tools/approvals (echo_tools.governance)
 
     @router.get("/metrics", dependencies=secured, summary="Executor metrics, Prometheus text format")
     async def metrics() -> PlainTextResponse:
