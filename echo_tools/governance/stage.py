@@ -140,6 +140,7 @@ class Governance:
                 approval_id=record.approval_id,
             )
         thread, task = position
+        context.setdefault("run_id", thread)  # the run to resume is the graph's thread
         approval_id = ap.graph_approval_id(thread, task, call.context.tool_call_id, call.tool_id, call.args)
         record = ap.ApprovalRecord(
             approval_id, call.tool_id, call.tool.name, call.args, context, kind="run", owner=owner
@@ -152,7 +153,12 @@ class Governance:
             "args": call.args,
             "agent_name": call.context.agent_name,
         }
-        decision, args, comment = _parse_decision(pause(payload))  # pauses the run the first time
+        resumed = pause(payload)  # pauses the run the first time; the decision when it runs again
+        if resumed is None or resumed == "decided":  # decided in the store (`echo-tools approvals`)
+            resumed = self._stored_decision(approval_id)
+            if isinstance(resumed, ToolError):
+                return resumed
+        decision, args, comment = _parse_decision(resumed)
         if decision == "reject":
             record.status, record.decision, record.comment = ap.REJECTED, "reject", comment
             self.approvals.decide(record)
@@ -175,6 +181,20 @@ class Governance:
             call.args = stored.args  # an edit decided through the store
         call.approval_id = approval_id
         return None
+
+    def _stored_decision(self, approval_id: str) -> dict[str, Any] | ToolError:
+        """The decision kept in the store for a run resumed with "decided" (or nothing)."""
+        record = self.approvals.get(approval_id)
+        if record is None or record.status == ap.PENDING:
+            return ApprovalRequiredError(
+                f"approval {approval_id!r} is not decided yet; the call did not run "
+                f"(echo-tools approvals approve {approval_id})",
+                field="approval",
+                approval_id=approval_id,
+            )
+        if record.status == ap.REJECTED:
+            return {"decision": "reject", "comment": record.comment}
+        return {"decision": "approve", "args": record.args, "comment": record.comment}
 
     def _ran_already(self, call: ToolCall) -> ToolError | ToolResult:
         """The approved call has run (its result comes back) or is running elsewhere (refused)."""
