@@ -23,6 +23,7 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
     ├── ApprovalRequiredError        the call waits for a person's approval (`approval_id` in details)
     ├── ApprovalRejectedError        a person rejected the call
     ├── QuotaExceededError           over a quota (`retry_after_s` in details)
+    ├── ToolBudgetError              the request's budget (calls, depth, fan-out, time, output) is spent
     └── ToolConfigError              a configuration (MCP server, executor setting) is invalid
 """
 
@@ -120,6 +121,10 @@ class ToolTimeoutError(ToolError, error_type="timeout"):
     """The call ran past its deadline and its work was stopped."""
 
 
+class ToolBudgetError(ToolError, error_type="budget"):
+    """The request's or run's budget (calls, depth, fan-out, deadline, output, sampling) is spent."""
+
+
 class ToolConfigError(ToolError, error_type="validation"):
     """A configuration (MCP server, executor setting) is invalid."""
 
@@ -162,6 +167,7 @@ _BY_ERROR_TYPE: dict[str, type[ToolError]] = {
     "approval_required": ApprovalRequiredError,
     "rejected": ApprovalRejectedError,
     "quota": QuotaExceededError,
+    "budget": ToolBudgetError,
 }
 
 

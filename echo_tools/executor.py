@@ -25,7 +25,7 @@ import time
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from echo_tools import retry
+from echo_tools import gate, retry
 from echo_tools.backends.base import BackendOutput
 from echo_tools.backends.catalog import backend_class
 from echo_tools.egress import EgressPolicy
@@ -134,7 +134,10 @@ class ToolExecutor:
             input_data: the arguments, a JSON object.
             context: who calls (ids carried into every event), granted permissions, a timeout override.
         """
-        return await self._call(ref, input_data, context or NO_CONTEXT, on_loop=True)
+        context = context or NO_CONTEXT
+        if context.budget is not None:  # counted by the request's budget meter (echo_tools.gate)
+            return await gate.metered(self._call(ref, input_data, context, on_loop=True), context)
+        return await self._call(ref, input_data, context, on_loop=True)
 
     def invoke_sync(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
@@ -153,7 +156,9 @@ class ToolExecutor:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: the caller may block
-            return _drive(self._call(ref, input_data, context or NO_CONTEXT, on_loop=False))
+            context = context or NO_CONTEXT
+            call = self._call(ref, input_data, context, on_loop=False)
+            return _drive(gate.metered(call, context) if context.budget is not None else call)
         raise RuntimeError(
             "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
             "use 'await executor.invoke(...)' instead"
@@ -187,6 +192,10 @@ class ToolExecutor:
                     field="permissions",
                 )
                 return self._refuse(tool, ref, input_data, refusal, context, started, on_loop, call_id)
+        if context.budget is not None:  # the request's budget: calls, depth, fan-out, time, output
+            spent = gate.admit(tool, context)
+            if spent is not None:
+                return self._refuse(tool, ref, input_data, spent, context, started, on_loop, call_id)
         # 3. normalise (drop None for optional non-nullable keys, fill defaults) and 4. validate
         route = self._routes.route(tool)
         args = self._checked_input(route, input_data)
@@ -457,11 +466,16 @@ class ToolExecutor:
         args: dict[str, Any] | None = None,
         comment: str | None = None,
         by: str | None = None,
+        principal: str | None = None,
+        admin: bool = True,
     ) -> tuple[ApprovalRecord, ToolResult | None]:
         """Decide a pending approval: `"approve"`, `"reject"` or `"edit"` (with new `args`, validated).
 
         An approved call made outside a graph runs now, exactly once, and its result is returned with the
         decided record; an approval of a paused graph run is only decided (resume the run to carry on).
+
+        `principal` (a name) who decides; unless `admin`, only an approval of that principal's own calls
+        (another's is 404, as if unknown).
 
         Raises:
             ApprovalDecisionError: unknown approval (404), already decided (409), a bad decision or edit
@@ -480,8 +494,9 @@ class ToolExecutor:
             return self.invoke_sync(record.tool_id, record.args, ToolContext.model_validate(record.context))
 
         return self.governance.decide(
-            approval_id, decision, args=args, validate=validate, run=run, by=by, comment=comment
-        )
+            approval_id, decision, args=args, validate=validate, run=run, by=by, comment=comment,
+            principal=principal, admin=admin,
+        )  # fmt: skip
 
     def add_sink(self, sink: EventSink, *, inline: bool | None = None) -> None:
         """Deliver every later event of this executor to `sink` too (`inline`: see `EventBus.add`)."""

@@ -181,6 +181,8 @@ class ToolDef(BaseModel):
     approval: Approval = Approval.NEVER
     # limits on how often the tool runs (`echo_tools.governance.quotas`)
     quotas: list[Quota] = Field(default_factory=list)
+    # the principal that registered or imported it over HTTP (`echo_tools.gate`); None: the operator's
+    owner: str | None = None
 
     # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -290,14 +292,17 @@ class ToolContext(BaseModel):
     granted_permissions: list[ToolPermission] | None = None
     timeout_ms: int | None = Field(default=None, gt=0)
     trace_id: str | None = None
-    # the end user on whose behalf the call is made (per-user quotas and credentials; HTTP `X-Echo-User`)
-    user_id: str | None = None
     # nested calls (a skill's steps, a sub-workflow's tools): the calling call's id, how deep, and the chain
     # of composite tools above this call, which is how a cycle is found at run time
     call_id: str | None = None
     parent_call_id: str | None = None
     depth: int = Field(default=0, ge=0)
     call_path: list[str] = Field(default_factory=list)
+    # the gate (`echo_tools.gate`): the `BudgetMeter` shared by the whole request or run (copies of the
+    # context share it), the principal's name and the end user it acts for
+    budget: Any = Field(default=None, exclude=True, repr=False)
+    principal: str | None = None
+    user_id: str | None = None
 
     def ids(self) -> dict[str, str | None]:
         """The context ids as a dict (what events carry)."""
@@ -324,6 +329,7 @@ ERROR_TYPES = (
     "approval_required",
     "rejected",
     "quota",
+    "budget",
 )
 
 

@@ -13,18 +13,21 @@ import asyncio
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body
 from fastapi.responses import StreamingResponse
 
+from echo_tools.api.app import principal_context
 from echo_tools.api.errors import ApiError, contract_route_class, from_tool_error
 from echo_tools.api.events import SSE_HEADERS, format_sse
-from echo_tools.api.security import make_guard
 from echo_tools.api.shapes import compile_summary, diagnostic_dict, event_dict
 from echo_tools.errors import ToolError
+from echo_tools.gate import Principal, acting_as
+from echo_tools.models import ToolContext
 
 if TYPE_CHECKING:
     from echo_tools.api import ApiState
@@ -56,18 +59,23 @@ def _failure(exc: BaseException) -> dict[str, Any]:
 
 
 def make_workflow_router(state: ApiState) -> APIRouter:
-    """`POST /workflows/compile` and `POST /workflows/run`, secured like the `/tools` routes."""
-    secured = [Depends(make_guard(state.settings))]
+    """`POST /workflows/compile` and `POST /workflows/run`, each declaring its action to the gate."""
+    gate = state.gate
     router = APIRouter(prefix="/workflows", tags=["workflows"], route_class=contract_route_class())
     histories = _Histories(state)
 
-    @router.post("/compile", dependencies=secured, summary="Map and compile a canvas or {workflow, agents}")
-    async def compile_workflow(source: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    @router.post("/compile", summary="Map and compile a canvas or {workflow, agents}")
+    async def compile_workflow(
+        source: dict[str, Any] = Body(...), principal: Principal = gate.requires("compile")
+    ) -> dict[str, Any]:
         runner = _runner()
+
+        def work() -> Any:
+            with acting_as(principal, stores=False):  # a compile stores nothing (no MCP server added)
+                return runner.compile_source(source, state.registry, state.executor)
+
         try:
-            graph, mapped = await anyio.to_thread.run_sync(
-                runner.compile_source, source, state.registry, state.executor
-            )
+            graph, mapped = await anyio.to_thread.run_sync(work)
         except ValueError as exc:  # WorkflowSourceError and WorkflowCompileError are ValueErrors
             diagnostics = [diagnostic_dict(d) for d in getattr(exc, "diagnostics", None) or []]
             raise ApiError(
@@ -78,8 +86,10 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             ) from exc
         return compile_summary(graph, mapped)
 
-    @router.post("/run", dependencies=secured, summary="Run a workflow; node and tool events as SSE")
-    async def run_workflow(body: dict[str, Any] = Body(...)) -> StreamingResponse:
+    @router.post("/run", summary="Run a workflow; node and tool events as SSE")
+    async def run_workflow(
+        body: dict[str, Any] = Body(...), principal: Principal = gate.requires("run")
+    ) -> StreamingResponse:
         user_input = body.get("user_input")
         if user_input is not None and not isinstance(user_input, str):
             raise ApiError(
@@ -95,11 +105,20 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             )
         source = {k: v for k, v in body.items() if k not in RUN_OPTIONS}
         stream = _run_stream(
-            state, source, user_input, run_id or f"run_{uuid.uuid4().hex[:16]}", histories.get(required=False)
+            state,
+            source,
+            user_input,
+            run_id or f"run_{uuid.uuid4().hex[:16]}",
+            histories.get(required=False),
+            principal,
         )
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
-    @router.get("/runs/{run_id}", dependencies=secured, summary="A recorded run: status and last state")
+    @router.get(
+        "/runs/{run_id}",
+        dependencies=[gate.requires("history")],
+        summary="A recorded run: status and last state",
+    )
     async def get_run(run_id: str) -> dict[str, Any]:
         runner = _runner()
         history = histories.get()
@@ -109,8 +128,10 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             raise _resume_error(exc) from exc
         return _plain(answer)
 
-    @router.post("/runs/{run_id}/resume", dependencies=secured, summary="Resume a run paused at a HITL node")
-    async def resume_run(run_id: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    @router.post("/runs/{run_id}/resume", summary="Resume a run paused at a HITL node")
+    async def resume_run(
+        run_id: str, body: dict[str, Any] = Body(...), principal: Principal = gate.requires("approve")
+    ) -> dict[str, Any]:
         runner = _runner()
         unknown = sorted(set(body) - set(RESUME_FIELDS))
         if unknown:
@@ -131,9 +152,10 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         history = histories.get()
 
         def work() -> dict[str, Any]:
-            final = runner.resume_run(
-                run_id, decision, storage=history, registry=state.registry, executor=state.executor
-            )
+            with under_principal(run_id, principal):
+                final = runner.resume_run(
+                    run_id, decision, storage=history, registry=state.registry, executor=state.executor
+                )
             record = history.run(run_id) or {}
             return {"run_id": run_id, "status": record.get("status"), "state": final}
 
@@ -187,8 +209,31 @@ def _plain(answer: dict[str, Any]) -> dict[str, Any]:
     return {**answer, "state": json.loads(json.dumps(state, default=str))}
 
 
+def under_principal(run_id: str, principal: Principal) -> Any:
+    """While the block runs, every tool call of run `run_id` (whatever thread its agent runs in) carries
+    the principal's permission ceiling, one budget meter for the whole run, its name and end user."""
+    from workflow_bridge.run_scope import SubRun, filed
+
+    fields = principal_context(principal)
+    return _both(
+        filed(run_id, SubRun(inner=ToolContext(**fields), deadline=fields["budget"].deadline)),
+        acting_as(principal),
+    )
+
+
+@contextmanager
+def _both(first: Any, second: Any) -> Iterator[None]:
+    with first, second:
+        yield
+
+
 async def _run_stream(
-    state: ApiState, source: dict[str, Any], user_input: str | None, run_id: str, history: Any = None
+    state: ApiState,
+    source: dict[str, Any],
+    user_input: str | None,
+    run_id: str,
+    history: Any = None,
+    principal: Principal | None = None,
 ) -> AsyncIterator[str]:
     """Start the run in a worker thread and relay its events as they happen, then the final state."""
     runner = _runner()
@@ -202,15 +247,16 @@ async def _run_stream(
             pass  # the server's loop is closed; nobody is listening any more
 
     def work() -> Any:
-        return runner.run_workflow(
-            source,
-            registry=state.registry,
-            executor=state.executor,
-            user_input=user_input,
-            on_event=relay,
-            run_id=run_id,
-            history=history,
-        )
+        with under_principal(run_id, principal or state.gate.operator):
+            return runner.run_workflow(
+                source,
+                registry=state.registry,
+                executor=state.executor,
+                user_input=user_input,
+                on_event=relay,
+                run_id=run_id,
+                history=history,
+            )
 
     async def job() -> None:
         try:

@@ -18,35 +18,52 @@ from fastapi import APIRouter, Body, Query
 from fastapi import Path as PathParam
 
 from echo_tools.api.errors import ApiError
+from echo_tools.gate import Principal
 from echo_tools.governance.approvals import ApprovalDecisionError
 
 _KINDS = {404: "not_found", 409: "conflict", 422: "validation"}
 
 
-def add_approval_routes(router: APIRouter, state: Any, secured: list[Any]) -> None:
-    """Add the approval routes to the `/tools` router."""
+def add_approval_routes(router: APIRouter, state: Any) -> None:
+    """Add the approval routes to the `/tools` router; each needs the `approve` action. A principal that
+    is not admin sees and decides only the approvals of its own calls (another's is 404, as unknown)."""
     executor = state.executor
+    approve = state.gate.requires("approve")
 
-    @router.get("/approvals", dependencies=secured, summary="Calls waiting for a person's approval")
-    async def list_approvals(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    @router.get("/approvals", summary="Calls waiting for a person's approval")
+    async def list_approvals(
+        limit: int = Query(100, ge=1, le=1000), principal: Principal = approve
+    ) -> dict[str, Any]:
         pending = await anyio.to_thread.run_sync(lambda: executor.governance.approvals.pending(limit))
-        return {"approvals": [record.to_dict() for record in pending]}
+        return {"approvals": [r.to_dict() for r in pending if _sees(principal, r.owner)]}
 
-    @router.get("/approvals/{approval_id}", dependencies=secured, summary="One approval")
-    async def show_approval(approval_id: str = PathParam(..., max_length=100)) -> dict[str, Any]:
+    @router.get("/approvals/{approval_id}", summary="One approval")
+    async def show_approval(
+        approval_id: str = PathParam(..., max_length=100), principal: Principal = approve
+    ) -> dict[str, Any]:
         record = await anyio.to_thread.run_sync(lambda: executor.governance.approvals.get(approval_id))
-        if record is None:
+        if record is None or not _sees(principal, record.owner):
             raise ApiError(404, "not_found", f"no approval has id {approval_id!r}", field="approval_id")
         return record.to_dict()
 
-    @router.post("/approvals/{approval_id}", dependencies=secured, summary="Approve, reject or edit a call")
+    @router.post("/approvals/{approval_id}", summary="Approve, reject or edit a call")
     async def decide_approval(
-        approval_id: str = PathParam(..., max_length=100), body: dict[str, Any] = Body(...)
+        approval_id: str = PathParam(..., max_length=100),
+        body: dict[str, Any] = Body(...),
+        principal: Principal = approve,
     ) -> dict[str, Any]:
         decision, args, comment = _decision(body)
         try:
             record, result = await anyio.to_thread.run_sync(
-                lambda: executor.decide(approval_id, decision, args=args, comment=comment, by="api")
+                lambda: executor.decide(
+                    approval_id,
+                    decision,
+                    args=args,
+                    comment=comment,
+                    by=principal.name,
+                    principal=principal.name,
+                    admin=principal.grants.admin,
+                )  # fmt: skip
             )
         except ApprovalDecisionError as exc:
             raise ApiError(
@@ -58,6 +75,11 @@ def add_approval_routes(router: APIRouter, state: Any, secured: list[Any]) -> No
         elif record.kind == "run" and record.run_id and record.status == "approved":
             answer["resume"] = f"/workflows/runs/{record.run_id}/resume"
         return answer
+
+
+def _sees(principal: Principal, owner: str | None) -> bool:
+    """Whether `principal` may see and decide an approval asked by `owner` (None: the operator)."""
+    return principal.grants.admin or owner == principal.name
 
 
 def _decision(body: Any) -> tuple[str, dict[str, Any] | None, str | None]:

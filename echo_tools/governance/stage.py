@@ -248,7 +248,7 @@ class Governance:
                 status=422, field="decision", approval_id=approval_id,
             )  # fmt: skip
         record = self.approvals.get(approval_id)
-        if record is None or (not admin and record.owner not in (None, principal)):
+        if record is None or (not admin and record.owner != principal):
             raise ap.ApprovalDecisionError(
                 f"no approval has id {approval_id!r}",
                 status=404,
