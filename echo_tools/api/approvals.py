@@ -63,7 +63,7 @@ def add_approval_routes(router: APIRouter, state: Any) -> None:
                     by=principal.name,
                     principal=principal.name,
                     admin=principal.grants.admin,
-                )  # fmt: skip
+                )
             )
         except ApprovalDecisionError as exc:
             raise ApiError(
@@ -88,9 +88,11 @@ def _decision(body: Any) -> tuple[str, dict[str, Any] | None, str | None]:
     decision = body.get("decision")
     if not isinstance(decision, str):
         raise ApiError(
-            422, "validation", f"decision must be 'approve', 'reject' or 'edit', got {decision!r:.80}",
+            422,
+            "validation",
+            f"decision must be 'approve', 'reject' or 'edit', got {decision!r:.80}",
             field="decision",
-        )  # fmt: skip
+        )
     args = body.get("args", body.get("edits"))
     if args is not None and not isinstance(args, dict):
         raise ApiError(422, "validation", f"args must be a JSON object, got {args!r:.80}", field="args")
