@@ -143,3 +143,83 @@ def test_quota_and_denied_calls_have_their_own_http_status(tmp_path: Path) -> No
     over = client.post("/tools/invoke/Limited", json={"word": "a"})
     assert over.status_code == 429 and over.json()["result"]["metadata"]["retry_after_s"] > 0
     executor.close()
+
+
+def test_a_principal_sees_and_decides_only_its_own_approvals(tmp_path: Path) -> None:
+    import json as _json
+
+    from echo_tools import ApiSettings, EgressPolicy, ToolExecutor
+    from echo_tools.gate import hash_key, load_principals
+
+    principals = tmp_path / "principals.json"
+    principals.write_text(
+        _json.dumps(
+            {
+                "principals": [
+                    {
+                        "name": "alpha",
+                        "key_sha256": hash_key("alpha-key-0123456789"),
+                        "actions": ["invoke", "approve"],
+                    },
+                    {
+                        "name": "beta",
+                        "key_sha256": hash_key("beta-key-0123456789"),
+                        "actions": ["invoke", "approve"],
+                    },
+                    {
+                        "name": "viewer",
+                        "key_sha256": hash_key("viewer-key-0123456789"),
+                        "actions": ["invoke"],
+                    },
+                ]
+            }
+        )
+    )
+    out = tmp_path / "out.txt"
+    registry = stored_registry(tmp_path / "home")
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    settings = ApiSettings(api_key="operator-key-0123456789", principals=load_principals(principals))
+    client = TestClient(create_app(registry, executor, settings), base_url="http://127.0.0.1")
+    alpha, beta = {"X-API-Key": "alpha-key-0123456789"}, {"X-API-Key": "beta-key-0123456789"}
+    asked = client.post("/tools/invoke/Write", json={"path": str(out), "line": "a"}, headers=alpha)
+    approval_id = asked.json()["result"]["metadata"]["approval_id"]
+    assert client.get("/tools/approvals", headers=beta).json()["approvals"] == []
+    foreign = client.post(f"/tools/approvals/{approval_id}", json={"decision": "approve"}, headers=beta)
+    assert foreign.status_code == 404 and approval_id in foreign.json()["message"]
+    no_action = client.get("/tools/approvals", headers={"X-API-Key": "viewer-key-0123456789"})
+    assert no_action.status_code == 403 and "approve" in no_action.json()["message"]
+    operator = {"X-API-Key": "operator-key-0123456789"}
+    assert [
+        a["approval_id"] for a in client.get("/tools/approvals", headers=operator).json()["approvals"]
+    ] == [approval_id]
+    mine = client.post(f"/tools/approvals/{approval_id}", json={"decision": "approve"}, headers=alpha)
+    assert mine.status_code == 200 and mine.json()["approval"]["decided_by"] == "alpha"
+    assert out.read_text().splitlines() == ["a"]
+    executor.close()
+
+
+def test_a_user_quota_over_http_counts_each_x_echo_user_apart(tmp_path: Path) -> None:
+    from echo_tools import ApiSettings, EgressPolicy, ToolExecutor
+
+    registry = ToolRegistry(storage_dir=tmp_path / "home", allowed_modules=[FIXTURES])
+    registry.register(
+        {
+            "name": "Per User",
+            "tool_type": "local",
+            "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}},
+            "execution_config": {"module": f"{FIXTURES}.basic", "function": "as_text"},
+            "quotas": [{"limit": 2, "per_s": 60, "scope": "user"}],
+        }
+    )
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    client = TestClient(
+        create_app(registry, executor, ApiSettings(api_key="operator-key-0123456789")),
+        base_url="http://127.0.0.1",
+    )
+
+    def call(user: str) -> int:
+        headers = {"X-API-Key": "operator-key-0123456789", "X-Echo-User": user}
+        return client.post("/tools/invoke/Per User", json={"word": "w"}, headers=headers).status_code
+
+    assert [call("ann"), call("ann"), call("ann"), call("ben")] == [200, 200, 429, 200]
+    executor.close()
