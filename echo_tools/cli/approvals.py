@@ -80,7 +80,16 @@ def cmd_decide(args: argparse.Namespace) -> int:
         print_json(result.model_dump(mode="json"))
         return 0 if result.success else 1
     if record.kind == "run" and record.run_id:
-        return _resume(args, record.run_id, decision, edits)
+        from echo_tools.cli.history import run_history
+
+        history = run_history(args, required=False)
+        if history is not None and history.run(record.run_id) is not None:  # a recorded workflow run
+            return _resume(args, record.run_id, decision, edits)
+        # a graph of the host's own (create_agent, a StateGraph): the host resumes it
+        sys.stdout.write(
+            f"run {record.run_id} is not a recorded workflow run: resume its graph with "
+            'Command(resume="decided") to carry the decision on\n'
+        )
     return 0
 
 
