@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from echo_tools import gate, retry
 from echo_tools.backends.base import BackendOutput
@@ -39,7 +39,7 @@ from echo_tools.errors import (
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, format_call_id, next_call_number
 from echo_tools.governance.hooks import ToolCall
-from echo_tools.governance.stage import Governance
+from echo_tools.governance.stage import OFF_LOOP, Governance
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import MetricsRecorder
@@ -206,13 +206,18 @@ class ToolExecutor:
         # hooks, approval, quotas (`echo_tools.governance`): may deny, change, hold or answer the call
         governed = None
         if self.governance.applies(tool):
-            governed = ToolCall(tool, args, context, str(call_id))
-            verdict = await self.governance.before(governed, lambda a: self._checked_input(route, a), on_loop)
+            governed = ToolCall(tool, args, context, call_id)
+            # arguments a hook replaces, or a reviewer edits, are validated again (steps 3-4)
+            verdict = self.governance.before(governed, lambda a: self._checked_input(route, a), on_loop)
+            if verdict is OFF_LOOP:  # the approval store or the quota counter is a database
+                verdict = await self.governance.before_off_loop(
+                    governed, lambda a: self._checked_input(route, a)
+                )
             if isinstance(verdict, ToolError):
                 return self._refuse(tool, ref, args, verdict, context, started, on_loop, call_id)
             if isinstance(verdict, ToolResult):  # the approved call ran before: its result, not a second run
                 return verdict
-            args = verdict
+            args = cast("dict[str, Any]", verdict)
         # 5. announce the call
         fields = None
         if self.events.sinks:
@@ -226,7 +231,7 @@ class ToolExecutor:
             if hit is not None:
                 kept = BackendOutput(hit.output, {**hit.metadata, "cached": True})
                 result = self._finish(route, args, context, started, fields, on_loop, kept, None, 0, call_id)
-                return result if governed is None else await self.governance.after(governed, result, on_loop)
+                return result if governed is None else self.governance.after(governed, result)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
         timeout_ms = context.timeout_ms or tool.timeout_ms
         output: Any = None
@@ -258,7 +263,7 @@ class ToolExecutor:
         if cache_key is not None and result.success and route.cache_ttl_s is not None:
             self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
         if governed is not None:  # the hooks' `after`, and the result kept with the call's approval
-            result = await self.governance.after(governed, result, on_loop)
+            result = self.governance.after(governed, result)
         return result
 
     def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from echo_tools.errors import ToolDeniedError, ToolError
+from echo_tools.events import format_call_id
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolCall:
     """One call as hooks, approval policies and quotas see it: the tool, its validated arguments, the
     caller's context (ids, `user_id`, grants) and the call's id."""
@@ -34,9 +35,15 @@ class ToolCall:
     tool: ToolDef
     args: dict[str, Any]
     context: ToolContext
-    call_id: str = ""
+    number: str | int = ""  # the executor's call id (a number until it is read, as events do)
     # set by the governance stage: the approval this call runs under, once approved
     approval_id: str | None = field(default=None, repr=False)
+
+    @property
+    def call_id(self) -> str:
+        """The call's id, as its events carry it."""
+        number = self.number
+        return number if isinstance(number, str) else format_call_id(number)
 
     @property
     def tool_id(self) -> str:
@@ -97,46 +104,40 @@ def run_before(
 
     `validate` checks replaced arguments against the tool's schema (steps 3-4 again).
     """
-    tool_id = call.tool.tool_id
     for hook in hooks:
         before = getattr(hook, "before", None)
         if before is None:
             continue
-        name = hook_name(hook)
         try:
             verdict = before(call)
         except Exception as exc:  # boundary: a failing hook fails the call closed, named
-            return ToolDeniedError(
-                f"Tool {tool_id!r}: hook {name!r} raised {type(exc).__name__}: {exc}; the call was not run",
-                tool_id=tool_id,
-                field="hook",
-                hook=name,
-            )
+            return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")
         if verdict is None:
             continue
         if isinstance(verdict, Deny):
-            return ToolDeniedError(
-                f"Tool {tool_id!r}: denied by hook {name!r}: {verdict.reason}",
-                tool_id=tool_id,
-                field="hook",
-                hook=name,
-            )
+            return _denied(call, hook, verdict.reason, denied=True)
         if isinstance(verdict, Replace):
             checked = validate(dict(verdict.args))
             if isinstance(checked, ToolError):
-                checked.message = f"{checked.message} (arguments replaced by hook {name!r})"
+                checked.message = f"{checked.message} (arguments replaced by hook {hook_name(hook)!r})"
                 checked.args = (checked.message,)
                 return checked
             call.args = checked
             continue
-        return ToolDeniedError(
-            f"Tool {tool_id!r}: hook {name!r} returned {verdict!r:.80}; before() must return None, "
-            "Deny(reason) or Replace(args); the call was not run",
-            tool_id=tool_id,
-            field="hook",
-            hook=name,
-        )
+        what = f"returned {verdict!r:.80}; before() must return None, Deny(reason) or Replace(args)"
+        return _denied(call, hook, f"{what}; the call was not run")
     return call.args
+
+
+def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> ToolDeniedError:
+    name = hook_name(hook)
+    tool_id = call.tool.tool_id
+    message = (
+        f"Tool {tool_id!r}: denied by hook {name!r}: {text}"
+        if denied
+        else f"Tool {tool_id!r}: hook {name!r} {text}"
+    )
+    return ToolDeniedError(message, tool_id=tool_id, field="hook", hook=name)
 
 
 def run_after(hooks: Sequence[Any], call: ToolCall, result: ToolResult) -> ToolResult:
@@ -145,15 +146,15 @@ def run_after(hooks: Sequence[Any], call: ToolCall, result: ToolResult) -> ToolR
         after = getattr(hook, "after", None)
         if after is None:
             continue
-        name = hook_name(hook)
         try:
             replaced = after(call, result)
         except Exception as exc:  # boundary: a failing hook fails the call closed, named
-            replaced = _withheld(result, name, f"raised {type(exc).__name__}: {exc}")
+            replaced = _withheld(result, hook_name(hook), f"raised {type(exc).__name__}: {exc}")
         if replaced is None:
             continue
         if not isinstance(replaced, ToolResult):
-            replaced = _withheld(result, name, f"returned {replaced!r:.80} instead of a ToolResult or None")
+            what = f"returned {replaced!r:.80} instead of a ToolResult or None"
+            replaced = _withheld(result, hook_name(hook), what)
         result = replaced
     return result
 

@@ -64,14 +64,17 @@ class MemoryQuotaCounter:
             return max(hits[0] + per_s - now, 0.001)
 
 
+_TOOL, _USER, _RUN = QuotaScope.TOOL, QuotaScope.USER, QuotaScope.RUN  # enum members, read once
+
+
 def scope_value(scope: QuotaScope, call: ToolCall) -> str:
     """What a call is counted under for `scope` (a principal name, a user id, a run id; "" for none)."""
-    if scope is QuotaScope.TOOL:
+    if scope is _TOOL:
         return ""
     context = call.context
-    if scope is QuotaScope.USER:
+    if scope is _USER:
         return context.user_id or ""
-    if scope is QuotaScope.RUN:
+    if scope is _RUN:
         return context.run_id or ""
     principal = getattr(context, "principal", None)  # set by the gate (`echo_tools.gate`) when present
     name = getattr(principal, "name", principal)
@@ -80,15 +83,18 @@ def scope_value(scope: QuotaScope, call: ToolCall) -> str:
 
 def quota_key(quota: Quota, call: ToolCall, tool_id: str | None) -> str:
     """The counter key of `quota` for `call`: the tool (or `*` for an executor quota), scope and window."""
-    return (
-        f"{tool_id or '*'}|{quota.scope.value}:{scope_value(quota.scope, call)}|{quota.limit}/{quota.per_s:g}"
-    )
+    prefix, suffix = _key_parts(quota, tool_id)
+    return prefix + scope_value(quota.scope, call) + suffix
+
+
+def _key_parts(quota: Quota, tool_id: str | None) -> tuple[str, str]:
+    return f"{tool_id or '*'}|{quota.scope.value}:", f"|{quota.limit}/{quota.per_s:g}"
 
 
 def quota_error(call: ToolCall, quota: Quota, retry_after_s: float, where: str) -> QuotaExceededError:
     """The error of a call over `quota` (`where`: "tool" or "executor"), naming the quota and its scope."""
     value = scope_value(quota.scope, call)
-    whose = f" for {quota.scope.value} {value!r}" if quota.scope is not QuotaScope.TOOL else ""
+    whose = f" for {quota.scope.value} {value!r}" if quota.scope is not _TOOL else ""
     retry = round(retry_after_s, 3)
     return QuotaExceededError(
         f"Tool {call.tool_id!r}: over the {where} quota of {quota.limit} calls per {quota.per_s:g} s{whose}; "
@@ -100,13 +106,29 @@ def quota_error(call: ToolCall, quota: Quota, retry_after_s: float, where: str) 
     )
 
 
-def take_all(
-    counter: QuotaCounter, call: ToolCall, tool_quotas: Iterable[Quota], executor_quotas: Iterable[Quota]
-) -> QuotaExceededError | None:
-    """Count the call against every quota that applies, or the error of the first one it is over."""
-    for quotas, tool_id, where in ((tool_quotas, call.tool_id, "tool"), (executor_quotas, None, "executor")):
-        for quota in quotas:
-            wait = counter.take(quota_key(quota, call, tool_id), quota.limit, quota.per_s)
-            if wait > 0:
-                return quota_error(call, quota, wait, where)
+# what one tool's calls are counted against: (quota, key prefix, key suffix, where), worked out once
+QuotaPlan = tuple[tuple[Quota, str, str, str], ...]
+
+
+def quota_plan(tool_id: str, tool_quotas: Iterable[Quota], executor_quotas: Iterable[Quota]) -> QuotaPlan:
+    """The quotas a call of `tool_id` is counted against: the tool's own, then the executor's."""
+    plan = [(q, *_key_parts(q, tool_id), "tool") for q in tool_quotas]
+    plan += [(q, *_key_parts(q, None), "executor") for q in executor_quotas]
+    return tuple(plan)
+
+
+def take_all(counter: QuotaCounter, call: ToolCall, plan: QuotaPlan) -> QuotaExceededError | None:
+    """Count the call against every quota of `plan`, or the error of the first one it is over."""
+    context = call.context
+    for quota, prefix, suffix, where in plan:
+        scope = quota.scope
+        if scope is _TOOL:
+            value = ""
+        elif scope is _USER:
+            value = context.user_id or ""
+        else:
+            value = scope_value(scope, call)
+        wait = counter.take(prefix + value + suffix, quota.limit, quota.per_s)
+        if wait > 0:
+            return quota_error(call, quota, wait, where)
     return None

@@ -23,7 +23,7 @@ from echo_tools.errors import (
 )
 from echo_tools.governance import approvals as ap
 from echo_tools.governance.hooks import ToolCall, check_hook, run_after, run_before
-from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter, take_all
+from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter, QuotaPlan, quota_plan, take_all
 from echo_tools.models import Approval, Quota, ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class _Grant:
         self.approval_id, self.tool_id, self.used = approval_id, tool_id, False
 
 
+OFF_LOOP = object()  # `before`'s answer when the rest must wait for a database, off the event loop
 _GRANT: contextvars.ContextVar[_Grant | None] = contextvars.ContextVar(
     "echo_tools_approval_grant", default=None
 )
@@ -63,6 +64,7 @@ class Governance:
         self.quotas = tuple(Quota.model_validate(q) for q in quotas)
         self.counter: QuotaCounter = quota_counter if quota_counter is not None else MemoryQuotaCounter()
         self.active = False
+        self._plans: dict[str, tuple[ToolDef, QuotaPlan]] = {}  # per tool version: what it is counted against
         self._refresh()
 
     def _refresh(self) -> None:
@@ -82,29 +84,49 @@ class Governance:
 
     # -- before the tool runs ------------------------------------------------------------------------
 
-    async def before(
+    def before(
         self, call: ToolCall, validate: Validate, on_loop: bool
-    ) -> dict[str, Any] | ToolError | ToolResult:
-        """The arguments the call runs with, the error that stops it, or the result it already had."""
+    ) -> dict[str, Any] | ToolError | ToolResult | object:
+        """The arguments the call runs with, the error that stops it, or the result it already had; or
+        `OFF_LOOP` when the rest must wait for a database: then await `before_off_loop`."""
         if self.hooks:
             checked = run_before(self.hooks, call, validate)
             if isinstance(checked, ToolError):
                 return checked
-        blocking = self.approvals.blocking or self.counter.blocking
-        if on_loop and blocking:  # a database answers: wait for it off the event loop
-            return await asyncio.to_thread(
-                contextvars.copy_context().run, self._approve_and_count, call, validate
-            )
+        if on_loop and (self.approvals.blocking or self.counter.blocking) and self._asks(call):
+            return OFF_LOOP
         return self._approve_and_count(call, validate)
+
+    async def before_off_loop(
+        self, call: ToolCall, validate: Validate
+    ) -> dict[str, Any] | ToolError | ToolResult:
+        """The approval and quota part of `before`, in a worker thread (in the caller's context)."""
+        return await asyncio.to_thread(
+            contextvars.copy_context().run, self._approve_and_count, call, validate
+        )
+
+    def _asks(self, call: ToolCall) -> bool:
+        """Whether the call needs the approval store or the quota counter at all."""
+        tool = call.tool
+        return bool(
+            self.quotas
+            or tool.quotas
+            or self.approval_policy
+            or tool.approval is not Approval.NEVER
+            or _GRANT.get() is not None
+        )
 
     def _approve_and_count(
         self, call: ToolCall, validate: Validate
     ) -> dict[str, Any] | ToolError | ToolResult:
         grant = _GRANT.get()
-        if grant is not None and not grant.used and grant.tool_id == call.tool_id:
+        tool = call.tool
+        if grant is not None and not grant.used and grant.tool_id == tool.tool_id:
             grant.used = True  # the call `decide` approved; the tools it calls in turn ask for themselves
             call.approval_id = grant.approval_id
-        elif ap.needs_approval(call.tool, call, self.approval_policy):
+        elif (self.approval_policy is not None or tool.approval is not Approval.NEVER) and ap.needs_approval(
+            tool, call, self.approval_policy
+        ):
             answer = self._approval(call, validate)
             if answer is not None:
                 return answer
@@ -112,8 +134,11 @@ class Governance:
             record = self.approvals.get(call.approval_id)
             if record is not None and record.status == ap.DONE:
                 return self._ran_already(call)
-        if self.quotas or call.tool.quotas:
-            over = take_all(self.counter, call, call.tool.quotas, self.quotas)
+        if self.quotas or tool.quotas:
+            plan = self._plans.get(tool.tool_id)
+            if plan is None or plan[0] is not tool:  # a new tool, or a new version of it
+                plan = self._plans[tool.tool_id] = (tool, quota_plan(tool.tool_id, tool.quotas, self.quotas))
+            over = take_all(self.counter, call, plan[1])
             if over is not None:
                 return over
         if call.approval_id is not None and not self.approvals.claim(call.approval_id):
@@ -213,16 +238,13 @@ class Governance:
 
     # -- after the tool ran --------------------------------------------------------------------------
 
-    async def after(self, call: ToolCall, result: ToolResult, on_loop: bool) -> ToolResult:
-        """The result the caller gets (every `after` hook applied); kept with the call's approval."""
+    def after(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """The result the caller gets (every `after` hook applied); kept with the call's approval (one
+        update of the store, for an approved call only)."""
         if self.hooks:
             result = run_after(self.hooks, call, result)
         if call.approval_id is not None:
-            kept = result.model_dump(mode="json")
-            if on_loop and self.approvals.blocking:
-                await asyncio.to_thread(self.approvals.finish, call.approval_id, kept)
-            else:
-                self.approvals.finish(call.approval_id, kept)
+            self.approvals.finish(call.approval_id, result.model_dump(mode="json"))
             result.metadata = {**result.metadata, "approval_id": call.approval_id}
         return result
 
