@@ -203,13 +203,11 @@ class ToolExecutor:
             return self._refuse(tool, ref, input_data, args, context, started, on_loop, call_id)
         if self.replay is not None:  # 5-9 answered from a recorded run: no tool runs
             return self.replay.answer(self, tool, args, _ids(context), call_id, on_loop)
-        # hooks, approval, quotas (`echo_tools.governance`): may deny, change, hold or answer the call
-        governed = None
+        governed = None  # hooks, approval, quotas (`echo_tools.governance`): may deny, change, hold, answer
         if self.governance.applies(tool):
-            governed = ToolCall(tool, args, context, call_id)
-            # arguments a hook replaces, or a reviewer edits, are validated again (steps 3-4)
+            governed = ToolCall(tool, args, context, call_id)  # replaced or edited args: validated again
             verdict = self.governance.before(governed, lambda a: self._checked_input(route, a), on_loop)
-            if verdict is OFF_LOOP:  # the approval store or the quota counter is a database
+            if verdict is OFF_LOOP:  # a database answers (approvals, quota counts): wait off the loop
                 verdict = await self.governance.before_off_loop(
                     governed, lambda a: self._checked_input(route, a)
                 )

@@ -9,6 +9,8 @@ Bob's (or one without a user) sees "does not exist", never Alice's secret.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
+from typing import Any
 
 from echo_tools.credentials.fields import CredentialError
 
@@ -40,3 +42,14 @@ def split_key(key: str) -> tuple[str, str | None]:
     """(name, user id or None) of a store key."""
     name, mark, user = key.partition(USER_MARK)
     return (name, user) if mark else (key, None)
+
+
+def listed_order(item: tuple[str, Any]) -> tuple[str, str]:
+    """How `CredentialStore.list` orders its entries: by name, the shared one before the users' own."""
+    name, user = split_key(item[0])
+    return name, user or ""
+
+
+def shared_names(entries: Mapping[str, Any]) -> list[str]:
+    """The names an error may list: the shared credentials (an end user's own are nobody else's business)."""
+    return sorted(k for k in entries if split_key(k)[1] is None)

@@ -368,7 +368,7 @@ class CredentialStore:
         """Every credential's name and type (and `user_id` for an end user's own), sorted by name (no key
         needed, no secret shown)."""
         listed = []
-        for key, entry in sorted(self._entries().items(), key=_listed_order):
+        for key, entry in sorted(self._entries().items(), key=listed_order):
             name, user = split_key(key)
             listed.append({"name": name, "type": entry["type"], **({"user_id": user} if user else {})})
         return listed
@@ -493,7 +493,7 @@ class CredentialStore:
             whose = f"Tool {tool_id!r}: " if tool_id else ""
             raise CredentialError(
                 f"{whose}credential {name!r} does not exist; add it with "
-                f"`echo-tools credentials set {name} ...` (known: {_shared_names(entries) or 'none'})",
+                f"`echo-tools credentials set {name} ...` (known: {shared_names(entries) or 'none'})",
                 tool_id=tool_id,
                 field="execution_config.credential",
             )
@@ -594,14 +594,4 @@ class CredentialStore:
 
 
 from echo_tools.credentials.binding import check_tool_credential, credential_for  # noqa: E402
-from echo_tools.credentials.per_user import split_key, user_key  # noqa: E402
-
-
-def _listed_order(item: tuple[str, Any]) -> tuple[str, str]:
-    name, user = split_key(item[0])
-    return name, user or ""
-
-
-def _shared_names(entries: Mapping[str, Any]) -> builtins.list[str]:
-    """The names an error may list: the shared credentials (an end user's own are nobody else's business)."""
-    return sorted(k for k in entries if split_key(k)[1] is None)
+from echo_tools.credentials.per_user import listed_order, shared_names, split_key, user_key  # noqa: E402

@@ -60,7 +60,7 @@ class ApprovalDecisionError(ToolError, error_type="validation"):
         self.approval_id = approval_id
 
 
-def _now() -> str:
+def now_text() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -77,7 +77,7 @@ class ApprovalRecord:
     kind: str = "call"
     status: str = PENDING
     owner: str | None = None
-    created_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=now_text)
     decided_at: str | None = None
     decided_by: str | None = None
     decision: str | None = None

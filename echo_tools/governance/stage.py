@@ -300,7 +300,7 @@ class Governance:
             )  # fmt: skip
         record.status = ap.REJECTED if decision == "reject" else ap.APPROVED
         record.decision, record.decided_by, record.comment = decision, by or principal, comment
-        record.decided_at = ap._now()
+        record.decided_at = ap.now_text()
         if not self.approvals.decide(record):  # another decision came first
             latest = self.approvals.get(approval_id)
             raise _decided(latest if latest is not None else record)
