@@ -162,14 +162,18 @@ def to_langchain_tool(
     def func(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
         call_id = getattr(runtime, "tool_call_id", None)
         args, call_ctx = view.call_args(kwargs), _with_call_id(ctx, call_id)
-        # inside a graph run the events go to its custom stream
-        result = _call_blocking(executor, tool_id, args, call_ctx, _stream_writer())
+        # inside a graph run the events go to its custom stream; an approval or an MCP server's question
+        # pauses the run (LangGraph interrupt), as in our own tool node
+        with graph_pauses():
+            result = _call_blocking(executor, tool_id, args, call_ctx, _stream_writer())
         return respond(result, call_id)
 
     async def coroutine(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
         call_id = getattr(runtime, "tool_call_id", None)
         work = executor.invoke(tool_id, view.call_args(kwargs), _with_call_id(ctx, call_id))
-        return respond(await _streamed(_stream_writer(), work), call_id)
+        with graph_pauses():
+            result = await _streamed(_stream_writer(), work)
+        return respond(result, call_id)
 
     _forward_events(executor)
     # Real annotation objects, not `from __future__` strings: LangChain inspects `func`'s type hints on
