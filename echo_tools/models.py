@@ -146,6 +146,8 @@ class ToolDef(BaseModel):
     determinism: Determinism = Determinism.NONDETERMINISTIC
     # a deterministic, pure tool's results are reused for this many seconds; None: never cached
     cache_ttl_s: float | None = Field(default=None, ge=0, le=86_400 * 30)
+    # added in-process (`ToolRegistry.add`): held in memory only, never stored, never creatable over HTTP
+    ephemeral: bool = Field(default=False, exclude=True)
 
     # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)

@@ -9,6 +9,7 @@ rules for definitions that arrived over HTTP (see `echo_tools.trust`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -32,6 +33,7 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent
+from echo_tools.in_process import InProcessTool
 from echo_tools.models import ToolDef, ToolSource, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_depth, check_schema, compiled, normalize_args
 from echo_tools.skills import check_skill_tools
@@ -151,6 +153,7 @@ class ToolRegistry:
         self._discovery_problems: list[Problem] = []
         self._adopted: dict[str, ToolDef] = {}  # manifests used over files the host wrote (discovery)
         self.mcp_servers: dict[str, dict[str, Any]] = {}
+        self._in_process: dict[str, InProcessTool] = {}  # tools added by `add`: memory only
         self._credentials: Any = None  # a CredentialStore, made when first used (echo_tools.credentials)
         if self.storage is not None:
             self.reload()
@@ -186,9 +189,10 @@ class ToolRegistry:
             tools, problems = self.storage.load_all()
             if self.storage.stale_temp_files or not self.storage.index_matches(t.tool_id for t in tools):
                 self._repair_index()
-            by_id: dict[str, ToolDef] = {}
-            keys: dict[str, str] = {}
-            aliases: dict[str, frozenset[str]] = {}
+            # the in-process tools (`add`) stand over the store: a stored file clashing with one is refused
+            by_id: dict[str, ToolDef] = {i: e.tool for i, e in self._in_process.items()}
+            aliases: dict[str, frozenset[str]] = {i: t.lookup_keys() for i, t in by_id.items()}
+            keys: dict[str, str] = {key: i for i, found in aliases.items() for key in found}
             tools = [with_trust_tags(tool) for tool in tools]  # EchoAI's files carry no source tag
             if self._adopted:  # manifests used over a host's store (see `_adopt`) stand after a re-read
                 stored = {t.tool_id for t in tools}
@@ -241,6 +245,8 @@ class ToolRegistry:
 
     def _load_time_refusal(self, tool: ToolDef) -> str | None:
         # A stored file may have been edited by hand: apply the same module allow-list as registration.
+        if tool.tool_id in self._in_process:
+            return f"refused: tool_id {tool.tool_id!r} is an in-process tool of this registry (registry.add)"
         try:
             check_execution_config(tool, self._allowed_modules)
         except ToolRegistrationError as exc:
@@ -261,6 +267,50 @@ class ToolRegistry:
         return [*self._problems, *self._discovery_problems]
 
     # -- registration --------------------------------------------------------------------------------
+
+    def add(self, obj: Any, **fields: Any) -> ToolDef:
+        """Make a tool of a live Python object and add it to this catalogue, in memory only.
+
+        `obj` is a function or closure (any module, `__main__` included), a bound method, an `@tool`
+        function, a LangChain `BaseTool` instance or a CrewAI `BaseTool` instance. The tool's `source`
+        is `python` and it is `ephemeral`: never written to the store, gone with this registry, never
+        creatable or replaceable over HTTP. No `allowed_modules` applies: the host runs its own code.
+        Adding an object of the same name again replaces the in-process tool.
+
+        Args:
+            obj: the object; its type hints and docstring (or the framework tool's schema) give the schema.
+            **fields: `ToolDef` fields to set (`name`, `description`, `tags`, `timeout_ms`, `side_effect`...).
+
+        Raises:
+            ToolRegistrationError: `obj` cannot be a tool (what it got and what is accepted are named),
+                or its schema is invalid.
+            ToolNameConflictError: a stored tool has the same id or name.
+        """
+        from echo_tools.in_process import in_process_tool
+
+        entry = in_process_tool(obj, **fields)
+        tool = with_trust_tags(entry.tool)
+        entry = dataclasses.replace(entry, tool=tool)
+        for field in ("input_schema", "output_schema"):
+            check_schema(getattr(tool, field), field=field, tool_id=tool.tool_id)
+        with self._lock:
+            current = self._tools.get(tool.tool_id)
+            clash = self._clash(tool)
+            if clash or (current is not None and not current.ephemeral):
+                raise ToolNameConflictError(
+                    clash or f"tool_id {tool.tool_id!r} is a stored tool; add this one under another name",
+                    tool_id=tool.tool_id,
+                    field="name",
+                )
+            self._in_process[tool.tool_id] = entry
+            self._put(tool)
+        self._announce(tool, "updated" if current is not None else "registered")
+        return tool
+
+    def in_process(self, tool: ToolDef) -> InProcessTool | None:
+        """The object behind an in-process tool (`add`), for this very definition; None otherwise."""
+        entry = self._in_process.get(tool.tool_id)
+        return entry if entry is not None and entry.tool is tool else None
 
     def register(self, tool: ToolDef | Mapping[str, Any]) -> dict[str, str]:
         """Check and store a tool; returns `{"tool_id", "status": "registered" | "updated"}`.
@@ -339,6 +389,14 @@ class ToolRegistry:
             self._check(tool, checked)
         with self._lock:
             currents = [self._tools.get(tool.tool_id) for tool in batch]
+            for current in currents:
+                if current is not None and current.ephemeral:
+                    raise ToolNameConflictError(
+                        f"tool_id {current.tool_id!r} is an in-process tool (registry.add); a batch cannot "
+                        "replace it",
+                        tool_id=current.tool_id,
+                        field="tool_id",
+                    )
             if replaces is not None:
                 for current in currents:
                     if current is not None:
@@ -386,6 +444,13 @@ class ToolRegistry:
             current = self._tools.get(tool.tool_id)
             if guard is not None and current is not None:
                 guard(current)
+            if current is not None and current.ephemeral:
+                raise ToolNameConflictError(
+                    f"tool_id {tool.tool_id!r} is an in-process tool (registry.add); it cannot be replaced "
+                    "by a stored one: register under another tool_id",
+                    tool_id=tool.tool_id,
+                    field="tool_id",
+                )
             existed = current is not None
             if self.storage is not None:
                 existed = existed or self.storage.path_for(tool.tool_id).exists()
@@ -415,6 +480,14 @@ class ToolRegistry:
         )
 
     def _coerce(self, tool: ToolDef | Mapping[str, Any], source: ToolSource | None = None) -> ToolDef:
+        if (isinstance(tool, ToolDef) and tool.ephemeral) or (
+            isinstance(tool, Mapping) and tool.get("ephemeral")
+        ):
+            raise ToolRegistrationError(
+                "an ephemeral tool cannot be registered or stored: in-process tools are added with "
+                "registry.add(obj) in the process that runs them",
+                field="ephemeral",
+            )
         if isinstance(tool, ToolDef):
             _check_depths(tool.tool_id, {name: getattr(tool, name) for name in _JSON_FIELDS})
             # re-validated from its dump: a ToolDef is mutable, and `tool.tool_id = "../x"` skips validation
@@ -485,6 +558,7 @@ class ToolRegistry:
         self._aliases[tool_id] = new_keys
 
     def _drop(self, tool_id: str) -> None:
+        self._in_process.pop(tool_id, None)
         self._tools.pop(tool_id, None)
         for key in self._aliases.pop(tool_id, frozenset()):
             if self._keys.get(key) == tool_id:

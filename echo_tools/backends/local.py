@@ -53,7 +53,10 @@ class LocalBackend(ToolBackend):
         with self._lock:
             plan = self._plans.get(tool.tool_id)
             if plan is None or plan.tool is not tool:
-                if tool.execution_config.get("isolation") == "process":
+                entry = self.executor.registry.in_process(tool)
+                if entry is not None:  # an object added in-process (`ToolRegistry.add`): no import
+                    plan = CallPlan(tool, entry.fn, entry.is_async, entry.style)
+                elif tool.execution_config.get("isolation") == "process":
                     from echo_tools.backends._isolated import check_function
 
                     plan = check_function(tool, self.executor.registry.allowed_modules)
