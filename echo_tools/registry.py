@@ -154,6 +154,8 @@ class ToolRegistry:
         self._adopted: dict[str, ToolDef] = {}  # manifests used over files the host wrote (discovery)
         self.mcp_servers: dict[str, dict[str, Any]] = {}
         self._in_process: dict[str, InProcessTool] = {}  # tools added by `add`: memory only
+        self._generation = 0  # counts changes to `_tools` in place, for the search index
+        self._index: tuple[Any, int, Any] | None = None  # (tools dict, generation, SearchIndex)
         self._credentials: Any = None  # a CredentialStore, made when first used (echo_tools.credentials)
         if self.storage is not None:
             self.reload()
@@ -556,6 +558,7 @@ class ToolRegistry:
             if self._keys.get(key) == tool_id:
                 del self._keys[key]
         self._aliases[tool_id] = new_keys
+        self._generation += 1  # after the change: a search index built meanwhile is rebuilt
 
     def _drop(self, tool_id: str) -> None:
         self._in_process.pop(tool_id, None)
@@ -563,6 +566,7 @@ class ToolRegistry:
         for key in self._aliases.pop(tool_id, frozenset()):
             if self._keys.get(key) == tool_id:
                 del self._keys[key]
+        self._generation += 1
 
     def delete(self, tool_id: str) -> bool:
         """Remove a tool from the catalogue and storage; False when it was not there."""
@@ -698,8 +702,25 @@ class ToolRegistry:
                 out.append(tool)
         return out
 
-    def search(self, query: str) -> list[ToolDef]:
-        """Tools whose id, name, description or tags contain every word of `query` (case-insensitive)."""
+    def search(self, query: str, k: int | None = None) -> list[ToolDef]:
+        """Find tools by what they do.
+
+        With `k`: the `k` most relevant tools, best first, ranked by BM25 over name, description, tags
+        and capabilities (`echo_tools.tool_search`; a word no tool has matches the words it begins).
+        Without: every tool whose id, name, description or tags contain every word of `query`
+        (case-insensitive), by id (what `/tools/search` answers).
+
+        Raises:
+            ToolValidationError: the query is longer than 500 characters, or `k` is not 1 to 100.
+        """
+        from echo_tools.tool_search import check_query
+
+        check_query(query, 1 if k is None else k)
+        if k is not None:
+            tools = self._tools
+            return [
+                tools[tool_id] for tool_id, _ in self._search_index().search(query, k) if tool_id in tools
+            ]
         words = query.casefold().split()
         out = []
         for tool in self.list_all():
@@ -707,6 +728,17 @@ class ToolRegistry:
             if all(w in text for w in words):
                 out.append(tool)
         return out
+
+    def _search_index(self) -> Any:
+        from echo_tools.tool_search import SearchIndex
+
+        self._refresh_if_changed()
+        tools = self._tools
+        cached = self._index
+        # the dict itself, not its id: `reload` swaps in a new one, which may reuse a freed id
+        if cached is None or cached[0] is not tools or cached[1] != self._generation:
+            cached = self._index = (tools, self._generation, SearchIndex(list(tools.values())))
+        return cached[2]
 
     def get_tools_for_agent(self, refs: Iterable[str]) -> list[ToolDef]:
         """The active tools among `refs` (ids or names), in order, unknown and inactive ones left out."""
