@@ -7,9 +7,12 @@ it found on demand). The index is built on the first ranked search after the cat
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 import re
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
@@ -98,8 +101,6 @@ class SearchIndex:
             return (term,)
         if self._vocabulary is None:
             self._vocabulary = sorted(self.postings)
-        import bisect
-
         start = bisect.bisect_left(self._vocabulary, term)
         found = []
         for word in self._vocabulary[start : start + 5]:
@@ -114,8 +115,10 @@ class SearchIndex:
             for word in self._expand(term):
                 for position, weight in self.postings.get(word, ()):
                     scores[position] = scores.get(position, 0.0) + weight
-        best = sorted(scores.items(), key=lambda item: (-item[1], self.ids[item[0]]))[:k]
-        return [(self.ids[position], score) for position, score in best]
+        # the best few by score (a heap, not a sort of every match), ties by id so results are stable
+        best = heapq.nlargest(k * 2, scores.items(), key=itemgetter(1))
+        ranked = sorted(((-score, self.ids[position]) for position, score in best))[:k]
+        return [(tool_id, -negative) for negative, tool_id in ranked]
 
 
 def check_query(query: Any, k: Any) -> None:
