@@ -83,7 +83,7 @@ def _from_function(fn: Callable[..., Any], fields: dict[str, Any]) -> InProcessT
         data = {"name": name, "description": summary, "input_schema": function_schema(fn, arg_docs)}
     data.update(fields)
     tool = _definition(data, label, "function")
-    is_async = inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+    is_async = inspect.iscoroutinefunction(fn)
     return InProcessTool(tool, fn, "kwargs", is_async)
 
 

@@ -101,3 +101,27 @@ def test_a_crewai_agent_calls_a_module_function_a_closure_and_a_crewai_tool(tmp_
         for tool_id in ("tool_area", "tool_scale", "tool_word_count")
         for kind in ("tool.invoked", "tool.completed")
     ]
+
+
+def test_a_streaming_tools_chunks_reach_the_langgraph_custom_stream(tmp_path):
+    registry, executor, log = catalogue(tmp_path)
+
+    def spell(word: str):
+        """Spell a word, letter by letter."""
+        yield from word
+
+    registry.add(spell)
+    model = ScriptedChatModel(steps=[[{"name": "spell", "args": {"word": "abc"}, "id": "c1"}], "done"])
+    agent = create_agent(model, tools=to_langchain_tools(["spell"], registry, executor))
+    chunks = list(agent.stream({"messages": [HumanMessage("go")]}, stream_mode=["custom", "values"]))
+
+    custom = [(c["type"], c.get("output")) for mode, c in chunks if mode == "custom"]
+    assert custom == [
+        ("tool.invoked", None),
+        ("tool.output.delta", "a"),
+        ("tool.output.delta", "b"),
+        ("tool.output.delta", "c"),
+        ("tool.completed", "abc"),
+    ]
+    final = [c for mode, c in chunks if mode == "values"][-1]
+    assert [m.content for m in final["messages"] if isinstance(m, ToolMessage)] == ["abc"]
