@@ -54,12 +54,14 @@ if TYPE_CHECKING:
     from echo_tools.executor import ToolExecutor
     from echo_tools.ingest import tool, tool_from_crewai, tool_from_function, tool_from_langchain
     from echo_tools.otel import OpenTelemetrySink
+    from echo_tools.tool_search import search_tools_tool
 
 _LAZY = {
     "OpenTelemetrySink": "echo_tools.otel",
     "ToolExecutor": "echo_tools.executor",
     "create_app": "echo_tools.api",
     "make_router": "echo_tools.api",
+    "search_tools_tool": "echo_tools.tool_search",
     "tool": "echo_tools.ingest",
     "tool_from_crewai": "echo_tools.ingest",
     "tool_from_function": "echo_tools.ingest",
@@ -109,6 +111,7 @@ __all__ = [
     "builtin_tools_dir",
     "create_app",
     "make_router",
+    "search_tools_tool",
     "tool",
     "tool_from_crewai",
     "tool_from_function",

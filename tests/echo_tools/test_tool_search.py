@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry, builtin_tools_dir
+from echo_tools import MemoryEventLog, ToolExecutor, ToolRegistry, builtin_tools_dir, search_tools_tool
 from echo_tools.errors import ToolValidationError
-from echo_tools.tool_search import MAX_QUERY_CHARS, search_tools_tool, stem, terms
+from echo_tools.tool_search import MAX_QUERY_CHARS, stem, terms
 
 
 def catalogue() -> ToolRegistry:
