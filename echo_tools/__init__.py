@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from echo_tools.governance import Deny, Replace, ToolCall
     from echo_tools.ingest import tool, tool_from_crewai, tool_from_function, tool_from_langchain
     from echo_tools.otel import OpenTelemetrySink
+    from echo_tools.tool_search import search_tools_tool
 
 _LAZY = {
     "Deny": "echo_tools.governance",
@@ -73,6 +74,7 @@ _LAZY = {
     "ToolExecutor": "echo_tools.executor",
     "create_app": "echo_tools.api",
     "make_router": "echo_tools.api",
+    "search_tools_tool": "echo_tools.tool_search",
     "tool": "echo_tools.ingest",
     "tool_from_crewai": "echo_tools.ingest",
     "tool_from_function": "echo_tools.ingest",
@@ -138,6 +140,7 @@ __all__ = [
     "create_app",
     "egress_client",
     "make_router",
+    "search_tools_tool",
     "tool",
     "tool_from_crewai",
     "tool_from_function",

@@ -59,6 +59,8 @@ EVENT_TYPES = (
     "tool.log",
     "tool.sampling",
     "tool.elicitation",
+    # one chunk of a streaming tool's output (a generator tool, `echo_tools.streaming`)
+    "tool.output.delta",
 )
 
 EventSink = Callable[["ToolEvent"], Any]

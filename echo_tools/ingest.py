@@ -3,7 +3,8 @@
 A function becomes a `local` tool (`{module, function}`): its type hints and Google-style docstring give
 the input schema. A LangChain or CrewAI tool becomes a `langchain` / `crewai` tool (`{module, class}` or
 `{module, factory}`) that the executor rebuilds and calls. The registry only accepts targets inside its
-`allowed_modules`, so define ingested tools in a package listed there. Frameworks are imported lazily.
+`allowed_modules`, so define ingested tools in a package listed there, or hand the object itself to
+`ToolRegistry.add` (an in-process tool, see `echo_tools.in_process`). Frameworks are imported lazily.
 """
 
 from __future__ import annotations
@@ -187,15 +188,7 @@ def _framework_tool(
         raise TypeError(f"Expected a {framework} BaseTool, its class or a factory function, got {obj!r:.100}")
     if "." in config.get("class", ""):
         raise ValueError(f"{config['class']} is a nested class; define the tool class at module level")
-    schema = getattr(instance, "args_schema", None)
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        input_schema = _strip_titles(schema.model_json_schema())
-    elif isinstance(schema, dict):
-        input_schema = schema
-    else:
-        input_schema = dict(_EMPTY_SCHEMA)
-    input_schema.setdefault("type", "object")
-    input_schema.setdefault("properties", {})
+    input_schema = instance_schema(instance)
     return ToolDef(
         tool_id=overrides.pop("tool_id", None) or "",
         name=overrides.pop("name", None) or instance.name,
@@ -205,6 +198,20 @@ def _framework_tool(
         execution_config=config,
         **overrides,
     )
+
+
+def instance_schema(instance: Any) -> dict[str, Any]:
+    """The input JSON Schema of a LangChain or CrewAI tool object, from its `args_schema`."""
+    schema = getattr(instance, "args_schema", None)
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        input_schema = _strip_titles(schema.model_json_schema())
+    elif isinstance(schema, dict):
+        input_schema = dict(schema)
+    else:
+        input_schema = dict(_EMPTY_SCHEMA)
+    input_schema.setdefault("type", "object")
+    input_schema.setdefault("properties", {})
+    return input_schema
 
 
 def tool_from_langchain(tool_or_class: Any, **overrides: Any) -> ToolDef:

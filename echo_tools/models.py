@@ -183,6 +183,8 @@ class ToolDef(BaseModel):
     quotas: list[Quota] = Field(default_factory=list)
     # the principal that registered or imported it over HTTP (`echo_tools.gate`); None: the operator's
     owner: str | None = None
+    # added in-process (`ToolRegistry.add`): held in memory only, never stored, never creatable over HTTP
+    ephemeral: bool = Field(default=False, exclude=True)
 
     # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)

@@ -9,6 +9,7 @@ rules for definitions that arrived over HTTP (see `echo_tools.trust`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -32,6 +33,7 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent
+from echo_tools.in_process import InProcessTool
 from echo_tools.models import ToolDef, ToolSource, ToolStatus, ToolType, slugify
 from echo_tools.schema import check_depth, check_schema, compiled, normalize_args
 from echo_tools.skills import check_skill_tools
@@ -151,6 +153,9 @@ class ToolRegistry:
         self._discovery_problems: list[Problem] = []
         self._adopted: dict[str, ToolDef] = {}  # manifests used over files the host wrote (discovery)
         self.mcp_servers: dict[str, dict[str, Any]] = {}
+        self._in_process: dict[str, InProcessTool] = {}  # tools added by `add`: memory only
+        self._generation = 0  # counts changes to `_tools` in place, for the search index
+        self._index: tuple[Any, int, Any] | None = None  # (tools dict, generation, SearchIndex)
         self._credentials: Any = None  # a CredentialStore, made when first used (echo_tools.credentials)
         if self.storage is not None:
             self.reload()
@@ -186,9 +191,10 @@ class ToolRegistry:
             tools, problems = self.storage.load_all()
             if self.storage.stale_temp_files or not self.storage.index_matches(t.tool_id for t in tools):
                 self._repair_index()
-            by_id: dict[str, ToolDef] = {}
-            keys: dict[str, str] = {}
-            aliases: dict[str, frozenset[str]] = {}
+            # the in-process tools (`add`) stand over the store: a stored file clashing with one is refused
+            by_id: dict[str, ToolDef] = {i: e.tool for i, e in self._in_process.items()}
+            aliases: dict[str, frozenset[str]] = {i: t.lookup_keys() for i, t in by_id.items()}
+            keys: dict[str, str] = {key: i for i, found in aliases.items() for key in found}
             tools = [with_trust_tags(tool) for tool in tools]  # EchoAI's files carry no source tag
             if self._adopted:  # manifests used over a host's store (see `_adopt`) stand after a re-read
                 stored = {t.tool_id for t in tools}
@@ -241,6 +247,8 @@ class ToolRegistry:
 
     def _load_time_refusal(self, tool: ToolDef) -> str | None:
         # A stored file may have been edited by hand: apply the same module allow-list as registration.
+        if tool.tool_id in self._in_process:
+            return f"refused: tool_id {tool.tool_id!r} is an in-process tool of this registry (registry.add)"
         try:
             check_execution_config(tool, self._allowed_modules)
         except ToolRegistrationError as exc:
@@ -261,6 +269,50 @@ class ToolRegistry:
         return [*self._problems, *self._discovery_problems]
 
     # -- registration --------------------------------------------------------------------------------
+
+    def add(self, obj: Any, **fields: Any) -> ToolDef:
+        """Make a tool of a live Python object and add it to this catalogue, in memory only.
+
+        `obj` is a function or closure (any module, `__main__` included), a bound method, an `@tool`
+        function, a LangChain `BaseTool` instance or a CrewAI `BaseTool` instance. The tool's `source`
+        is `python` and it is `ephemeral`: never written to the store, gone with this registry, never
+        creatable or replaceable over HTTP. No `allowed_modules` applies: the host runs its own code.
+        Adding an object of the same name again replaces the in-process tool.
+
+        Args:
+            obj: the object; its type hints and docstring (or the framework tool's schema) give the schema.
+            **fields: `ToolDef` fields to set (`name`, `description`, `tags`, `timeout_ms`, `side_effect`...).
+
+        Raises:
+            ToolRegistrationError: `obj` cannot be a tool (what it got and what is accepted are named),
+                or its schema is invalid.
+            ToolNameConflictError: a stored tool has the same id or name.
+        """
+        from echo_tools.in_process import in_process_tool
+
+        entry = in_process_tool(obj, **fields)
+        tool = with_trust_tags(entry.tool)
+        entry = dataclasses.replace(entry, tool=tool)
+        for field in ("input_schema", "output_schema"):
+            check_schema(getattr(tool, field), field=field, tool_id=tool.tool_id)
+        with self._lock:
+            current = self._tools.get(tool.tool_id)
+            clash = self._clash(tool)
+            if clash or (current is not None and not current.ephemeral):
+                raise ToolNameConflictError(
+                    clash or f"tool_id {tool.tool_id!r} is a stored tool; add this one under another name",
+                    tool_id=tool.tool_id,
+                    field="name",
+                )
+            self._in_process[tool.tool_id] = entry
+            self._put(tool)
+        self._announce(tool, "updated" if current is not None else "registered")
+        return tool
+
+    def in_process(self, tool: ToolDef) -> InProcessTool | None:
+        """The object behind an in-process tool (`add`), for this very definition; None otherwise."""
+        entry = self._in_process.get(tool.tool_id)
+        return entry if entry is not None and entry.tool is tool else None
 
     def register(self, tool: ToolDef | Mapping[str, Any]) -> dict[str, str]:
         """Check and store a tool; returns `{"tool_id", "status": "registered" | "updated"}`.
@@ -339,6 +391,14 @@ class ToolRegistry:
             self._check(tool, checked)
         with self._lock:
             currents = [self._tools.get(tool.tool_id) for tool in batch]
+            for current in currents:
+                if current is not None and current.ephemeral:
+                    raise ToolNameConflictError(
+                        f"tool_id {current.tool_id!r} is an in-process tool (registry.add); a batch cannot "
+                        "replace it",
+                        tool_id=current.tool_id,
+                        field="tool_id",
+                    )
             if replaces is not None:
                 for current in currents:
                     if current is not None:
@@ -386,6 +446,13 @@ class ToolRegistry:
             current = self._tools.get(tool.tool_id)
             if guard is not None and current is not None:
                 guard(current)
+            if current is not None and current.ephemeral:
+                raise ToolNameConflictError(
+                    f"tool_id {tool.tool_id!r} is an in-process tool (registry.add); it cannot be replaced "
+                    "by a stored one: register under another tool_id",
+                    tool_id=tool.tool_id,
+                    field="tool_id",
+                )
             existed = current is not None
             if self.storage is not None:
                 existed = existed or self.storage.path_for(tool.tool_id).exists()
@@ -415,6 +482,14 @@ class ToolRegistry:
         )
 
     def _coerce(self, tool: ToolDef | Mapping[str, Any], source: ToolSource | None = None) -> ToolDef:
+        if (isinstance(tool, ToolDef) and tool.ephemeral) or (
+            isinstance(tool, Mapping) and tool.get("ephemeral")
+        ):
+            raise ToolRegistrationError(
+                "an ephemeral tool cannot be registered or stored: in-process tools are added with "
+                "registry.add(obj) in the process that runs them",
+                field="ephemeral",
+            )
         if isinstance(tool, ToolDef):
             _check_depths(tool.tool_id, {name: getattr(tool, name) for name in _JSON_FIELDS})
             # re-validated from its dump: a ToolDef is mutable, and `tool.tool_id = "../x"` skips validation
@@ -483,12 +558,15 @@ class ToolRegistry:
             if self._keys.get(key) == tool_id:
                 del self._keys[key]
         self._aliases[tool_id] = new_keys
+        self._generation += 1  # after the change: a search index built meanwhile is rebuilt
 
     def _drop(self, tool_id: str) -> None:
+        self._in_process.pop(tool_id, None)
         self._tools.pop(tool_id, None)
         for key in self._aliases.pop(tool_id, frozenset()):
             if self._keys.get(key) == tool_id:
                 del self._keys[key]
+        self._generation += 1
 
     def delete(self, tool_id: str) -> bool:
         """Remove a tool from the catalogue and storage; False when it was not there."""
@@ -624,8 +702,25 @@ class ToolRegistry:
                 out.append(tool)
         return out
 
-    def search(self, query: str) -> list[ToolDef]:
-        """Tools whose id, name, description or tags contain every word of `query` (case-insensitive)."""
+    def search(self, query: str, k: int | None = None) -> list[ToolDef]:
+        """Find tools by what they do.
+
+        With `k`: the `k` most relevant tools, best first, ranked by BM25 over name, description, tags
+        and capabilities (`echo_tools.tool_search`; a word no tool has matches the words it begins).
+        Without: every tool whose id, name, description or tags contain every word of `query`
+        (case-insensitive), by id (what `/tools/search` answers).
+
+        Raises:
+            ToolValidationError: the query is longer than 500 characters, or `k` is not 1 to 100.
+        """
+        from echo_tools.tool_search import check_query
+
+        check_query(query, 1 if k is None else k)
+        if k is not None:
+            tools = self._tools
+            return [
+                tools[tool_id] for tool_id, _ in self._search_index().search(query, k) if tool_id in tools
+            ]
         words = query.casefold().split()
         out = []
         for tool in self.list_all():
@@ -633,6 +728,17 @@ class ToolRegistry:
             if all(w in text for w in words):
                 out.append(tool)
         return out
+
+    def _search_index(self) -> Any:
+        from echo_tools.tool_search import SearchIndex
+
+        self._refresh_if_changed()
+        tools = self._tools
+        cached = self._index
+        # the dict itself, not its id: `reload` swaps in a new one, which may reuse a freed id
+        if cached is None or cached[0] is not tools or cached[1] != self._generation:
+            cached = self._index = (tools, self._generation, SearchIndex(list(tools.values())))
+        return cached[2]
 
     def get_tools_for_agent(self, refs: Iterable[str]) -> list[ToolDef]:
         """The active tools among `refs` (ids or names), in order, unknown and inactive ones left out."""

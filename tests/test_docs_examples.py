@@ -243,8 +243,10 @@ def test_console_transcripts_are_read_as_commands() -> None:
 def test_the_extractor_sees_the_pages_blocks() -> None:
     readme = blocks_of(REPO_ROOT / "README.md")
     assert [(b.lang, b.saved_as) for b in readme] == [
+        ("python", None),
         ("python", "my_tools.py"),
         ("python", None),
+        ("bash", None),
         ("bash", None),
     ]
     runs = blocks_of(REPO_ROOT / "docs" / "runs.md")

@@ -18,7 +18,7 @@ from crewai.tools import BaseTool
 from crewai.tools.structured_tool import CrewStructuredTool, ToolUsageLimitExceededError
 from crewai.tools.tool_failure import ToolFailure, ToolFailureReason
 from crewai.utilities.string_utils import sanitize_tool_name
-from pydantic import Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr
 
 from echo_tools.llm_text import text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
@@ -219,11 +219,17 @@ def to_crewai_tools(
     registry: ToolRegistry,
     executor: ToolExecutor,
     context: ToolContext | Mapping[str, Any] | None = None,
-) -> list[ExecutorCrewTool]:
+    *,
+    search: bool = False,
+) -> list[BaseTool]:
     """CrewAI tools for the tools `refs` name (ids, names, `ToolDef`s, bindings or `(tool, binding)`), in order.
 
     Disabled bindings and disabled tools are left out; names are unique (a clash after CrewAI's name
     sanitizing gets a `_2` suffix), and each tool's `tool_id` maps it back to the catalogue.
+
+    With `search`, two tools follow: `search_tools` (`search_tools_tool`), and `call_tool`, which calls
+    a tool that search found, by name, through the executor. The agent then finds and uses tools on demand
+    out of a catalogue of thousands while its prompt lists only a handful.
 
     Raises:
         ToolNotFoundError: a ref names no tool.
@@ -239,4 +245,61 @@ def to_crewai_tools(
             llm_name, counter = sanitize_tool_name(f"{base}_{counter}"), counter + 1
         taken.add(llm_name)
         tools.append(to_crewai_tool(tool, executor, ctx, binding=binding, name=llm_name))
+    if search:
+        tools.extend(_search_binding(registry, executor, ctx))
     return tools
+
+
+# -- tools found on demand -------------------------------------------------------------------------------
+
+
+class _SearchCalls(_Calls):
+    """The `search_tools` binding: remembers what each search found, which `call_tool` may then call."""
+
+    __slots__ = ("found",)
+    found: set[str]
+
+    def observation(self, result: ToolResult) -> str | ToolFailure:
+        if result.success and isinstance(result.output, list):
+            self.found.update(
+                str(i["tool_id"]) for i in result.output if isinstance(i, dict) and "tool_id" in i
+            )
+        return super().observation(result)
+
+
+class _CallToolArgs(BaseModel):
+    tool_name: str = Field(description="the name of a tool that search_tools found")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="its arguments, a JSON object")
+
+
+class _FoundToolCaller(BaseTool):
+    name: str = "call_tool"
+    description: str = "Call a tool that search_tools found: give its name and its arguments."
+    args_schema: type[BaseModel] = _CallToolArgs
+    _search: _SearchCalls = PrivateAttr()
+    _registry: Any = PrivateAttr()
+
+    def _run(self, tool_name: str, arguments: dict[str, Any] | None = None) -> str | ToolFailure:
+        tool = self._registry.resolve(tool_name)
+        if tool is None or tool.tool_id not in self._search.found:
+            return ToolFailure(
+                message=f"Tool {tool_name!r} was not found by search_tools; search for what you need first.",
+                reason=ToolFailureReason.INVALID_INPUT,
+            )
+        search = self._search
+        return _Calls(search.executor, ToolView(tool), search.context, tool.llm_name).run(
+            dict(arguments or {})
+        )
+
+
+def _search_binding(registry: ToolRegistry, executor: ToolExecutor, context: ToolContext) -> list[BaseTool]:
+    from echo_tools.tool_search import search_tools_tool
+
+    found = registry.get("tool_search_tools") or search_tools_tool(registry)
+    search_tool = to_crewai_tool(found, executor, context)
+    calls = _SearchCalls(executor, ToolView(found), context, search_tool.name)
+    calls.found = set()
+    search_tool._calls = calls
+    caller = _FoundToolCaller()
+    caller._search, caller._registry = calls, registry
+    return [search_tool, caller]

@@ -227,6 +227,9 @@ class ExecutorToolNode(ToolNode):
         name: the node name.
         messages_key: the state key holding the messages.
         max_concurrency: calls of one message running at once.
+        search: bind tools on demand: the node offers a `search_tools` tool (`search_tools_tool`) and
+            every tool a search of it found, on top of `refs` (None then means none). A model that
+            re-binds `list(node)` each turn sees a handful of tools out of thousands.
     """
 
     def __init__(
@@ -240,6 +243,7 @@ class ExecutorToolNode(ToolNode):
         messages_key: str = "messages",
         max_concurrency: int = 8,
         tags: Sequence[str] | None = None,
+        search: bool = False,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
@@ -253,13 +257,35 @@ class ExecutorToolNode(ToolNode):
         self._views: dict[str, ToolView] | None = None
         self._bound: list[tuple[ToolDef, Mapping[str, Any] | None]] | None = None
         self._structured: dict[str, BaseTool] | None = None
-        if refs is not None:
-            self._views, self._bound = {}, resolve_bindings(refs, registry)
+        self._search_id: str | None = None
+        if refs is not None or search:
+            self._views, self._bound = {}, resolve_bindings(refs or (), registry)
             for tool, binding in self._bound:
-                view = ToolView(tool, binding)
-                self._views.setdefault(view.name, view)
-                self._views.setdefault(tool.tool_id, view)
+                self._bind(tool, binding)
+        if search:
+            from echo_tools.tool_search import search_tools_tool
+
+            found = registry.get("tool_search_tools") or search_tools_tool(registry)
+            self._search_id = found.tool_id
+            self._bind(found, None)
         _forward_events(executor)
+
+    def _bind(self, tool: ToolDef, binding: Mapping[str, Any] | None) -> None:
+        assert self._views is not None and self._bound is not None
+        view = ToolView(tool, binding)
+        if view.name not in self._views:
+            self._views[view.name] = view
+            self._views.setdefault(tool.tool_id, view)
+            if (tool, binding) not in self._bound:
+                self._bound.append((tool, binding))
+            self._structured = None  # rebuilt with the new tool
+
+    def _bind_found(self, result: ToolResult) -> None:
+        """The tools a `search_tools` call found become callable through this node (search=True)."""
+        for item in result.output if isinstance(result.output, list) else ():
+            tool = self.registry.get(str(item.get("tool_id"))) if isinstance(item, dict) else None
+            if tool is not None:
+                self._bind(tool, None)
 
     @property
     def tools_by_name(self) -> dict[str, BaseTool]:
@@ -327,6 +353,8 @@ class ExecutorToolNode(ToolNode):
         return ToolMessage(text, tool_call_id=call.get("id") or "", name=call["name"], status="error")
 
     def _message(self, call: dict[str, Any], view: ToolView, result: ToolResult) -> ToolMessage:
+        if self._search_id is not None and view.tool.tool_id == self._search_id and result.success:
+            self._bind_found(result)
         if result.success:
             content: str | list[Any] = content_blocks(result, view.tool, name=view.name)
         else:

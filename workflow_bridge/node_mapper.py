@@ -295,7 +295,9 @@ class NodeMapper:
         }
         if node_type in TOOL_NODE_TYPES:
             exclude = config.get("tools_exclude") or config.get("toolsExclude") or ()
-            res = resolve_tool_entries(self.registry, config.get("tools"), node_id=key, exclude=exclude)
+            res = resolve_tool_entries(
+                self.registry, config.get("tools"), node_id=key, exclude=exclude, node_name=str(name)
+            )
             diags.extend(res.diagnostics)
             agent["tools"] = res.tools
             if res.exclude:

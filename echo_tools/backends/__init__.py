@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BackendOutput", "ToolBackend", "check_execution_config", "module_allowed"]
 
-HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "TRACE")
 
 
 def _fail(tool: ToolDef, field: str, message: str) -> ToolRegistrationError:

@@ -178,6 +178,8 @@ class HttpBackend(ToolBackend):
         }
         for _ in range(MAX_REDIRECTS + 1):
             send_json = body if method not in QUERY_METHODS else None
+            # a form body, already encoded (`echo_tools.openapi.request.EncodedBody`)
+            encoded = send_json if hasattr(send_json, "content_type") else None
             own = headers if _origin(url) == origin else public
             hop_headers, hop_query = auth.add_to(url, own, query) if auth else (own, query)
             try:
@@ -185,7 +187,8 @@ class HttpBackend(ToolBackend):
                     method,
                     self._url(url),
                     params=hop_query or None,
-                    json=send_json,
+                    json=send_json if encoded is None else None,
+                    content=encoded.content if encoded is not None else None,
                     headers=hop_headers,
                     timeout=timeout,
                 )

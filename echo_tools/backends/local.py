@@ -29,6 +29,7 @@ from echo_tools.backends.python_targets import (
 )
 from echo_tools.errors import ToolError, ToolExecutionError, ToolInputRejectedError
 from echo_tools.runtime import run_in_worker, run_sync
+from echo_tools.streaming import is_streaming, stream_output
 
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # results that are never awaitable
 
@@ -53,7 +54,10 @@ class LocalBackend(ToolBackend):
         with self._lock:
             plan = self._plans.get(tool.tool_id)
             if plan is None or plan.tool is not tool:
-                if tool.execution_config.get("isolation") == "process":
+                entry = self.executor.registry.in_process(tool)
+                if entry is not None:  # an object added in-process (`ToolRegistry.add`): no import
+                    plan = CallPlan(tool, entry.fn, entry.is_async, entry.style)
+                elif tool.execution_config.get("isolation") == "process":
                     from echo_tools.backends._isolated import check_function
 
                     plan = check_function(tool, self.executor.registry.allowed_modules)
@@ -69,7 +73,7 @@ class LocalBackend(ToolBackend):
         if isolation not in ("thread", "inline"):
             return None
         plan = self.plan(tool)
-        if plan.is_async:
+        if plan.is_async or is_streaming(plan.fn):  # a stream emits events: it runs through `call`
             return None
         fn, style, model = plan.fn, plan.style, plan.model
 
@@ -100,6 +104,9 @@ class LocalBackend(ToolBackend):
             return await run_in_subprocess(tool, plan, args, self.executor.registry.allowed_modules)
         try:
             positional, keywords = plan.arguments(args)
+            if is_streaming(plan.fn):  # a generator: each chunk an event, the result the joined chunks
+                stream = plan.fn(*positional, **keywords)
+                return await stream_output(self.executor.events, tool, stream, context)
             if plan.is_async:
                 return await plan.fn(*positional, **keywords)
             if plan.isolation == "inline":

@@ -67,8 +67,14 @@ def import_module_checked(tool: ToolDef, allowed_modules: typing.Sequence[str]) 
     try:
         return importlib.import_module(module_name)
     except Exception as exc:  # boundary: the tool's module may fail to import in any way
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
+            hint = (
+                f"; is the folder holding {exc.name!r} on PYTHONPATH? (for the echo-tools command: "
+                'PYTHONPATH="$PWD:$PYTHONPATH" echo-tools ...)'
+            )
         raise ToolConfigError(
-            f"Tool {tool.tool_id!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}",
+            f"Tool {tool.tool_id!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}{hint}",
             tool_id=tool.tool_id,
             field="execution_config.module",
         ) from exc

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,10 @@ def open_registry(args: argparse.Namespace, *, strict_egress: bool = False) -> T
     from echo_tools.registry import DEFAULT_ALLOWED_MODULES, ToolRegistry
 
     tools_dir = agent_tools_dir()
-    allowed = tuple(dict.fromkeys((*DEFAULT_ALLOWED_MODULES, *allowed_modules(args))))
+    given = allowed_modules(args)
+    if given:
+        _look_in_current_folder()
+    allowed = tuple(dict.fromkeys((*DEFAULT_ALLOWED_MODULES, *given)))
     stores = pg_stores(args)
     registry = ToolRegistry(
         storage_dir=None if stores is not None else storage_dir(args),
@@ -43,6 +48,15 @@ def open_registry(args: argparse.Namespace, *, strict_egress: bool = False) -> T
     if len(registry) == 0 and tools_dir is not None:
         registry.discover_local_tools()
     return registry
+
+
+def _look_in_current_folder() -> None:
+    """Let `--allow-module my_tools` find `./my_tools.py`, as `python -m` would: the current folder is
+    searched last, after the installed packages, so it cannot shadow them (and only allowed modules are
+    ever imported for a tool)."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
 
 
 def refused_tools(registry: ToolRegistry) -> list[dict[str, str]]:

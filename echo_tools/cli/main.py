@@ -176,12 +176,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # -- parser and entry point --------------------------------------------------------------------------
 
 
+def _version_text() -> str:
+    from echo_tools import __version__
+
+    return f"{PROG} {__version__} (Python {sys.version.split()[0]})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from echo_tools.cli.parsers import SuggestingParser
 
     parser = SuggestingParser(  # usage errors say which command or option was meant
         prog=PROG, description="echo-tools: one tool catalogue and executor for EchoAI, CrewAI and LangGraph."
     )
+    parser.add_argument("--version", action="version", version=_version_text())
     parser.add_argument(
         "--storage", metavar="DIR", help="tool storage folder (default: $ECHO_TOOLS_HOME or ./.echo_tools)"
     )

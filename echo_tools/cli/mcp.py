@@ -3,7 +3,8 @@
 `add NAME -- CMD ARG...` or `add NAME --command CMD --arg A --env K=V` (stdio), or `add NAME --url URL
 --header K=V [--credential CRED | --oauth [--scope S]]` (streamable HTTP) stores the server and registers
 every tool it lists; `login NAME` runs an OAuth server's browser step again; a relative command
-(`.venv/bin/python`) is stored as an absolute path, a bare name (`npx`) as given. `load FILE` adds every
+(`.venv/bin/python`) and arguments naming files here (`notes_server.py`) are stored as absolute paths, a
+bare name (`npx`) as given. `load FILE` adds every
 server of a config file; `refresh NAME` re-lists the tools; `resources NAME` and `prompts NAME` list what
 the server offers beside its tools.
 """
@@ -49,7 +50,7 @@ def server_config(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError("mcp add needs the server: -- CMD ARG..., --command CMD, or --url URL", code=2)
     if rest or args.command:
         command, arguments = (rest[0], rest[1:] + list(args.arg)) if rest else (args.command, list(args.arg))
-        config: dict[str, Any] = {"command": absolute_command(command), "args": arguments}
+        config: dict[str, Any] = {"command": absolute_command(command), "args": absolute_files(arguments)}
         if args.env:
             config["env"] = pairs(args.env, "--env")
         return config
@@ -61,6 +62,15 @@ def server_config(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "oauth", False) or getattr(args, "scope", None):
         config["oauth"] = {"scopes": list(args.scope)} if args.scope else {}
     return config
+
+
+def absolute_files(arguments: list[str]) -> list[str]:
+    """The arguments, each naming a file of the current folder (`notes_server.py`, `conf/x.json`) made
+    absolute: the stored server is started from whatever folder a later command runs in."""
+    return [
+        os.path.abspath(a) if not a.startswith("-") and not os.path.isabs(a) and os.path.isfile(a) else a
+        for a in arguments
+    ]
 
 
 def absolute_command(command: str) -> str:

@@ -24,6 +24,7 @@ _STYLES = {
     "tool.registered": ("+", "blue"),
     "tool.progress": ("…", "dim cyan"),
     "tool.log": ("i", "dim"),
+    "tool.output.delta": ("…", "dim green"),
     "run.started": ("●", "bold"),
     "run.finished": ("●", "bold green"),
     "run.interrupted": ("‖", "bold yellow"),
@@ -123,7 +124,7 @@ class LivePrinter:
                 self._depth[call] = depth
         elif kind in ("tool.completed", "tool.failed", "tool.timeout"):
             del self._depth[call]  # its children have ended before it
-        return depth + (2 if kind in ("tool.progress", "tool.log") else 1)
+        return depth + (2 if kind in ("tool.progress", "tool.log", "tool.output.delta") else 1)
 
     def panel(self, title: str, body: str) -> None:
         with self._lock:

@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
@@ -452,6 +453,11 @@ class _Connection:
         elif isinstance(message, Exception):
             # e.g. the late answer to a request we cancelled, or a line that is not JSON-RPC
             logger.debug("MCP server %r: %s", self.name, message)
+            if not self._ready.done():  # output that is not JSON-RPC before initialize: not an MCP server
+                self.error = (
+                    f"MCP server {self.name!r} ({self.target}) is not an MCP server: {_first_line(message)}"
+                )
+                self._runner.cancel()
 
     def _log(self, params: types.LoggingMessageNotificationParams) -> None:
         # A log message names no request: it belongs to the call in flight; with several in flight on
@@ -846,3 +852,11 @@ async def list_catalogue(
             await conn.close()
 
     return await on_background_loop(run)
+
+
+def _first_line(error: Exception) -> str:
+    """What a program wrote instead of JSON-RPC, as the SDK's parse error quotes it (one line, bounded)."""
+    text = str(error)
+    found = re.search(r"input_value=('[^']*'|\"[^\"]*\")", text)
+    shown = f"it wrote {found.group(1)[:120]} on stdout" if found else text.splitlines()[0][:160]
+    return shown + " (an MCP server speaks JSON-RPC on stdout)"

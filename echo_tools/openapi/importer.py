@@ -4,8 +4,9 @@
 the registry's egress policy with a size bound), resolves its local `$ref`s (remote ones are refused,
 naming where), turns each operation's path, query and header parameters and JSON body into one input
 schema, and registers the tools (`source: openapi`, tags `provider:<provider>` and `source:openapi`).
-Importing again updates those tools and disables the ones whose operation disappeared. Operations that
-cannot be called faithfully (cookie parameters, form bodies, unsupported styles) are skipped with the reason.
+Importing again updates those tools and disables the ones whose operation disappeared. Form bodies
+(urlencoded, multipart, Swagger `formData`) and common mistakes are handled by `echo_tools.openapi.wild`.
+Operations that cannot be called faithfully (cookie parameters, unsupported styles) are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from echo_tools.openapi.document import (
     spec_version,
     without_read_only,
 )
+from echo_tools.openapi.wild import file_field, form_key, form_media, normalise_schema, swagger_form
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("echo_tools.openapi")
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
-CALLABLE_METHODS = frozenset({"get", "put", "post", "delete", "head", "patch"})
+CALLABLE_METHODS = frozenset({"get", "put", "post", "delete", "head", "patch", "trace"})
 IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})  # OpenAPI 3: these are ignored
 PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 QUERY_STYLES = frozenset({"form", "spaceDelimited", "pipeDelimited", "deepObject"})
@@ -76,6 +78,8 @@ class ImportReport:
     tools: list[ToolDef] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
+    # mistakes of the document that were normalised (`echo_tools.openapi.wild`): (pointer, what was done)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
 # -- one operation ------------------------------------------------------------------------------------
@@ -90,6 +94,8 @@ class _Operation:
     path_params: list[Any]
     op_id: str = ""
     original_id: str | None = None
+    encoding: str | None = None  # a form body's media type (`echo_tools.openapi.wild`); None: JSON
+    files: list[str] = field(default_factory=list)  # multipart fields sent as file parts
 
 
 class _Converter:
@@ -98,6 +104,7 @@ class _Converter:
         self.version = version
         self.resolver = resolver
         self.swagger = version.startswith("2")
+        self.warnings: list[tuple[str, str]] = []  # normalised mistakes (echo_tools.openapi.wild)
 
     def parameters(self, item: _Operation) -> list[tuple[dict[str, Any], str]]:
         """Path-level and operation-level parameters (the operation's win), each with its pointer."""
@@ -125,6 +132,11 @@ class _Converter:
     def param_schema(self, param: dict[str, Any], where: str) -> Any:
         if self.swagger and param["in"] != "body":
             raw = {k: param[k] for k in SWAGGER_SCHEMA_KEYS if k in param}
+            if "type" not in raw and "enum" not in raw:  # a wild mistake: parameters travel as text
+                raw["type"] = "string"
+                self.warnings.append((where, f"parameter {param['name']!r} has no type; read as 'string'"))
+            if raw.get("type") == "file" and param["in"] == "formData":
+                return file_field(param.get("description"))
             if raw.get("type") == "file":
                 raise SkipOperation(
                     f"parameter {param['name']!r} at {where} is a file upload, which is not supported"
@@ -161,12 +173,9 @@ class _Converter:
     def body(self, item: _Operation, params: list[tuple[dict[str, Any], str]]) -> tuple[Any, bool] | None:
         """The JSON body schema and whether it is required, or None when the operation takes no body."""
         if self.swagger:
-            forms = [p for p, _ in params if p["in"] == "formData"]
+            forms = [(p, w) for p, w in params if p["in"] == "formData"]
             if forms:
-                raise SkipOperation(
-                    f"operation at {item.where} takes form fields ({forms[0]['name']!r}); only JSON bodies "
-                    "are supported"
-                )
+                return _swagger_form_body(self, item, forms)
             bodies = [(p, w) for p, w in params if p["in"] == "body"]
             if not bodies:
                 return None
@@ -186,6 +195,9 @@ class _Converter:
         if not isinstance(content, dict):
             raise OpenApiError(f"requestBody at {where} needs a 'content' object", field=where + "/content")
         media = next((m for m in content if _is_json(m)), None)
+        if media is None and form_media(content) is not None:
+            item.encoding = form_media(content)
+            media = form_key(content, item.encoding or "")
         if media is None:
             if not content:
                 return None
@@ -264,7 +276,30 @@ class _Converter:
         }
         if required:
             input_schema["required"] = list(dict.fromkeys(required))
-        return input_schema, arguments
+        return normalise_schema(input_schema, item.where, self.warnings), arguments
+
+
+def _swagger_form_body(
+    converter: _Converter, item: _Operation, forms: list[tuple[dict[str, Any], str]]
+) -> tuple[dict[str, Any], bool]:
+    """A Swagger 2.0 operation's `formData` parameters as one object body, urlencoded or multipart."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param, where in forms:
+        schema = converter.param_schema(param, where)
+        if param.get("type") == "file":
+            item.files.append(param["name"])
+        elif isinstance(schema, dict) and param.get("description") and "description" not in schema:
+            schema = {**schema, "description": str(param["description"])[:1000]}
+        properties[param["name"]] = schema
+        if param.get("required"):
+            required.append(param["name"])
+    consumes = item.op.get("consumes", converter.document.get("consumes")) or []
+    item.encoding = swagger_form(consumes if isinstance(consumes, list) else [], bool(item.files))
+    body: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        body["required"] = required
+    return body, bool(required)
 
 
 def _is_json(media: Any) -> bool:
@@ -386,7 +421,7 @@ def import_openapi_report(
     wanted = _selected(found, provider, operations)
     _check_operation_count(found, wanted)
     info: dict[str, Any] = document["info"] if isinstance(document.get("info"), dict) else {}
-    report = ImportReport()
+    report = ImportReport(warnings=converter.warnings)
     planned: list[ToolDef] = []
     for item in found:
         if wanted is not None and item.op_id not in wanted:
@@ -408,6 +443,14 @@ def import_openapi_report(
         )
     if owner is not None:
         planned = [tool.model_copy(update={"owner": owner}) for tool in planned]
+    if report.warnings:
+        logger.warning(
+            "OpenAPI import of %r: %d mistakes of the document normalised (import_openapi_report lists "
+            "them), first: %s: %s",
+            provider,
+            len(report.warnings),
+            *report.warnings[0],
+        )
     _unique_names(registry, planned)
     _check_stored_bytes(planned)
     # an unchanged operation is not checked and written again; the rest go in one batch, all or nothing
@@ -558,6 +601,10 @@ def _tool(
     }
     if credential:
         config["credential"] = credential
+    if item.encoding:  # a form body (echo_tools.openapi.request encodes it)
+        config["body_encoding"] = item.encoding
+        if item.files:
+            config["files"] = list(item.files)
     method = item.method.upper()
     return ToolDef(
         tool_id=tool_id,
@@ -569,7 +616,7 @@ def _tool(
         version=str(info.get("version") or "1.0")[:40],
         tags=[f"provider:{provider}", "source:openapi"],
         status=ToolStatus.DEPRECATED if op.get("deprecated") is True else ToolStatus.ACTIVE,
-        side_effect=SideEffect.IDEMPOTENT if method in ("GET", "HEAD") else SideEffect.EXTERNAL,
+        side_effect=SideEffect.IDEMPOTENT if method in ("GET", "HEAD", "TRACE") else SideEffect.EXTERNAL,
         permissions=[ToolPermission.NET_OUTBOUND],
         source=ToolSource.OPENAPI,
         metadata={

@@ -2,15 +2,18 @@
 
 `arguments` maps an argument to `{"in": "path" | "query" | "header" | "body", "name": <name on the
 wire>, "style"?, "explode"?}` (OpenAPI's serialisation rules); `in: "body"` is the whole JSON body, and
-arguments not listed are properties of the JSON body. Kept apart from `echo_tools.openapi` so a call never
+arguments not listed are properties of the JSON body, or of a form body when `execution_config.body_encoding`
+names one (`application/x-www-form-urlencoded`, `multipart/form-data`). Kept apart from `echo_tools.openapi` so a call never
 imports the importer.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from echo_tools.errors import ToolValidationError
 
@@ -109,4 +112,42 @@ def build_mapped_request(tool: ToolDef, args: dict[str, Any]) -> tuple[str, str,
             body = value
     if fields:
         body = {**body, **fields} if isinstance(body, dict) else fields
+    encoding = config.get("body_encoding")
+    if encoding and isinstance(body, dict):
+        body = encode_form(body, str(encoding), config.get("files") or ())
+        headers["Content-Type"] = body.content_type
     return method, url, query, body, headers
+
+
+@dataclass(frozen=True)
+class EncodedBody:
+    """A body already encoded (a form), sent as these bytes with this `Content-Type`."""
+
+    content: bytes
+    content_type: str
+
+
+def encode_form(fields: dict[str, Any], encoding: str, files: Any = ()) -> EncodedBody:
+    """`fields` as `application/x-www-form-urlencoded` or `multipart/form-data` (a list repeats its field;
+    a field named in `files` is a file part whose content is the value, its file name the field's)."""
+    pairs = [
+        (str(name), _text(item))
+        for name, value in fields.items()
+        if value is not None
+        for item in (value if isinstance(value, list) else [value])
+    ]
+    if encoding != "multipart/form-data":
+        return EncodedBody(urlencode(pairs).encode("ascii"), "application/x-www-form-urlencoded")
+    boundary = uuid.uuid4().hex
+    parts: list[bytes] = []
+    for name, text in pairs:
+        quoted = name.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+        disposition = f'form-data; name="{quoted}"' + (f'; filename="{quoted}"' if name in files else "")
+        kind = "Content-Type: application/octet-stream\r\n" if name in files else ""
+        parts.append(
+            f"--{boundary}\r\nContent-Disposition: {disposition}\r\n{kind}\r\n".encode()
+            + text.encode()
+            + b"\r\n"
+        )
+    parts.append(f"--{boundary}--\r\n".encode())
+    return EncodedBody(b"".join(parts), f"multipart/form-data; boundary={boundary}")

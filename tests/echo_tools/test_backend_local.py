@@ -370,3 +370,15 @@ def test_functions_defined_inside_the_allowed_modules_still_run_through_a_reexpo
     )
     assert executor.invoke_sync("own", {"text": "hi"}).output == "HI"
     assert executor.invoke_sync("add2", {"a": 1, "b": 2}).output == 3
+
+
+def test_a_module_not_on_the_path_fails_with_a_pythonpath_hint() -> None:
+    registry = ToolRegistry(allowed_modules=["my_tools_not_on_path"])
+    registry.register(
+        {"name": "times", "execution_config": {"module": "my_tools_not_on_path", "function": "times"}}
+    )
+    from echo_tools import ToolExecutor
+
+    result = ToolExecutor(registry).invoke_sync("times", {})
+    assert "cannot import module 'my_tools_not_on_path'" in result.error
+    assert "on PYTHONPATH" in result.error

@@ -157,15 +157,14 @@ def test_a_missing_relative_discovery_folder_is_reported_with_where_it_was_looke
 def test_the_readme_python_example_runs_from_another_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # in this process, from another folder holding my_tools.py (a fresh interpreter would import CrewAI
-    # again for to_crewai_tool: about 5 s of CPU; the tests above start their own processes)
-    first, second = _python_blocks(REPO_ROOT / "README.md")[:2]
-    (tmp_path / "my_tools.py").write_text(first)
+    # in this process, from another folder (a fresh interpreter would import CrewAI again for
+    # to_crewai_tool: about 5 s of CPU; the tests above start their own processes); the first example
+    # defines its tool in the script itself, in `__main__`
+    first = _python_blocks(REPO_ROOT / "README.md")[0]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
     namespace: dict[str, object] = {"__name__": "__main__"}
     try:
-        exec(compile(second, str(REPO_ROOT / "README.md"), "exec"), namespace)
+        exec(compile(first, str(REPO_ROOT / "README.md"), "exec"), namespace)
         executor = namespace["executor"]
         assert isinstance(executor, ToolExecutor)
         try:
@@ -179,6 +178,7 @@ def test_the_readme_python_example_runs_from_another_folder(
     assert mean["result"] == 3
     assert type(namespace["node"]).__name__ == "ExecutorToolNode"
     assert (tmp_path / ".echo_tools").is_dir()  # its storage_dir, relative to the folder it runs from
+    assert not (tmp_path / ".echo_tools" / "tool_add.json").exists()  # added in-process: never stored
 
 
 def test_the_http_api_mount_example_runs_from_another_folder(

@@ -50,13 +50,85 @@ def imported(httpbin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> T
     registry.credentials.set("httpbin-bearer", {"type": "bearer", "token": "tok-123"})
     registry.credentials.set("httpbin-basic", {"type": "basic", "username": "ada", "password": "pw-456"})
     report = import_openapi_report(registry, f"{httpbin}/spec.json", provider="httpbin", base_url=httpbin)
-    assert len(report.tools) > 40
-    # httpbin's published spec has operations that cannot be called faithfully; they are named, not dropped
-    reasons = dict(report.skipped)
-    assert "uses method TRACE" in reasons["/paths/~1anything/trace"]
-    assert "takes form fields ('url')" in reasons["/paths/~1redirect-to/post"]
-    assert 'invalid at properties/delay/type: "int" is not valid' in reasons["/paths/~1delay~1{delay}/get"]
+    # httpbin's own document as published: `type: int`, form fields and TRACE all import
+    assert len(report.tools) >= 70 and report.skipped == []
+    warnings = dict(report.warnings)
+    assert warnings["/paths/~1delay~1{delay}/get/properties/delay/type"] == (
+        "type 'int' is not a JSON Schema type; read as 'integer'"
+    )
     return registry
+
+
+async def test_int_path_form_body_and_trace_operations_really_call_httpbin(
+    imported: ToolRegistry, httpbin: str
+) -> None:
+    delay = imported.require("httpbin_get_delay_delay")
+    assert delay.input_schema["properties"]["delay"]["type"] == "integer"
+    redirect = imported.require("httpbin_post_redirect_to")
+    assert redirect.execution_config["body_encoding"] == "application/x-www-form-urlencoded"
+    executor = ToolExecutor(imported, egress=EgressPolicy.local())
+    try:
+        waited = await executor.invoke("httpbin_get_delay_delay", {"delay": 0})
+        wrong = await executor.invoke("httpbin_get_delay_delay", {"delay": "soon"})
+        traced = await executor.invoke("httpbin_trace_anything", {})
+        # its form operation declares formData that httpbin itself reads from the query; the same
+        # operation imported against httpbin's echo (/anything) shows the body as it arrived
+        import_openapi_report(
+            imported,
+            f"{httpbin}/spec.json",
+            provider="echo",
+            base_url=f"{httpbin}/anything",
+            operations=["post_redirect_to"],
+        )
+        echoed = await executor.invoke(
+            "echo_post_redirect_to", {"url": "https://x.test/a b", "status_code": 303}
+        )
+    finally:
+        await executor.aclose()
+    assert waited.success and waited.output["url"].endswith("/delay/0")
+    assert wrong.error_type == "validation" and wrong.error_field == "input.delay"
+    assert traced.success and traced.output["method"] == "TRACE"
+    assert echoed.output["form"] == {"url": "https://x.test/a b", "status_code": "303"}
+    assert echoed.output["headers"]["Content-Type"] == "application/x-www-form-urlencoded"
+
+
+async def test_urlencoded_and_multipart_request_bodies_reach_httpbin_encoded(
+    httpbin: str, tmp_path: Path
+) -> None:
+    form = {"type": "object", "properties": {"name": {"type": "str"}, "count": {"type": "int"}}}
+    document = {
+        "openapi": "3.0.3",
+        "info": {"title": "forms", "version": "1"},
+        "paths": {
+            "/post": {
+                "post": {
+                    "operationId": "sendForm",
+                    "requestBody": {"content": {"application/x-www-form-urlencoded": {"schema": form}}},
+                    "responses": {"200": {"description": "echo"}},
+                }
+            },
+            "/anything": {
+                "post": {
+                    "operationId": "sendMultipart",
+                    "requestBody": {"content": {"multipart/form-data; charset=utf-8": {"schema": form}}},
+                    "responses": {"200": {"description": "echo"}},
+                }
+            },
+        },
+    }
+    registry = ToolRegistry(storage_dir=tmp_path, egress=EgressPolicy.local())
+    report = import_openapi_report(registry, document, provider="forms", base_url=httpbin)
+    assert len(report.tools) == 2 and len(report.warnings) == 4  # str and int, in each operation
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    try:
+        urlencoded = await executor.invoke("forms_send_form", {"name": "a b&c", "count": 3})
+        multipart = await executor.invoke("forms_send_multipart", {"name": "ada", "count": 2})
+    finally:
+        await executor.aclose()
+    assert urlencoded.output["form"] == {"name": "a b&c", "count": "3"}
+    assert urlencoded.output["headers"]["Content-Type"] == "application/x-www-form-urlencoded"
+    assert multipart.output["form"] == {"name": "ada", "count": "2"}
+    assert multipart.output["headers"]["Content-Type"].startswith("multipart/form-data; boundary=")
 
 
 def test_the_published_swagger_2_spec_becomes_tools_named_from_method_and_path(

@@ -38,3 +38,15 @@ def test_an_unknown_template_tool_is_still_an_error(mapper):
     payload = chain(node(1, "Start"), node(2, "Agent", "Poster", prompt="x", tools=[entry]), node(3, "End"))
     mapped = mapper.map_canvas(payload)
     assert not mapped.ok and any("'Slack'" in d.message for d in mapped.errors)
+
+
+def test_a_misspelled_tool_is_an_error_naming_the_node_by_its_name_with_a_did_you_mean(mapper):
+    payload = chain(
+        node(1, "Start"),
+        node(2, "Agent", "Number cruncher", prompt="x", tools=["Calculater"]),
+        node(3, "End"),
+    )
+    mapped = mapper.map_canvas(payload)
+    (error,) = mapped.errors
+    assert error.message.startswith("Node 'Number cruncher' (id '")
+    assert "tool 'Calculater' is not in the tool registry. Did you mean 'Calculator'?" in error.message

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from echo_tools.models import ToolStatus
+from echo_tools.suggest import tool_hint
 from workflow_bridge.canvas.code_entries import code_tool, has_code
 from workflow_bridge.canvas.mcp_entries import match_mcp_tool, mcp_server_tool
 from workflow_bridge.canvas.subworkflow_entries import SUBWORKFLOW_KINDS, subworkflow_tool
@@ -108,6 +109,7 @@ def resolve_tool_entries(
     node_id: str | None = None,
     field: str = "config.tools",
     exclude: Iterable[Any] = (),
+    node_name: str | None = None,
 ) -> ToolResolution:
     """Resolve a node's tool entries (any of EchoAI's five shapes) to tool ids and bindings.
 
@@ -117,6 +119,7 @@ def resolve_tool_entries(
         node_id: named in diagnostics.
         field: the path of `entries`, named in diagnostics.
         exclude: tool references left out of a `"*"` wildcard.
+        node_name: the node's name on the canvas, named in diagnostics with its id.
 
     Returns:
         The resolution; unknown tools are error diagnostics, never placeholder ids.
@@ -136,7 +139,7 @@ def resolve_tool_entries(
         if entry == "*" or (isinstance(entry, Mapping) and entry.get("tool_id") == "*"):
             wildcard = True
             continue
-        binding = _resolve_entry(registry, entry, node_id, where, res.diagnostics)
+        binding = _resolve_entry(registry, entry, node_id, where, res.diagnostics, node_name)
         if binding is None:
             continue
         tool_id = binding["tool_id"]
@@ -171,7 +174,12 @@ def resolve_tool_entries(
 
 
 def _resolve_entry(
-    registry: ToolRegistry | None, entry: Any, node_id: str | None, where: str, diags: Diagnostics
+    registry: ToolRegistry | None,
+    entry: Any,
+    node_id: str | None,
+    where: str,
+    diags: Diagnostics,
+    node_name: str | None = None,
 ) -> dict[str, Any] | None:
     if isinstance(entry, str):
         entry = {"name": entry}
@@ -246,11 +254,14 @@ def _resolve_entry(
         return _binding(f"builtin_{kind}", name or kind, kind, enabled, _fixed_of(entry), config, entry)
     if tool is None:
         level = diags.error if enabled else diags.warning
+        node = f"Node {node_name!r} (id {node_id!r})" if node_name else f"Node {node_id!r}"
+        hint = tool_hint(registry, label) if registry is not None else ""
         level(
             node_id,
             where,
-            f"Node {node_id!r}: tool {label!r} is not in the tool registry"
-            + ("" if enabled else " (it is disabled on the node, so nothing is bound)"),
+            f"{node}: tool {label!r} is not in the tool registry"
+            + ("" if enabled else " (it is disabled on the node, so nothing is bound)")
+            + hint,
         )
         return None
 
