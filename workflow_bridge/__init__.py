@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-import echo_tools as _echo_tools  # noqa: F401  (sets third-party telemetry defaults before CrewAI loads)
+from echo_tools._telemetry import disable_third_party_telemetry as _disable_telemetry
+
+_disable_telemetry()  # the bridge uses CrewAI: its telemetry defaults are set before CrewAI loads
 
 if TYPE_CHECKING:
     from workflow_bridge.agent_factory import AgentFactory

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from echo_tools._telemetry import disable_third_party_telemetry
 from echo_tools.backends._framework import FrameworkToolBackend
 from echo_tools.backends.local import run_in_worker
 from echo_tools.errors import ToolError, ToolExecutionError
@@ -23,6 +24,7 @@ class CrewAIBackend(FrameworkToolBackend):
     framework_class_name = "crewai.tools.BaseTool"
 
     def base_class(self) -> type:
+        disable_third_party_telemetry()  # before CrewAI first loads through us
         from crewai.tools import BaseTool
 
         return BaseTool
