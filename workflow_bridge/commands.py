@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from echo_tools.api.shapes import compile_summary, diagnostic_dict
+from workflow_bridge.shapes import compile_summary, diagnostic_dict
 
 DEMO_SAMPLE = Path("sample_workflows") / "code_pipeline.canvas.json"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from AgentTools.code_executor.sandbox import SandboxLimits, _pids_of_uid, run_python
+from echo_tools.sandbox import SandboxLimits, _pids_of_uid, run_python
 from AgentTools.code_executor.service import CodeExecutorService
 from echo_tools.models import ToolContext
 from tests.agent_tools._support import discovered_registry, invoke

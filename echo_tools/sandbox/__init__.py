@@ -1,4 +1,5 @@
-"""Run Python code in a separate, confined process: the engine behind code_executor and code_tester.
+"""Run Python code in a separate, confined process: the engine behind `code` tools and the shipped
+code_executor and code_tester tools.
 
 What is isolated (each item is checked at run time and reported in `SandboxRun.isolation`, never assumed):
 
@@ -53,7 +54,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from AgentTools.code_executor import _cgroup
+from . import _cgroup
 
 _BOOTSTRAP = (Path(__file__).parent / "_bootstrap.py").read_text(encoding="utf-8")
 _UID_RANGE = (1_000_000, 1_900_000)  # far above distribution and container uid ranges
