@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from echo_tools.backends.base import ToolBackend, forget_entries
 from echo_tools.backends.python_targets import build_instance, import_module_checked
 from echo_tools.errors import ToolConfigError
+from echo_tools.extras import MissingExtraError, require
 from echo_tools.runtime import run_in_worker
 
 if TYPE_CHECKING:
@@ -68,3 +69,16 @@ class FrameworkToolBackend(ToolBackend):
     def forget(self, tool_id: str | None = None) -> None:
         with self._lock:
             forget_entries(self._instances, tool_id)
+
+
+def framework_class(module: str, name: str, feature: str) -> type:
+    """The framework's class `module.name`, imported now.
+
+    Raises:
+        ToolConfigError: the framework is not installed; the message names the extra that brings it.
+    """
+    try:
+        cls: type = getattr(require(module, feature), name)
+    except MissingExtraError as exc:
+        raise ToolConfigError(str(exc), field="tool_type") from exc
+    return cls

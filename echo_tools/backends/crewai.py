@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from echo_tools._telemetry import disable_third_party_telemetry
-from echo_tools.backends._framework import FrameworkToolBackend
+from echo_tools.backends._framework import FrameworkToolBackend, framework_class
 from echo_tools.backends.local import run_in_worker
 from echo_tools.errors import ToolError, ToolExecutionError
 
@@ -25,9 +25,7 @@ class CrewAIBackend(FrameworkToolBackend):
 
     def base_class(self) -> type:
         disable_third_party_telemetry()  # before CrewAI first loads through us
-        from crewai.tools import BaseTool
-
-        return BaseTool
+        return framework_class("crewai.tools", "BaseTool", "a crewai tool")
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         instance, is_async = await self.ainstance(tool)
