@@ -13,7 +13,6 @@ flight that they belong to.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import tempfile
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from echo_tools.compat.mcp import next_request_id, request_id_of
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
 from echo_tools.mcp.callbacks import SessionCallbacks
@@ -154,6 +154,8 @@ class _Connection:
     async def _run(self) -> None:
         from mcp import ClientSession, types
 
+        import echo_tools
+
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._open_transport(stack)
@@ -163,7 +165,7 @@ class _Connection:
                         write,
                         message_handler=self._on_message,
                         **self._callbacks.session_kwargs(),
-                        client_info=types.Implementation(name="echo-tools", version="1.0"),
+                        client_info=types.Implementation(name="echo-tools", version=echo_tools.__version__),
                     )
                 )
                 await session.initialize()
@@ -293,7 +295,7 @@ class _Connection:
             async with self._limit:
                 self._trim_stderr()
                 # send_request takes this id before its first await, so reading it here names our request
-                request_id = session._request_id
+                request_id = next_request_id(session)
                 self._by_id[request_id] = task
                 progress = None
                 if listener is not None:
@@ -368,10 +370,7 @@ class _Connection:
     def _stream_broke(self, request: httpx.Request) -> None:
         # The SDK leaves a request pending forever when its response stream breaks without an event id
         # (the server died mid-call): fail that call now and replace the session.
-        try:
-            request_id = json.loads(request.content).get("id")
-        except (ValueError, AttributeError):
-            request_id = None
+        request_id = request_id_of(request.content)
         task = self._by_id.get(request_id)
         if task is not None:
             self._lost.add(task)
