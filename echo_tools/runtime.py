@@ -24,9 +24,10 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
+if TYPE_CHECKING:
+    import anyio
 
 T = TypeVar("T")
 
@@ -169,6 +170,8 @@ class WorkerPool:
 
     def _start(self, job: _Job) -> None:
         """Take a token (or refuse at once) and hand `job` to an idle thread, or to a new one."""
+        import anyio  # here, not at module load: `echo-tools list` never needs it
+
         with self._lock:
             if self._pid != os.getpid():  # first use, or a forked child: none of the parent's threads
                 self._pid, self.abandoned, self._idle = os.getpid(), 0, 0
@@ -293,6 +296,8 @@ def _expire(waiter: asyncio.Future[None], timeout_s: float) -> None:
 
 def _new_limiter(tokens: int) -> anyio.CapacityLimiter:
     """A limiter usable from any thread (only its `_nowait` methods are used, under the pool's lock)."""
+
+    import anyio
 
     async def make() -> anyio.CapacityLimiter:
         return anyio.CapacityLimiter(tokens)

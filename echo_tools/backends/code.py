@@ -13,11 +13,14 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
-from echo_tools.code_tools import ENTRY_POINT, merge_config
+from echo_tools.code_tools import ENTRY_POINT, check_code_config, merge_config
 from echo_tools.errors import ToolExecutionError, ToolTimeoutError
 from echo_tools.sandbox import SandboxLimits, run_python
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
@@ -47,6 +50,12 @@ class CodeBackend(ToolBackend):
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
+
+    @classmethod
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        check_code_config(tool)
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         config = merge_config(tool.execution_config)
