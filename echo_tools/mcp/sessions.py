@@ -154,8 +154,6 @@ class _Connection:
     async def _run(self) -> None:
         from mcp import ClientSession, types
 
-        import echo_tools
-
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._open_transport(stack)
@@ -165,7 +163,7 @@ class _Connection:
                         write,
                         message_handler=self._on_message,
                         **self._callbacks.session_kwargs(),
-                        client_info=types.Implementation(name="echo-tools", version=echo_tools.__version__),
+                        client_info=types.Implementation(name="echo-tools", version=_package_version()),
                     )
                 )
                 await session.initialize()
@@ -782,3 +780,13 @@ async def list_catalogue(
             await conn.close()
 
     return await on_background_loop(run)
+
+
+def _package_version() -> str:
+    """The installed echo-tools' version, which the MCP client tells servers (`clientInfo.version`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("echo-tools")
+    except PackageNotFoundError:  # run from a folder that was never installed
+        return "0+unknown"

@@ -304,28 +304,17 @@ async def run_python(
         cgroup = _cgroup.create(limits.memory_mb)
         _prepare(workdir, code, files or {}, uid)
         (streams / "stdin").write_text(stdin or "", encoding="utf-8")
-        with (
-            open(streams / "stdin", "rb") as fin,
-            open(streams / "stdout", "wb") as fout,
-            open(streams / "stderr", "wb") as ferr,
-            open(streams / "status", "wb") as fstatus,
-        ):
-            config = {
-                "workdir": str(workdir),
-                "uid": uid,
-                "isolate": True,
-                "rlimits": limits.rlimits(),
-                "tmpfs_mb": limits.tmpfs_mb,
-                "argv": argv or [],
-                "env": program_env,
-                "status_fd": fstatus.fileno(),
-                "cgroup": cgroup.procs_file if isinstance(cgroup, _cgroup.RunCgroup) else None,
-            }
-            proc = await asyncio.create_subprocess_exec(
-                python, "-I", "-S", "-c", _BOOTSTRAP, json.dumps(config),
-                stdin=fin, stdout=fout, stderr=ferr, cwd=str(workdir), env={**_LAUNCH_ENV, "HOME": str(workdir)},
-                start_new_session=True, pass_fds=(fstatus.fileno(),),
-            )  # fmt: skip
+        config = {
+            "workdir": str(workdir),
+            "uid": uid,
+            "isolate": True,
+            "rlimits": limits.rlimits(),
+            "tmpfs_mb": limits.tmpfs_mb,
+            "argv": argv or [],
+            "env": program_env,
+            "cgroup": cgroup.procs_file if isinstance(cgroup, _cgroup.RunCgroup) else None,
+        }
+        proc = await _start(python, config, streams, workdir)
         watched = cgroup if isinstance(cgroup, _cgroup.RunCgroup) else None
         timed_out, oom = await _wait(proc, limits.timeout_s, watched)
         leftover = _kill_everything(proc.pid, uid, watched)  # background children never outlive the run
@@ -355,6 +344,24 @@ async def run_python(
         shutil.rmtree(streams, ignore_errors=True)
         if uid is not None:
             _used_uids.discard(uid)
+
+
+async def _start(
+    python: str, config: dict[str, Any], streams: Path, workdir: Path
+) -> asyncio.subprocess.Process:
+    """The bootstrap started on `config`, its standard streams and status report files in `streams`."""
+    with (
+        open(streams / "stdin", "rb") as fin,
+        open(streams / "stdout", "wb") as fout,
+        open(streams / "stderr", "wb") as ferr,
+        open(streams / "status", "wb") as fstatus,
+    ):
+        config = {**config, "status_fd": fstatus.fileno()}
+        return await asyncio.create_subprocess_exec(
+            python, "-I", "-S", "-c", _BOOTSTRAP, json.dumps(config),
+            stdin=fin, stdout=fout, stderr=ferr, cwd=str(workdir), env={**_LAUNCH_ENV, "HOME": str(workdir)},
+            start_new_session=True, pass_fds=(fstatus.fileno(),),
+        )  # fmt: skip
 
 
 async def _wait(
