@@ -15,7 +15,7 @@ export ANONYMIZED_TELEMETRY := False
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,server,postgres]'
+	$(PY) -m pip install -q -e '.[all,test]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from echo_tools._telemetry import disable_third_party_telemetry as _disable_telemetry
 from echo_tools.builtin_tools import builtin_tools_dir
 from echo_tools.egress import EgressPolicy, egress_client
 from echo_tools.errors import (
@@ -148,8 +147,6 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
-
-_disable_telemetry()  # before any framework is imported through us
 
 
 def __getattr__(name: str) -> Any:

@@ -1,9 +1,10 @@
-"""CrewAI's own telemetry off by default in every process that imports echo-tools.
+"""CrewAI's own telemetry off by default where echo-tools uses CrewAI (never merely on `import echo_tools`).
 
 CrewAI sends usage data and traces to its own service unless told not to; on machines without outbound
-network that is a stream of failed connections, and nobody asked for it. Only CrewAI's own switches are
-set, and only as defaults (a variable the user set, to anything, is left alone): the host application's
-tracing (OpenTelemetry, LangSmith) is the host's to decide, and importing a tool library never changes it.
+network that is a stream of failed connections, and nobody asked for it. Whatever is about to import CrewAI
+on our behalf (the `crewai` backend, the bridge) calls `disable_third_party_telemetry()` first. Only
+CrewAI's own switches are set, and only as defaults (a variable the user set, to anything, is left alone):
+the host application's tracing (OpenTelemetry, LangSmith) is the host's to decide.
 """
 
 from __future__ import annotations

@@ -90,11 +90,6 @@ def utc_now() -> str:
     return format_timestamp(time.time())
 
 
-def new_event_id() -> str:
-    """32 hex digits: a random per-process prefix and a counter, unique across processes."""
-    return _format_event_id(_next_event_number())
-
-
 def new_call_id() -> str:
     """A call's id (what its events carry as `call_id`): like an event id, from its own counter."""
     return format_call_id(next_call_number())

@@ -1,36 +1,33 @@
-"""Where work runs outside the caller: the background event loop and the worker threads for sync tools.
+"""Where work runs outside the caller: the background event loop and the worker threads of sync tools.
 
 `run_sync(coro)` runs a coroutine on one long-lived loop in a daemon thread and blocks the calling thread
 for its result; it works from any thread, including one whose own loop is running (a sync CrewAI tool
 called from inside an async graph). Long-lived async sessions (MCP) live on this loop.
 
-`worker_pool()` is the bounded pool of threads that sync tools run in (`ECHO_TOOLS_MAX_WORKERS`, default
-32, or `set_max_workers(n)`). When every worker is busy a new call is refused at once with
-`WorkersBusy`, which says how to raise the limit: it never waits in a queue behind calls that may hang.
-Python threads cannot be killed, so a call whose caller stopped waiting (its timeout passed) leaves its
-thread running to the end; that thread is *abandoned*: it no longer counts against the limit, a new
-worker may take its place, and when its job finally returns it ends (or rejoins the pool if there is
-room). Abandoned threads are bounded too (`max_abandoned`, default 4 x the limit): past that, calls are
-refused until some of the stuck jobs return, so a tool that always hangs cannot grow threads forever.
-
-A hand-off costs one wake-up each way: a worker is woken by a pipe byte written with the GIL let go, and
-wakes its caller last thing (a lock released, or a byte on a pipe the caller's event loop reads).
+Sync tools run on daemon worker threads, at most `ECHO_TOOLS_MAX_WORKERS` calls at once (default 32, or
+`set_max_workers(n)`): an anyio `CapacityLimiter` holds the tokens and refuses at once when none is left
+(`WorkersBusy`, saying how to raise the limit), so a call never waits in a queue behind calls that may
+hang. An awaiting caller waits on a future with a timer, a blocking one on a lock with a timeout.
+Python threads cannot be killed: a call whose caller stopped waiting leaves its thread running to the end,
+*abandoned*. Its token goes back at once; abandoned threads are bounded on their own (`max_abandoned`,
+default 4 x the limit), past which calls are refused until stuck ones return. The threads are daemon
+threads, so one stuck in a tool never keeps the process from exiting: that is why neither
+`anyio.to_thread` nor `ThreadPoolExecutor` runs them (both join their threads at exit).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextvars
-import functools
-import math
 import os
 import queue
 import threading
-import weakref
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import anyio
 
 T = TypeVar("T")
 
@@ -113,49 +110,11 @@ class WaitTimedOut(TimeoutError):
     """The caller stopped waiting for a job at its deadline (the job, if it started, was abandoned)."""
 
 
-_QUEUED, _RUNNING, _DONE, _CANCELLED, _ABANDONED = range(5)
-
-
-class _Job:
-    """One job: the worker runs `fn(*args)`, stores its outcome and tells the waiting caller, who waits
-    on `done` (a sync caller, blocking) or on `waiter` (a future of the loop whose `_LoopSide` is `side`)."""
-
-    __slots__ = ("args", "done", "error", "fn", "result", "side", "state", "waiter")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.fn: Callable[..., Any] | None = fn
-        self.args = args
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.state = _QUEUED
-        self.done: threading.Lock | None = None
-        self.side: _LoopSide | None = None
-        self.waiter: asyncio.Future[None] | None = None
-
-    def notify(self) -> None:
-        if self.done is not None:
-            self.done.release()
-        else:
-            assert self.side is not None
-            self.side.wake(self)
-
-    def outcome(self) -> Any:
-        if self.error is not None:
-            error, self.error = self.error, None  # no cycle through the traceback
-            raise error
-        return self.result
+_WAITING, _RUNNING, _DONE = range(3)
 
 
 class WorkerPool:
-    """Daemon worker threads for sync tools, started on demand up to `max_workers`; see the module doc.
-
-    Not `ThreadPoolExecutor`: its queue has no bound on waiting (a call would silently wait behind hung
-    ones), it joins its threads at exit, and it cannot hand back a thread whose caller gave up.
-
-    Idle workers block reading a pipe, one byte per job: `os.write` lets go of the GIL before it wakes a
-    worker, so the worker finds the GIL free and a hand-off costs two thread wake-ups. (A lock released
-    with the GIL held wakes a worker that must then wait for the GIL: four wake-ups, twice the time.)
-    """
+    """The bounded worker threads of sync tools; see the module doc."""
 
     def __init__(self, max_workers: int = DEFAULT_MAX_WORKERS, max_abandoned: int | None = None) -> None:
         if max_workers < 1:
@@ -163,87 +122,99 @@ class WorkerPool:
         self.max_workers = max_workers
         self.max_abandoned = max_abandoned if max_abandoned is not None else 4 * max_workers
         self.abandoned = 0  # threads still running a job whose caller stopped waiting
-        self._threads = 0  # threads counted against max_workers: idle or running a job someone awaits
-        self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._idle: queue.SimpleQueue[None] = queue.SimpleQueue()  # one token per idle worker
         self._lock = threading.Lock()
-        self._wake_r, self._wake_w = os.pipe()  # one byte per job queued
-        _pools.add(self)
-
-    def call(self, fn: Callable[..., Any], timeout_s: float, *args: Any) -> Any:
-        """Run `fn(*args)` on a worker and wait in this thread up to `timeout_s` for its result or exception.
-
-        Raises:
-            WorkersBusy: no worker is free; nothing ran.
-            WaitTimedOut: the timeout passed first; the job is abandoned (see the module doc).
-        """
-        job = _Job(fn, args)
-        job.done = done = threading.Lock()
-        done.acquire()
-        self._dispatch(job)
-        try:
-            finished = done.acquire(timeout=min(timeout_s, threading.TIMEOUT_MAX))
-        except BaseException:  # Ctrl-C while waiting: the caller is gone, so is its claim on the thread
-            self.abandon(job)
-            raise
-        if not finished:
-            self.abandon(job)
-            raise WaitTimedOut(f"the job did not finish within {timeout_s:g} s")
-        return job.outcome()
+        self._pid = -1  # the process the state below belongs to (a forked child has none of the threads)
+        self._tokens: anyio.CapacityLimiter | None = None
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._idle = 0  # threads waiting for a job
+        self._started = 0
 
     async def run(self, fn: Callable[..., Any], timeout_s: float | None = None, *args: Any) -> Any:
-        """Run `fn(*args)` on a worker and await its result; cancelling the await abandons the job.
-
-        The loop's `_LoopSide` hears of the job's end and keeps its deadline (one timer for every job
-        awaited on the loop: cheaper than a timer per call, or `asyncio.timeout` around it).
+        """Run `fn(*args)` on a worker thread and await it; cancelling the await abandons the job.
 
         Raises:
             WorkersBusy: no worker is free; nothing ran.
-            WaitTimedOut: `timeout_s` passed first; the job is abandoned (see the module doc).
+            WaitTimedOut: `timeout_s` passed first; the job is abandoned.
         """
-        job = _Job(fn, args)
-        loop = asyncio.get_running_loop()
-        job.side = side = _LoopSide.of(loop)
+        job = _Job(self, fn, args)
+        job.loop = loop = asyncio.get_running_loop()
         job.waiter = waiter = loop.create_future()
-        self._dispatch(job)
-        if timeout_s is not None:
-            side.expire_in(waiter, timeout_s)
+        self._start(job)
+        # a timer on the waiter itself: a third of what `anyio.fail_after` or `asyncio.timeout` cost here
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, waiter, timeout_s)
         try:
             await waiter
-        except BaseException:  # cancelled, or the deadline passed: the caller is gone, so is its claim
-            self.abandon(job)
-            raise
-        finally:
-            side.deadlines.pop(waiter, None)
+        finally:  # cancelled, or past the deadline: the caller is gone, so is its claim on the thread
+            if timer is not None:
+                timer.cancel()
+            self._release(job)
         return job.outcome()
 
-    def abandon(self, job: _Job) -> None:
-        """The caller stopped waiting for `job`: never start it, or stop counting its thread."""
-        with self._lock:
-            if job.state == _QUEUED:
-                job.state = _CANCELLED
-            elif job.state == _RUNNING:
-                job.state = _ABANDONED
-                self._threads -= 1
-                self.abandoned += 1
+    def call(self, fn: Callable[..., Any], timeout_s: float, *args: Any) -> Any:
+        """Run `fn(*args)` on a worker thread and block this thread up to `timeout_s` for its outcome.
 
-    def _dispatch(self, job: _Job) -> None:
+        Raises:
+            WorkersBusy: no worker is free; nothing ran.
+            WaitTimedOut: the timeout passed first; the job is abandoned.
+        """
+        job = _Job(self, fn, args)
+        job.done = done = threading.Lock()
+        done.acquire()
+        self._start(job)
         try:
-            self._idle.get_nowait()  # an idle worker will take it
-        except queue.Empty:
-            with self._lock:
-                try:
-                    self._idle.get_nowait()  # a worker became idle meanwhile (tokens are put under the lock)
-                    name = ""
-                except queue.Empty:
-                    if self._threads >= self.max_workers or self.abandoned >= self.max_abandoned:
-                        raise WorkersBusy(self._busy_message()) from None
-                    self._threads += 1
-                    name = f"echo-tools-worker-{self._threads + self.abandoned}"
-            if name:
-                threading.Thread(target=self._work, name=name, daemon=True).start()
-        self._queue.put(job)
-        os.write(self._wake_w, b"\0")  # after the job is queued: a worker reading the byte finds it
+            if not done.acquire(timeout=min(timeout_s, threading.TIMEOUT_MAX)):
+                raise WaitTimedOut(f"the job did not finish within {timeout_s:g} s")
+        finally:  # Ctrl-C while waiting too: the caller is gone, so is its claim on the thread
+            self._release(job)
+        return job.outcome()
+
+    def _start(self, job: _Job) -> None:
+        """Take a token (or refuse at once) and hand `job` to an idle thread, or to a new one."""
+        import anyio  # here, not at module load: `echo-tools list` never needs it
+
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a forked child: none of the parent's threads
+                self._pid, self.abandoned, self._idle = os.getpid(), 0, 0
+                self._tokens, self._jobs = _new_limiter(self.max_workers), queue.SimpleQueue()
+            assert self._tokens is not None
+            try:
+                if self.abandoned >= self.max_abandoned:
+                    raise anyio.WouldBlock
+                self._tokens.acquire_on_behalf_of_nowait(job)
+            except anyio.WouldBlock:
+                raise WorkersBusy(self._busy_message()) from None
+            spawn = self._idle == 0
+            if spawn:
+                self._started += 1
+            else:
+                self._idle -= 1
+        if spawn:  # daemon: a thread stuck in a tool never keeps the process from exiting
+            name = f"echo-tools-worker-{self._started}"
+            threading.Thread(target=self._work, args=(self._jobs,), name=name, daemon=True).start()
+        self._jobs.put(job)
+
+    def _release(self, job: _Job) -> None:
+        """The caller stopped waiting: its token goes back; a job still running is abandoned."""
+        with self._lock:
+            if job.state == _RUNNING:
+                job.abandoned = True
+                self.abandoned += 1
+            elif job.state == _WAITING:
+                job.state = _DONE  # never started: it never will
+            if self._tokens is not None and job.pid == self._pid:
+                self._tokens.release_on_behalf_of(job)
+
+    def _work(self, jobs: queue.SimpleQueue[_Job]) -> None:
+        while True:
+            job = jobs.get()
+            job.run()
+            del job  # do not keep the last result alive while idle
+
+    def _resize(self, max_workers: int) -> None:
+        with self._lock:
+            self.max_workers, self.max_abandoned = max_workers, 4 * max_workers
+            if self._tokens is not None:
+                self._tokens.total_tokens = max_workers
 
     def _busy_message(self) -> str:
         stuck = f", {self.abandoned} more stuck in calls that timed out" if self.abandoned else ""
@@ -253,61 +224,64 @@ class WorkerPool:
             f"or echo_tools.runtime.set_max_workers({2 * self.max_workers})"
         )
 
-    def _work(self) -> None:
-        wake, jobs, lock = self._wake_r, self._queue, self._lock
-        while True:
-            os.read(wake, 1)
-            job = jobs.get_nowait()
-            with lock:
-                start = job.state == _QUEUED
-                if start:
-                    job.state = _RUNNING
-            if not start:
-                self._idle.put(None)  # a job cancelled before it started: still idle
-                continue
-            fn, job.fn = job.fn, None
+
+class _Job:
+    """One call on a worker thread, and how its caller hears of the end: a lock (a blocking caller) or a
+    future of its event loop (an awaiting one)."""
+
+    __slots__ = (
+        "abandoned",
+        "args",
+        "done",
+        "error",
+        "fn",
+        "loop",
+        "pid",
+        "pool",
+        "result",
+        "state",
+        "waiter",
+    )
+
+    def __init__(self, pool: WorkerPool, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.pool, self.fn, self.args, self.pid = pool, fn, args, os.getpid()
+        self.state, self.abandoned = _WAITING, False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done: threading.Lock | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.waiter: asyncio.Future[None] | None = None
+
+    def run(self) -> None:
+        pool = self.pool
+        with pool._lock:
+            start = self.state == _WAITING
+            self.state = _RUNNING if start else self.state
+        if start:
             try:
-                job.result = fn(*job.args) if fn is not None else None
+                self.result = self.fn(*self.args)
             except BaseException as exc:  # boundary: the job's outcome, whatever it is, goes to its caller
-                job.error = exc
-            job.args = ()
-            with lock:
-                abandoned = job.state == _ABANDONED
-                if abandoned:
-                    self.abandoned -= 1
-                    if self._threads >= self.max_workers:
-                        return  # others took this thread's place meanwhile: it ends here
-                    self._threads += 1  # room again: it rejoins the pool
-                else:
-                    job.state = _DONE
-                # idle before the caller hears back, so its next call finds this worker free
-                self._idle.put(None)
-            if not abandoned:
-                # the last thing before blocking again: the caller wakes to a GIL this thread lets go of
-                job.notify()
-            del job  # do not keep the last result alive while idle
+                self.error = exc
+        with pool._lock:
+            if self.abandoned:
+                pool.abandoned -= 1
+            self.state = _DONE
+            pool._idle += 1  # idle before the caller hears back, so its next call finds this thread free
+        if not start:
+            return
+        if self.done is not None:
+            self.done.release()
+        elif self.loop is not None and self.waiter is not None:
+            try:
+                self.loop.call_soon_threadsafe(_settle, self.waiter)
+            except RuntimeError:  # its loop is closed: nobody waits any more
+                pass
 
-    def _reset_after_fork(self) -> None:
-        # a forked child has none of its parent's worker threads, and must not share its parent's pipe
-        os.close(self._wake_r)
-        os.close(self._wake_w)
-        self.__init__(self.max_workers, self.max_abandoned)  # type: ignore[misc]
-
-
-_pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
-
-
-def _reset_pools_after_fork() -> None:
-    for pool in list(_pools):
-        pool._reset_after_fork()
-
-
-os.register_at_fork(after_in_child=_reset_pools_after_fork)
-
-
-def _close_pipe(read_end: int, write_end: int) -> None:
-    os.close(read_end)
-    os.close(write_end)
+    def outcome(self) -> Any:
+        if self.error is not None:
+            error, self.error = self.error, None  # no cycle through the traceback
+            raise error
+        return self.result
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:
@@ -320,93 +294,19 @@ def _expire(waiter: asyncio.Future[None], timeout_s: float) -> None:
         waiter.set_exception(WaitTimedOut(f"the job did not finish within {timeout_s:g} s"))
 
 
-class _LoopSide:
-    """What the workers share with one event loop: the pipe they wake it through when a job awaited on it
-    ends, and the deadlines of those jobs, kept by a single timer armed for the earliest.
+def _new_limiter(tokens: int) -> anyio.CapacityLimiter:
+    """A limiter usable from any thread (only its `_nowait` methods are used, under the pool's lock)."""
 
-    A reader on the pipe (`loop.add_reader`) settles the finished jobs: a byte written with the GIL let go
-    costs the loop one wake-up, about half of what `call_soon_threadsafe` costs. A loop without readers
-    (Windows' proactor) is woken with `call_soon_threadsafe`. Most jobs end long before their deadline:
-    each then costs a dict entry, not a timer handle made, pushed on the loop's heap and cancelled.
-    """
+    import anyio
 
-    _local = threading.local()  # the side of the loop this thread ran last
-    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSide] = weakref.WeakKeyDictionary()
-    _lock = threading.Lock()
+    async def make() -> anyio.CapacityLimiter:
+        return anyio.CapacityLimiter(tokens)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = weakref.ref(loop)  # a closed loop is not kept alive by its thread
-        self.finished: collections.deque[_Job] = collections.deque()
-        self.deadlines: dict[asyncio.Future[None], tuple[float, float]] = {}  # waiter: (when, timeout_s)
-        self.armed = math.inf  # when the timer fires; inf: no timer
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        try:
-            loop.add_reader(self._wake_r, self._settle_finished)
-        except NotImplementedError:
-            _close_pipe(self._wake_r, self._wake_w)
-            self._wake_r = self._wake_w = -1
-        else:  # the pipe lives as long as the loop (a job awaited on it holds the loop through its future)
-            weakref.finalize(loop, _close_pipe, self._wake_r, self._wake_w)
-
-    @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> _LoopSide:
-        """The side of `loop`, the running loop of this thread."""
-        side: _LoopSide | None = getattr(cls._local, "side", None)
-        if side is None or side.loop() is not loop:  # a thread that runs loops in turn: one side each
-            with cls._lock:
-                side = cls._by_loop.get(loop)
-                if side is None:
-                    side = cls._by_loop[loop] = cls(loop)
-            cls._local.side = side
-        return side
-
-    def wake(self, job: _Job) -> None:
-        """Called by the worker that ran `job`, as the last thing it does for it."""
-        if self._wake_w < 0:
-            loop = self.loop()
-            if loop is not None and job.waiter is not None:
-                loop.call_soon_threadsafe(_settle, job.waiter)
-            return
-        self.finished.append(job)  # before the byte: the reader that reads it finds the job
-        os.write(self._wake_w, b"\0")
-
-    def _settle_finished(self) -> None:
-        try:
-            os.read(self._wake_r, 4096)
-        except BlockingIOError:  # a byte read with a job taken by an earlier round
-            pass
-        while self.finished:
-            waiter = self.finished.popleft().waiter
-            if waiter is not None:
-                _settle(waiter)
-
-    def expire_in(self, waiter: asyncio.Future[None], timeout_s: float) -> None:
-        """Fail `waiter` with `WaitTimedOut` in `timeout_s` unless it is settled (or dropped) first."""
-        loop = waiter.get_loop()
-        when = loop.time() + timeout_s
-        self.deadlines[waiter] = (when, timeout_s)
-        if when < self.armed:
-            self._arm(loop, when)
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        # the timer handle stays the loop's (held here, it would keep a finished loop alive); one overtaken
-        # by an earlier deadline fires to no effect
-        self.armed = when
-        loop.call_at(when, self._fire, when)
-
-    def _fire(self, armed_for: float) -> None:
-        loop = self.loop()
-        if armed_for != self.armed or loop is None:
-            return
-        self.armed = math.inf
-        now = loop.time()
-        due = [(waiter, timeout_s) for waiter, (when, timeout_s) in self.deadlines.items() if when <= now]
-        for waiter, timeout_s in due:
-            del self.deadlines[waiter]
-            _expire(waiter, timeout_s)
-        if self.deadlines:
-            self._arm(loop, min(when for when, _ in self.deadlines.values()))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a plain thread: anyio makes its limiter for an event loop, so give it one
+        return anyio.run(make)
+    return anyio.CapacityLimiter(tokens)
 
 
 _pool: WorkerPool | None = None
@@ -438,14 +338,11 @@ def set_max_workers(max_workers: int) -> None:
     """Change how many sync tool calls may run at once in this process (threads already running stay)."""
     if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
         raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
-    pool = worker_pool()
-    with pool._lock:
-        pool.max_workers = max_workers
-        pool.max_abandoned = 4 * max_workers
+    worker_pool()._resize(max_workers)
 
 
 async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` on a worker thread, with the caller's context variables.
+    """`fn(*args, **kwargs)` on a worker thread (with the caller's context variables), awaited.
 
     If the awaiting task is cancelled (a timeout), the call keeps running to its end on its thread and
     its result is dropped: Python threads cannot be killed. Use `isolation: "process"` for work that must stop.
@@ -454,13 +351,11 @@ async def run_in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> An
         WorkersBusy: every worker is busy; nothing ran.
     """
     ctx = contextvars.copy_context()
-    return await worker_pool().run(functools.partial(ctx.run, fn, *args, **kwargs))
+    return await worker_pool().run(lambda: ctx.run(fn, *args, **kwargs))
 
 
 def await_in_worker(fn: Callable[..., Any], timeout_s: float, *args: Any) -> Coroutine[Any, Any, Any]:
     """`await` twin of `call_in_worker`: `fn(*args)` on a worker thread, awaited up to `timeout_s`.
-
-    Returns the awaitable (no coroutine of its own around the pool's).
 
     Raises:
         WorkersBusy: every worker is busy; nothing ran.

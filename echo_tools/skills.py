@@ -118,11 +118,6 @@ def resolve_reference(ref: str, scope: dict[str, Any]) -> Any:
     return _compile_reference(ref)(scope)
 
 
-def substitute(value: Any, scope: dict[str, Any]) -> Any:
-    """`value` with every reference replaced by what it points at."""
-    return compile_template(value)(scope)
-
-
 def compile_template(value: Any) -> Template:
     """`value` as a function of the scope that rebuilds it with every reference resolved (raising
     `LookupError` as `resolve_reference` does). Parsed once, so running a skill does no matching."""

@@ -6,10 +6,12 @@ Every public name of the bridge is importable from here. They load on first use,
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-import echo_tools as _echo_tools  # noqa: F401  (sets third-party telemetry defaults before CrewAI loads)
+from echo_tools._telemetry import disable_third_party_telemetry as _disable_telemetry
+from echo_tools.extras import require
+
+_disable_telemetry()  # the bridge uses CrewAI: its telemetry defaults are set before CrewAI loads
 
 if TYPE_CHECKING:
     from workflow_bridge.agent_factory import AgentFactory
@@ -117,7 +119,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'workflow_bridge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(require(module, f"workflow_bridge.{name}"), name)
     globals()[name] = value
     return value
 

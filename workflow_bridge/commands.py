@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from echo_tools.api.shapes import compile_summary, diagnostic_dict
+from workflow_bridge.shapes import compile_summary, diagnostic_dict
 
 DEMO_SAMPLE = Path("sample_workflows") / "code_pipeline.canvas.json"
 
@@ -30,11 +30,14 @@ def load_source(path_text: str) -> dict[str, Any]:
 
 def runner() -> Any:
     from echo_tools.cli.common import CliError
+    from echo_tools.extras import missing_extra
 
     try:
         import workflow_bridge.runner as module  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
-        raise CliError(f"the workflow runner is not available: {exc}") from exc
+        raise CliError(
+            f"the workflow runner is not available: {missing_extra(exc, 'echo-tools run')}"
+        ) from exc
     return module
 
 

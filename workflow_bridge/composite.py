@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from echo_tools.backends import check_stored_ref
 from echo_tools.backends.base import BackendOutput, ToolBackend
 from echo_tools.errors import (
     NotStoredError,
@@ -35,6 +36,8 @@ from echo_tools.stored_tools import agent_permissions
 from workflow_bridge.run_scope import SubRun, filed, scoped_context
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolDef
 
@@ -173,6 +176,10 @@ class WorkflowBackend(_CompositeBackend):
     `outputs` holds the agents' output keys. The result's metadata names the sub-run and its inner calls.
     """
 
+    @classmethod
+    def check_config(cls, tool: ToolDef, allowed_modules: Sequence[str], egress: Any = None) -> None:
+        check_stored_ref(tool)  # stored ids, never paths
+
     def __init__(self, executor: ToolExecutor) -> None:
         super().__init__(executor)
         self._graphs: dict[str, tuple[str, Any, Any]] = {}  # tool id -> (fingerprint, graph, checkpointer)
@@ -292,6 +299,10 @@ class AgentBackend(_CompositeBackend):
 
     Input `{task, context?}`; output `{result}`. The result's metadata names the sub-run and its inner calls.
     """
+
+    @classmethod
+    def check_config(cls, tool: ToolDef, allowed_modules: Sequence[str], egress: Any = None) -> None:
+        check_stored_ref(tool)  # stored ids, never paths
 
     def __init__(self, executor: ToolExecutor) -> None:
         super().__init__(executor)

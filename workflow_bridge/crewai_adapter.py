@@ -439,11 +439,9 @@ class _NoKickoffLog:
 def without_kickoff_log(crew: Any) -> Any:
     """`crew` with CrewAI's per-kickoff SQLite task log switched off (a private attribute: when a CrewAI
     version lacks it, the crew is returned unchanged)."""
-    if hasattr(crew, "_task_output_handler"):
-        try:
-            crew._task_output_handler = _NoKickoffLog()
-        except (AttributeError, TypeError, ValueError):  # a CrewAI that validates it: keep its store
-            pass
+    from workflow_bridge.compat.crewai import replace_task_output_handler
+
+    replace_task_output_handler(crew, _NoKickoffLog())
     return crew
 
 

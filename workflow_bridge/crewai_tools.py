@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from echo_tools.llm_text import text_for_llm
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 from echo_tools.runtime import run_sync
+from workflow_bridge.compat.crewai import StructuredToolBase, count_use, original_tool, set_original_tool
 from workflow_bridge.tool_view import (
     ToolView,
     args_model,
@@ -136,7 +137,7 @@ class ExecutorCrewTool(BaseTool):
             cache_function=self.cache_function,
             tool_failure_policy=self.tool_failure_policy,
         )
-        structured._original_tool = self
+        set_original_tool(structured, self)
         return structured
 
 
@@ -144,14 +145,14 @@ def _react_block(name: str, schema: dict[str, Any], description: str) -> str:
     return f"Tool Name: {name}\nTool Arguments: {json.dumps(schema)}\nTool Description: {description}"
 
 
-class _ExecutorStructuredTool(CrewStructuredTool):
+class _ExecutorStructuredTool(StructuredToolBase):
     """CrewAI's structured tool without its pydantic argument pass, and with a real async path."""
 
     @property
     def formatted_description(self) -> str:
-        return self._original_tool.formatted_description
+        return original_tool(self).formatted_description
 
-    def _parse_args(self, raw_args: str | dict[str, Any]) -> dict[str, Any]:
+    def parse_arguments(self, raw_args: str | dict[str, Any]) -> dict[str, Any]:
         if isinstance(raw_args, str):
             try:
                 raw_args = json.loads(raw_args) if raw_args.strip() else {}
@@ -167,13 +168,13 @@ class _ExecutorStructuredTool(CrewStructuredTool):
     async def ainvoke(
         self, input: str | dict[str, Any], config: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
-        parsed = self._parse_args(input)
+        parsed = self.parse_arguments(input)
         if self.has_reached_max_usage_count():
             raise ToolUsageLimitExceededError(
                 f"Tool {self.name!r} has reached its maximum usage limit of {self.max_usage_count}."
             )
-        self._increment_usage_count()
-        return await self._original_tool._arun(**parsed, **kwargs)
+        count_use(self)
+        return await original_tool(self)._arun(**parsed, **kwargs)
 
 
 def to_crewai_tool(

@@ -24,10 +24,11 @@ from fastapi.responses import StreamingResponse
 from echo_tools.api.app import principal_context
 from echo_tools.api.errors import ApiError, contract_route_class, from_tool_error
 from echo_tools.api.events import SSE_HEADERS, format_sse
-from echo_tools.api.shapes import compile_summary, diagnostic_dict, event_dict
 from echo_tools.errors import ToolError
 from echo_tools.gate import Principal, acting_as
 from echo_tools.models import ToolContext
+from echo_tools.shapes import event_dict
+from workflow_bridge.shapes import compile_summary, diagnostic_dict
 
 if TYPE_CHECKING:
     from echo_tools.api import ApiState

@@ -1,6 +1,6 @@
 """The code_executor tool: run a Python program in the sandbox and return its output.
 
-See `AgentTools/code_executor/sandbox.py` for exactly what is and is not isolated; every result carries an
+See `echo_tools/sandbox/__init__.py` for exactly what is and is not isolated; every result carries an
 `isolation` report of what this run really got.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from AgentTools.code_executor.sandbox import SandboxLimits, check_env, run_python
+from echo_tools.sandbox import SandboxLimits, check_env, run_python
 
 MAX_CODE_CHARS = 200_000
 MAX_STDIN_CHARS = 1_000_000

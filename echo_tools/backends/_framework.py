@@ -10,12 +10,16 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import ToolBackend, forget_entries
+from echo_tools.backends.base import ToolBackend, check_python_target, forget_entries
 from echo_tools.backends.python_targets import build_instance, import_module_checked
 from echo_tools.errors import ToolConfigError
+from echo_tools.extras import MissingExtraError, require
 from echo_tools.runtime import run_in_worker
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolDef
 
@@ -24,6 +28,12 @@ class FrameworkToolBackend(ToolBackend):
     """Base of backends running a framework's `BaseTool` objects; one instance per tool version."""
 
     framework_class_name = "BaseTool"  # for the error message, e.g. "crewai.tools.BaseTool"
+
+    @classmethod
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        check_python_target(tool, allowed_modules, kinds=("class", "factory"))
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
@@ -68,3 +78,16 @@ class FrameworkToolBackend(ToolBackend):
     def forget(self, tool_id: str | None = None) -> None:
         with self._lock:
             forget_entries(self._instances, tool_id)
+
+
+def framework_class(module: str, name: str, feature: str) -> type:
+    """The framework's class `module.name`, imported now.
+
+    Raises:
+        ToolConfigError: the framework is not installed; the message names the extra that brings it.
+    """
+    try:
+        cls: type = getattr(require(module, feature), name)
+    except MissingExtraError as exc:
+        raise ToolConfigError(str(exc), field="tool_type") from exc
+    return cls

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from echo_tools.errors import ToolRegistrationError
 
 if TYPE_CHECKING:
+    from echo_tools.egress import EgressPolicy
+    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
 MODULE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -64,6 +66,24 @@ class ToolBackend(ABC):
 
     nests: ClassVar[bool] = False
 
+    def __init__(self, executor: ToolExecutor) -> None:
+        self.executor = executor
+
+    @classmethod  # noqa: B027 - most types take any config
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        """Raise `ToolRegistrationError` naming the field when `tool.execution_config` cannot run here.
+
+        Called at registration and when stored files load: it imports nothing heavy and never the module
+        a config names. The default accepts any config.
+
+        Args:
+            tool: the definition being registered (its `execution_config` is a dict).
+            allowed_modules: packages that Python tools may name.
+            egress: when given, literal hosts a config names must pass it.
+        """
+
     @abstractmethod
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         """Run one call and return its raw output (or a `BackendOutput`)."""
@@ -81,6 +101,11 @@ class ToolBackend(ABC):
 
     def forget(self, tool_id: str | None = None) -> None:  # noqa: B027
         """Drop cached instances (of one tool, or all)."""
+
+
+def config_error(tool: ToolDef, field: str, message: str) -> ToolRegistrationError:
+    """The registration error of `tool` naming `field` (`message` says what is wrong with it)."""
+    return ToolRegistrationError(f"Tool {tool.tool_id!r}: {message}", tool_id=tool.tool_id, field=field)
 
 
 def forget_entries(entries: dict[str, Any], tool_id: str | None) -> None:

@@ -9,7 +9,6 @@ group `echo_tools.backends`, so echo_tools never imports that package.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from echo_tools.errors import ToolConfigError
@@ -17,7 +16,6 @@ from echo_tools.models import ToolType
 
 if TYPE_CHECKING:
     from echo_tools.backends.base import ToolBackend
-    from echo_tools.executor import ToolExecutor
 
 # tool type -> (module, class) of its backend
 BACKENDS: dict[ToolType, tuple[str, str]] = {
@@ -31,7 +29,7 @@ BACKENDS: dict[ToolType, tuple[str, str]] = {
 }
 
 
-def backend_class(kind: ToolType) -> Callable[[ToolExecutor], ToolBackend]:
+def backend_class(kind: ToolType) -> type[ToolBackend]:
     """The backend class of tool type `kind` (built as `BackendClass(executor)`), its module imported now.
 
     Raises:
@@ -41,7 +39,7 @@ def backend_class(kind: ToolType) -> Callable[[ToolExecutor], ToolBackend]:
         return _plugged_in(kind)
     module_name, class_name = BACKENDS[kind]
     try:
-        cls: Callable[[ToolExecutor], ToolBackend] = getattr(importlib.import_module(module_name), class_name)
+        cls: type[ToolBackend] = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise ToolConfigError(
             f"The backend for tool type {kind.value!r} ({module_name}.{class_name}) cannot be loaded: {exc}"
@@ -52,7 +50,7 @@ def backend_class(kind: ToolType) -> Callable[[ToolExecutor], ToolBackend]:
 ENTRY_POINT_GROUP = "echo_tools.backends"
 
 
-def _plugged_in(kind: ToolType) -> Callable[[ToolExecutor], ToolBackend]:
+def _plugged_in(kind: ToolType) -> type[ToolBackend]:
     from importlib.metadata import entry_points
 
     found = entry_points(group=ENTRY_POINT_GROUP, name=kind.value)
@@ -63,7 +61,7 @@ def _plugged_in(kind: ToolType) -> Callable[[ToolExecutor], ToolBackend]:
         )
     entry = next(iter(found))
     try:
-        cls: Callable[[ToolExecutor], ToolBackend] = entry.load()
+        cls: type[ToolBackend] = entry.load()
     except (ImportError, AttributeError) as exc:
         raise ToolConfigError(
             f"The backend for tool type {kind.value!r} ({entry.value}) cannot be loaded: {exc}"

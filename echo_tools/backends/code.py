@@ -1,6 +1,6 @@
 """The `code` backend: runs a code tool's `main(**arguments)` in the code sandbox, one process per call.
 
-The sandbox is the one `tool_code_executor` uses (`AgentTools.code_executor.sandbox`: own namespaces, no
+The sandbox is `echo_tools.sandbox`, the one the shipped `tool_code_executor` uses too (own namespaces, no
 network, rlimits, a memory cgroup, a tmpfs working folder). The tool's source is written as `tool_code.py`
 beside a small runner: the arguments arrive as JSON on stdin, and `main`'s return value comes back as
 JSON on stdout after a marker line known only to this call, so what the code prints stays its output.
@@ -13,11 +13,14 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend
-from echo_tools.builtin_tools import check_builtin_importable
-from echo_tools.code_tools import ENTRY_POINT, merge_config
-from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolTimeoutError
+from echo_tools.code_tools import ENTRY_POINT, check_code_config, merge_config
+from echo_tools.errors import ToolExecutionError, ToolTimeoutError
+from echo_tools.sandbox import SandboxLimits, run_python
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
@@ -48,16 +51,13 @@ class CodeBackend(ToolBackend):
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor
 
+    @classmethod
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        check_code_config(tool)
+
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
-        check_builtin_importable()  # a host's own `AgentTools` (EchoAI has one) must not run this code
-        try:
-            from AgentTools.code_executor.sandbox import SandboxLimits, run_python
-        except ImportError as exc:
-            raise ToolConfigError(
-                f"Tool {tool.tool_id!r}: the code sandbox (AgentTools.code_executor) cannot be imported: {exc}",
-                tool_id=tool.tool_id,
-                field="tool_type",
-            ) from exc
         config = merge_config(tool.execution_config)
         marker = f"@@echo-tools-result-{secrets.token_hex(16)}@@"
         run = await run_python(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends._framework import FrameworkToolBackend
+from echo_tools._telemetry import disable_third_party_telemetry
+from echo_tools.backends._framework import FrameworkToolBackend, framework_class
 from echo_tools.backends.local import run_in_worker
 from echo_tools.errors import ToolError, ToolExecutionError
 
@@ -23,9 +24,8 @@ class CrewAIBackend(FrameworkToolBackend):
     framework_class_name = "crewai.tools.BaseTool"
 
     def base_class(self) -> type:
-        from crewai.tools import BaseTool
-
-        return BaseTool
+        disable_third_party_telemetry()  # before CrewAI first loads through us
+        return framework_class("crewai.tools", "BaseTool", "a crewai tool")
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> Any:
         instance, is_async = await self.ainstance(tool)

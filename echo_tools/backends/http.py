@@ -26,14 +26,17 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 
-from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.backends.base import BackendOutput, ToolBackend, config_error
 from echo_tools.bounded_body import UndecodableBodyError, content_encoding_of, read_bounded
 from echo_tools.credentials import credential_for
+from echo_tools.egress import check_tool_headers
 from echo_tools.env_refs import ENV_REFERENCE, expand
-from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolValidationError
+from echo_tools.errors import EgressDeniedError, ToolConfigError, ToolExecutionError, ToolValidationError
 from echo_tools.redaction import hide_secret_values, is_secret_key, redact
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
@@ -123,8 +126,61 @@ def build_request(tool: ToolDef, args: dict[str, Any]) -> tuple[str, str, dict[s
     return method, url, query, body
 
 
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "TRACE")
+
+
 class HttpBackend(ToolBackend):
     """Runs `api` tools through the executor's shared HTTP clients (one per event loop)."""
+
+    @classmethod
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        config = tool.execution_config
+        url = config.get("url")
+        if not isinstance(url, str) or not url:
+            raise config_error(
+                tool, "execution_config.url", f"execution_config.url must be an http(s) URL, got {url!r}"
+            )
+        parts = urlsplit(url.replace("{", "").replace("}", ""))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise config_error(
+                tool, "execution_config.url", f"execution_config.url must be an http(s) URL, got {url!r}"
+            )
+        if "{" in parts.netloc or "{" in urlsplit(url).netloc:
+            raise config_error(
+                tool, "execution_config.url", f"execution_config.url may not template the host: {url!r}"
+            )
+        method = str(config.get("method", "POST")).upper()
+        if method not in HTTP_METHODS:
+            raise config_error(
+                tool,
+                "execution_config.method",
+                f"execution_config.method {method!r} is not one of {HTTP_METHODS}",
+            )
+        for key in ("headers", "query"):
+            value = config.get(key, {})
+            if not isinstance(value, dict) or not all(
+                isinstance(v, (str, int, float)) for v in value.values()
+            ):
+                raise config_error(
+                    tool, f"execution_config.{key}", f"execution_config.{key} must map names to strings"
+                )
+        check_tool_headers(
+            tool
+        )  # no Host, Content-Length, Transfer-Encoding, Connection or hop-by-hop header
+        timeout = config.get("timeout")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise config_error(
+                tool,
+                "execution_config.timeout",
+                f"execution_config.timeout must be positive, got {timeout!r}",
+            )
+        if egress is not None:
+            try:
+                egress.check_url(url)
+            except EgressDeniedError as exc:
+                raise config_error(tool, "execution_config.url", str(exc)) from exc
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor

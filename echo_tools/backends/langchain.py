@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends._framework import FrameworkToolBackend
+from echo_tools.backends._framework import FrameworkToolBackend, framework_class
 from echo_tools.backends.local import run_in_worker
 from echo_tools.errors import ToolError, ToolExecutionError
 
@@ -24,9 +24,7 @@ class LangChainBackend(FrameworkToolBackend):
     framework_class_name = "langchain_core.tools.BaseTool"
 
     def base_class(self) -> type:
-        from langchain_core.tools import BaseTool
-
-        return BaseTool
+        return framework_class("langchain_core.tools", "BaseTool", "a langchain tool")
 
     def is_async(self, instance: Any, base: type) -> bool:
         if hasattr(instance, "coroutine"):  # StructuredTool / Tool: async exactly when given a coroutine

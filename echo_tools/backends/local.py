@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import SyncCall, ToolBackend, forget_entries
+from echo_tools.backends.base import SyncCall, ToolBackend, check_python_target, config_error, forget_entries
 from echo_tools.backends.python_targets import (
     CallPlan,
     import_target,
@@ -34,12 +34,28 @@ from echo_tools.streaming import is_streaming, stream_output
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # results that are never awaitable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
 
 class LocalBackend(ToolBackend):
     """Runs Python tools in this process (worker thread, inline or awaited) or in a killable subprocess."""
+
+    @classmethod
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        config = tool.execution_config
+        if not config:
+            return  # EchoAI's legacy {name, description} form: a catalogue entry that cannot run yet
+        check_python_target(tool, allowed_modules, kinds=("class", "function"))
+        if "class" in config and "method" not in config:
+            raise config_error(
+                tool, "execution_config.method", "execution_config.class needs execution_config.method"
+            )
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor

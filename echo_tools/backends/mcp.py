@@ -24,15 +24,18 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.backends.base import BackendOutput, ToolBackend, config_error
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolNotFoundError
 from echo_tools.events import ToolEvent, call_fields
 from echo_tools.models import SideEffect, ToolDef, ToolType
 from echo_tools.redaction import hide_secret_values, redact
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mcp import types
 
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.mcp.sessions import Listener, MCPSessionPool
     from echo_tools.models import ToolContext
@@ -48,6 +51,25 @@ _BACKSTOP_S = 5.0
 
 class MCPBackend(ToolBackend):
     """Runs `mcp` tools for one executor; its sessions close with `executor.aclose()`."""
+
+    @classmethod
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        config = tool.execution_config
+        if "connector_id" in config:
+            if not isinstance(config["connector_id"], str) or not config["connector_id"]:
+                raise config_error(
+                    tool, "execution_config.connector_id", "execution_config.connector_id must be a string"
+                )
+            return
+        server, name = config.get("server"), config.get("tool")
+        if not isinstance(server, str) or not server or not isinstance(name, str) or not name:
+            raise config_error(
+                tool,
+                "execution_config",
+                f"an mcp tool needs execution_config {{server, tool}} or {{connector_id}}, got {config!r}",
+            )
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor

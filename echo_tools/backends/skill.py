@@ -19,6 +19,9 @@ from echo_tools.errors import ToolBudgetError, ToolExecutionError, ToolTimeoutEr
 from echo_tools.skills import SkillPlan, SkillStep, StepPlan, check_nesting, parse_skill, plan_skill
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef, ToolResult
 
@@ -34,6 +37,12 @@ class SkillBackend(ToolBackend):
     """Runs `skill` tools; inner calls go back through the executor (events, limits, permissions)."""
 
     nests = True
+
+    @classmethod
+    def check_config(
+        cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None
+    ) -> None:
+        parse_skill(tool.tool_id, tool.execution_config)
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor

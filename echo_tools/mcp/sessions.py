@@ -13,7 +13,6 @@ flight that they belong to.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from echo_tools.compat.mcp import next_request_id, request_id_of
 from echo_tools.egress import egress_client
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
@@ -189,7 +189,7 @@ class _Connection:
                         write,
                         message_handler=self._on_message,
                         **self._callbacks.session_kwargs(),
-                        client_info=types.Implementation(name="echo-tools", version="1.0"),
+                        client_info=types.Implementation(name="echo-tools", version=_package_version()),
                     )
                 )
                 await session.initialize()
@@ -340,7 +340,7 @@ class _Connection:
             async with self._limit:
                 self._trim_stderr()
                 # send_request takes this id before its first await, so reading it here names our request
-                request_id = session._request_id
+                request_id = next_request_id(session)
                 self._by_id[request_id] = task
                 progress = None
                 if listener is not None:
@@ -418,10 +418,7 @@ class _Connection:
     def _stream_broke(self, request: httpx.Request) -> None:
         # The SDK leaves a request pending forever when its response stream breaks without an event id
         # (the server died mid-call): fail that call now and replace the session.
-        try:
-            request_id = json.loads(request.content).get("id")
-        except (ValueError, AttributeError):
-            request_id = None
+        request_id = request_id_of(request.content)
         task = self._by_id.get(request_id)
         if task is not None:
             self._lost.add(task)
@@ -430,10 +427,7 @@ class _Connection:
 
     def _too_large(self, request: httpx.Request, error: Exception) -> None:
         # the answer to `request` passed max_result_bytes: its reading stopped, and its call fails now
-        try:
-            request_id = json.loads(request.content).get("id")
-        except (ValueError, AttributeError):
-            request_id = None
+        request_id = request_id_of(request.content)
         task = self._by_id.get(request_id)
         if task is not None:
             self._refused[task] = (
@@ -860,3 +854,13 @@ def _first_line(error: Exception) -> str:
     found = re.search(r"input_value=('[^']*'|\"[^\"]*\")", text)
     shown = f"it wrote {found.group(1)[:120]} on stdout" if found else text.splitlines()[0][:160]
     return shown + " (an MCP server speaks JSON-RPC on stdout)"
+
+
+def _package_version() -> str:
+    """The installed echo-tools' version, which the MCP client tells servers (`clientInfo.version`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("echo-tools")
+    except PackageNotFoundError:  # run from a folder that was never installed
+        return "0+unknown"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from AgentTools.code_executor.sandbox import SandboxLimits, check_env, interpreter, run_python
+from echo_tools.sandbox import SandboxLimits, check_env, interpreter, run_python
 from tests.agent_tools._support import REPO_ROOT
 
 
@@ -79,8 +79,9 @@ _IMPORT_EVERY_MODULE = """
 import os, pkgutil, sys
 sys.argv = ["x", "{}"]  # what the bootstrap would read as its configuration
 before = os.getuid(), os.readlink("/proc/self/ns/net"), os.readlink("/proc/self/ns/mnt")
-import AgentTools
+import AgentTools, echo_tools.sandbox
 names = [m.name for m in pkgutil.walk_packages(AgentTools.__path__, "AgentTools.")]
+names += [m.name for m in pkgutil.walk_packages(echo_tools.sandbox.__path__, "echo_tools.sandbox.")]
 for name in names:
     __import__(name)
     after = os.getuid(), os.readlink("/proc/self/ns/net"), os.readlink("/proc/self/ns/mnt")
@@ -89,7 +90,7 @@ print(len(names), "imported", " ".join(names))
 """
 
 
-def test_importing_any_agenttools_module_runs_nothing_from_the_working_folder(tmp_path):
+def test_importing_any_agenttools_or_sandbox_module_runs_nothing_from_the_working_folder(tmp_path):
     # the folder holds what the tester's runner and the bootstrap would run: main.py, solution.py, cases
     marker = tmp_path / "code-ran.txt"
     payload = f"open({str(marker)!r}, 'a').write('ran')\n"
@@ -109,7 +110,7 @@ def test_importing_any_agenttools_module_runs_nothing_from_the_working_folder(tm
     count, _, names = done.stdout.split(" ", 2)
     assert int(count) > 30
     assert "AgentTools.code_tester.runner" in names.split()
-    assert "AgentTools.code_executor._bootstrap" in names.split()
+    assert "echo_tools.sandbox._bootstrap" in names.split()
     assert not marker.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.json", "main.py", "solution.py"]
 
@@ -258,13 +259,13 @@ def test_a_server_that_cannot_make_a_cgroup_says_memory_is_limited_per_process_o
     )
     script = (
         "import asyncio, json\n"
-        "from AgentTools.code_executor.sandbox import SandboxLimits, run_python\n"
+        "from sandbox import SandboxLimits, run_python\n"  # the engine alone: the system python has no pydantic
         f"run = asyncio.run(run_python({code!r}, limits=SandboxLimits(memory_mb=150)))\n"
         "print(json.dumps(run.to_dict()))\n"
     )
     uid = 1_950_000 + secrets.randbelow(10_000)  # above the sandbox's own range: no process has it
     done = subprocess.run(
-        [python, "-I", "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n{script}"],
+        [python, "-I", "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT / 'echo_tools')!r})\n{script}"],
         user=uid,
         group=uid,
         extra_groups=[],
@@ -306,7 +307,7 @@ def test_without_namespaces_the_report_says_nothing_is_isolated_and_that_is_true
     )
     script = (
         f"{_NO_UNSHARE}\nimport asyncio, json\n"
-        "from AgentTools.code_executor.sandbox import run_python\n"
+        "from echo_tools.sandbox import run_python\n"
         f"print(json.dumps(asyncio.run(run_python({code!r})).to_dict()))\n"
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT)}

@@ -1,5 +1,6 @@
-"""CrewAI's telemetry is off by default wherever echo-tools is imported, a user's choice stands, and the
-host's own tracing switches are never touched."""
+"""`import echo_tools` changes nothing in the process; CrewAI's telemetry is off by default where echo-tools
+uses CrewAI (the bridge, the crewai backend), a user's choice stands, and the host's own tracing switches
+are never touched."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from echo_tools._telemetry import HOST_TRACING_VARIABLES, TELEMETRY_DEFAULTS
 
@@ -23,8 +26,30 @@ def _env_after_import(module: str, **env: str) -> dict[str, str | None]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_importing_echo_tools_turns_crewai_telemetry_off():
+IMPORT_ONLY = """
+import gc, json, os
+before = dict(os.environ)
+import echo_tools, echo_tools.executor, echo_tools.registry, echo_tools.cli
+changed = sorted(k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k))
+print(json.dumps({"changed": changed, "gc": gc.isenabled()}))
+"""
+
+
+def test_importing_echo_tools_sets_no_environment_variable_and_leaves_the_garbage_collector_on():
+    out = subprocess.run([sys.executable, "-c", IMPORT_ONLY], capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {"changed": [], "gc": True}
+
+
+def test_importing_echo_tools_leaves_crewai_telemetry_to_the_user():
     seen = _env_after_import("echo_tools")
+    assert {k: seen[k] for k in TELEMETRY_DEFAULTS} == dict.fromkeys(TELEMETRY_DEFAULTS)
+
+
+@pytest.mark.slow  # imports CrewAI
+def test_the_crewai_backend_turns_crewai_telemetry_off_before_crewai_loads():
+    module = "echo_tools.backends.crewai as b; b.CrewAIBackend.__new__(b.CrewAIBackend).base_class()"
+    seen = _env_after_import(module)
     assert {k: seen[k] for k in TELEMETRY_DEFAULTS} == TELEMETRY_DEFAULTS
 
 
@@ -39,6 +64,6 @@ def test_importing_the_bridge_turns_telemetry_off_before_crewai_loads():
 
 
 def test_a_value_the_user_set_is_left_alone():
-    seen = _env_after_import("echo_tools", CREWAI_DISABLE_TELEMETRY="false")
+    seen = _env_after_import("workflow_bridge", CREWAI_DISABLE_TELEMETRY="false")
     assert seen["CREWAI_DISABLE_TELEMETRY"] == "false"
     assert seen["CREWAI_DISABLE_TRACKING"] == "true"

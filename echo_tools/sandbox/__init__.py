@@ -1,4 +1,5 @@
-"""Run Python code in a separate, confined process: the engine behind code_executor and code_tester.
+"""Run Python code in a separate, confined process: the engine behind `code` tools and the shipped
+code_executor and code_tester tools.
 
 What is isolated (each item is checked at run time and reported in `SandboxRun.isolation`, never assumed):
 
@@ -53,7 +54,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from AgentTools.code_executor import _cgroup
+from . import _cgroup
 
 _BOOTSTRAP = (Path(__file__).parent / "_bootstrap.py").read_text(encoding="utf-8")
 _UID_RANGE = (1_000_000, 1_900_000)  # far above distribution and container uid ranges
@@ -303,28 +304,17 @@ async def run_python(
         cgroup = _cgroup.create(limits.memory_mb)
         _prepare(workdir, code, files or {}, uid)
         (streams / "stdin").write_text(stdin or "", encoding="utf-8")
-        with (
-            open(streams / "stdin", "rb") as fin,
-            open(streams / "stdout", "wb") as fout,
-            open(streams / "stderr", "wb") as ferr,
-            open(streams / "status", "wb") as fstatus,
-        ):
-            config = {
-                "workdir": str(workdir),
-                "uid": uid,
-                "isolate": True,
-                "rlimits": limits.rlimits(),
-                "tmpfs_mb": limits.tmpfs_mb,
-                "argv": argv or [],
-                "env": program_env,
-                "status_fd": fstatus.fileno(),
-                "cgroup": cgroup.procs_file if isinstance(cgroup, _cgroup.RunCgroup) else None,
-            }
-            proc = await asyncio.create_subprocess_exec(
-                python, "-I", "-S", "-c", _BOOTSTRAP, json.dumps(config),
-                stdin=fin, stdout=fout, stderr=ferr, cwd=str(workdir), env={**_LAUNCH_ENV, "HOME": str(workdir)},
-                start_new_session=True, pass_fds=(fstatus.fileno(),),
-            )  # fmt: skip
+        config = {
+            "workdir": str(workdir),
+            "uid": uid,
+            "isolate": True,
+            "rlimits": limits.rlimits(),
+            "tmpfs_mb": limits.tmpfs_mb,
+            "argv": argv or [],
+            "env": program_env,
+            "cgroup": cgroup.procs_file if isinstance(cgroup, _cgroup.RunCgroup) else None,
+        }
+        proc = await _start(python, config, streams, workdir)
         watched = cgroup if isinstance(cgroup, _cgroup.RunCgroup) else None
         timed_out, oom = await _wait(proc, limits.timeout_s, watched)
         leftover = _kill_everything(proc.pid, uid, watched)  # background children never outlive the run
@@ -354,6 +344,24 @@ async def run_python(
         shutil.rmtree(streams, ignore_errors=True)
         if uid is not None:
             _used_uids.discard(uid)
+
+
+async def _start(
+    python: str, config: dict[str, Any], streams: Path, workdir: Path
+) -> asyncio.subprocess.Process:
+    """The bootstrap started on `config`, its standard streams and status report files in `streams`."""
+    with (
+        open(streams / "stdin", "rb") as fin,
+        open(streams / "stdout", "wb") as fout,
+        open(streams / "stderr", "wb") as ferr,
+        open(streams / "status", "wb") as fstatus,
+    ):
+        config = {**config, "status_fd": fstatus.fileno()}
+        return await asyncio.create_subprocess_exec(
+            python, "-I", "-S", "-c", _BOOTSTRAP, json.dumps(config),
+            stdin=fin, stdout=fout, stderr=ferr, cwd=str(workdir), env={**_LAUNCH_ENV, "HOME": str(workdir)},
+            start_new_session=True, pass_fds=(fstatus.fileno(),),
+        )  # fmt: skip
 
 
 async def _wait(

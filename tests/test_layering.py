@@ -1,0 +1,188 @@
+"""The layout's rules, read from the source with `ast`: no import cycle (imports inside functions count),
+`echo_tools` imports neither `workflow_bridge` nor `AgentTools`, and the core's renovated modules stay
+small (modules under 600 lines, functions under 80)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("echo_tools", "workflow_bridge")
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+# the modules held to the size limits here (the rest of the tree is listed by `oversized` for review)
+KEPT_SMALL = (
+    "echo_tools/__init__.py",
+    "echo_tools/_telemetry.py",
+    "echo_tools/code_tools.py",
+    "echo_tools/compat/mcp.py",
+    "echo_tools/extras.py",
+    "echo_tools/limits.py",
+    "echo_tools/outcomes.py",
+    "echo_tools/routes.py",
+    "echo_tools/runtime.py",
+    "echo_tools/sandbox/__init__.py",
+    "echo_tools/sandbox/_bootstrap.py",
+    "echo_tools/sandbox/_cgroup.py",
+    "echo_tools/shapes.py",
+    "echo_tools/backends/_framework.py",
+    "echo_tools/backends/_isolated.py",
+    "echo_tools/backends/base.py",
+    "echo_tools/backends/catalog.py",
+    "echo_tools/backends/code.py",
+    "echo_tools/backends/crewai.py",
+    "echo_tools/backends/langchain.py",
+    "echo_tools/backends/python_targets.py",
+    "workflow_bridge/compat/crewai.py",
+)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import a module runs, at load or inside a function (not those under `if TYPE_CHECKING`)."""
+
+    def visit(nodes: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+        for node in nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+            elif isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+                yield from visit(node.orelse)
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    inner = getattr(node, field, None)
+                    if isinstance(inner, list):
+                        yield from visit([n for n in inner if isinstance(n, ast.stmt | ast.excepthandler)])  # type: ignore[misc]
+
+    yield from visit(tree.body)
+
+
+def _targets(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of the two packages that `name` imports."""
+    targets = set()
+    for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names if alias.name in known)
+            continue
+        if node.level:
+            base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+            base = base[: len(base) - node.level + 1]
+            module = ".".join([*base, *([node.module] if node.module else [])])
+        else:
+            module = node.module or ""
+        for alias in node.names:
+            submodule = f"{module}.{alias.name}"
+            targets.add(submodule if submodule in known else module)
+    return {target for target in targets if target in known and target != name}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back_counting_imports_inside_functions() -> None:
+    known = _modules()
+    graph = {name: _targets(name, path, known) for name, path in known.items()}
+    assert sum(len(targets) for targets in graph.values()) > 400  # the walk found those inside functions too
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_echo_tools_imports_neither_the_bridge_nor_the_shipped_tools() -> None:
+    offenders = []
+    for path in (ROOT / "echo_tools").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+                for name in names
+                if name.split(".")[0] in ("workflow_bridge", "AgentTools")
+            ]
+    assert offenders == []
+
+
+def oversized(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """Modules over `MAX_MODULE_LINES` lines and functions over `MAX_FUNCTION_LINES`, as readable lines."""
+    found = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(root)
+        if text.count("\n") > MAX_MODULE_LINES:
+            found.append(f"{where}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{where}:{node.lineno} {node.name}() {length} lines")
+    return found
+
+
+def test_the_renovated_core_modules_stay_small() -> None:
+    paths = [ROOT / name for name in KEPT_SMALL]
+    assert all(path.exists() for path in paths)
+    assert oversized(paths) == []
+
+
+def test_the_size_check_names_a_long_function_and_a_long_module(tmp_path: Path) -> None:
+    long = tmp_path / "long.py"
+    long.write_text("def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES + "\n" * MAX_MODULE_LINES)
+    assert oversized([long], root=tmp_path) == [
+        f"long.py: {MAX_FUNCTION_LINES + MAX_MODULE_LINES + 1} lines",
+        f"long.py:1 f() {MAX_FUNCTION_LINES + 1} lines",
+    ]
