@@ -33,6 +33,7 @@ from echo_tools.api.errors import (
 from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
 from echo_tools.api.security import install_security, make_guard
 from echo_tools.api.shapes import list_item
+from echo_tools.api.ui import make_ui_router
 from echo_tools.backends import module_allowed
 from echo_tools.errors import EgressDeniedError
 from echo_tools.models import ToolContext, ToolDef, ToolPermission, ToolType
@@ -379,6 +380,7 @@ def create_app(
     add_docs_routes(app, settings)
     app.state.echo_tools = router.state  # type: ignore[attr-defined]
     include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
+    app.include_router(make_ui_router(router.state, options.get("history")))  # type: ignore[attr-defined]
     install_error_handlers(app)
     install_security(app, settings)
     return app
