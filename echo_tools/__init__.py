@@ -16,6 +16,7 @@ from echo_tools.errors import (
     EgressDeniedError,
     MCPConnectionError,
     NotStoredError,
+    ToolBudgetError,
     ToolConfigError,
     ToolDisabledError,
     ToolError,
@@ -32,6 +33,7 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
+from echo_tools.gate import Budget, BudgetMeter, Grants, Principal
 from echo_tools.models import (
     Determinism,
     RetryPolicy,
@@ -69,17 +71,22 @@ _LAZY = {
 __all__ = [
     "AgentStore",
     "ApiSettings",
+    "Budget",
+    "BudgetMeter",
     "Determinism",
     "EgressDeniedError",
     "EgressPolicy",
+    "Grants",
     "JsonlEventLog",
     "LoggingEventSink",
     "MCPConnectionError",
     "MemoryEventLog",
     "NotStoredError",
     "OpenTelemetrySink",
+    "Principal",
     "RetryPolicy",
     "SideEffect",
+    "ToolBudgetError",
     "ToolConfigError",
     "ToolContext",
     "ToolDef",

@@ -19,6 +19,7 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
     │   ├── EgressDeniedError        an outbound request was refused by the egress policy
     │   └── MCPConnectionError       an MCP server could not be reached or died
     ├── ToolTimeoutError             the call ran past its deadline and was stopped
+    ├── ToolBudgetError              the request's budget (calls, depth, fan-out, time, output) is spent
     └── ToolConfigError              a configuration (MCP server, executor setting) is invalid
 """
 
@@ -116,6 +117,10 @@ class ToolTimeoutError(ToolError, error_type="timeout"):
     """The call ran past its deadline and its work was stopped."""
 
 
+class ToolBudgetError(ToolError, error_type="budget"):
+    """The request's or run's budget (calls, depth, fan-out, deadline, output, sampling) is spent."""
+
+
 class ToolConfigError(ToolError, error_type="validation"):
     """A configuration (MCP server, executor setting) is invalid."""
 
@@ -128,6 +133,7 @@ _BY_ERROR_TYPE: dict[str, type[ToolError]] = {
     "execution": ToolExecutionError,
     "timeout": ToolTimeoutError,
     "output_validation": ToolOutputValidationError,
+    "budget": ToolBudgetError,
 }
 
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from echo_tools import retry
+from echo_tools import gate, retry
 from echo_tools.backends.base import BackendOutput
 from echo_tools.backends.catalog import backend_class
 from echo_tools.egress import EgressPolicy
@@ -115,7 +115,10 @@ class ToolExecutor:
             input_data: the arguments, a JSON object.
             context: who calls (ids carried into every event), granted permissions, a timeout override.
         """
-        return await self._call(ref, input_data, context or NO_CONTEXT, on_loop=True)
+        context = context or NO_CONTEXT
+        if context.budget is not None:  # counted by the request's budget meter (echo_tools.gate)
+            return await gate.metered(self._call(ref, input_data, context, on_loop=True), context)
+        return await self._call(ref, input_data, context, on_loop=True)
 
     def invoke_sync(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
@@ -134,7 +137,9 @@ class ToolExecutor:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: the caller may block
-            return _drive(self._call(ref, input_data, context or NO_CONTEXT, on_loop=False))
+            context = context or NO_CONTEXT
+            call = self._call(ref, input_data, context, on_loop=False)
+            return _drive(gate.metered(call, context) if context.budget is not None else call)
         raise RuntimeError(
             "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
             "use 'await executor.invoke(...)' instead"
@@ -168,6 +173,10 @@ class ToolExecutor:
                     field="permissions",
                 )
                 return self._refuse(tool, ref, input_data, refusal, context, started, on_loop, call_id)
+        if context.budget is not None:  # the request's budget: calls, depth, fan-out, time, output
+            spent = gate.admit(tool, context)
+            if spent is not None:
+                return self._refuse(tool, ref, input_data, spent, context, started, on_loop, call_id)
         # 3. normalise (drop None for optional non-nullable keys, fill defaults) and 4. validate
         route = self._routes.route(tool)
         args = self._checked_input(route, input_data)

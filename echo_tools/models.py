@@ -146,6 +146,8 @@ class ToolDef(BaseModel):
     determinism: Determinism = Determinism.NONDETERMINISTIC
     # a deterministic, pure tool's results are reused for this many seconds; None: never cached
     cache_ttl_s: float | None = Field(default=None, ge=0, le=86_400 * 30)
+    # the principal that registered or imported it over HTTP (`echo_tools.gate`); None: the operator's
+    owner: str | None = None
 
     # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -261,6 +263,11 @@ class ToolContext(BaseModel):
     parent_call_id: str | None = None
     depth: int = Field(default=0, ge=0)
     call_path: list[str] = Field(default_factory=list)
+    # the gate (`echo_tools.gate`): the `BudgetMeter` shared by the whole request or run (copies of the
+    # context share it), the principal's name and the end user it acts for
+    budget: Any = Field(default=None, exclude=True, repr=False)
+    principal: str | None = None
+    user_id: str | None = None
 
     def ids(self) -> dict[str, str | None]:
         """The context ids as a dict (what events carry)."""
@@ -283,6 +290,7 @@ ERROR_TYPES = (
     "execution",
     "timeout",
     "output_validation",
+    "budget",
 )
 
 

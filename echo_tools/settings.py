@@ -11,11 +11,14 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echo_tools.errors import ToolConfigError
+
+if TYPE_CHECKING:
+    from echo_tools.gate import Principal
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -53,6 +56,8 @@ class ApiSettings:
         sse_ping_seconds: keep-alive comment interval of event streams.
         allowed_env: environment variables a tool registered over HTTP may reference as `${NAME}`
             (`echo-tools serve --allow-env NAME`); any other reference is refused at registration.
+        principals: API keys (as `echo_tools.gate.hash_key(key)`) -> `Principal` (`serve --principals FILE`,
+            `echo_tools.gate.load_principals`); `api_key`, when also given, is the operator.
     """
 
     api_key: str | None = None
@@ -68,20 +73,21 @@ class ApiSettings:
     event_queue_size: int = 1000
     sse_ping_seconds: float = 15.0
     allowed_env: tuple[str, ...] = ()
+    principals: Mapping[str, Principal] | None = field(default=None, hash=False)
 
     @property
     def key_required(self) -> bool:
         """Whether requests must carry the API key."""
         if self.require_api_key is not None:
             return self.require_api_key
-        return self.api_key is not None or not is_loopback_host(self.host)
+        return self.api_key is not None or bool(self.principals) or not is_loopback_host(self.host)
 
     def check(self) -> ApiSettings:
         """Raise `ToolConfigError` naming the setting when the combination is unsafe; else return self."""
-        if self.key_required and not self.api_key:
+        if self.key_required and not self.api_key and not self.principals:
             raise ToolConfigError(
                 f"An API key is required to serve on host {self.host!r} (anything but loopback); "
-                "pass --api-key or set ECHO_TOOLS_API_KEY",
+                "pass --api-key or --principals, or set ECHO_TOOLS_API_KEY",
                 field="api_key",
             )
         if self.api_key is not None and len(self.api_key) < 8:

@@ -17,12 +17,11 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body
 from fastapi.responses import StreamingResponse
 
 from echo_tools.api.errors import ApiError, contract_route_class, from_tool_error
 from echo_tools.api.events import SSE_HEADERS, format_sse
-from echo_tools.api.security import make_guard
 from echo_tools.api.shapes import compile_summary, diagnostic_dict, event_dict
 from echo_tools.errors import ToolError
 
@@ -56,12 +55,16 @@ def _failure(exc: BaseException) -> dict[str, Any]:
 
 
 def make_workflow_router(state: ApiState) -> APIRouter:
-    """`POST /workflows/compile` and `POST /workflows/run`, secured like the `/tools` routes."""
-    secured = [Depends(make_guard(state.settings))]
+    """`POST /workflows/compile` and `POST /workflows/run`, each declaring its action to the gate."""
+    gate = state.gate
     router = APIRouter(prefix="/workflows", tags=["workflows"], route_class=contract_route_class())
     histories = _Histories(state)
 
-    @router.post("/compile", dependencies=secured, summary="Map and compile a canvas or {workflow, agents}")
+    @router.post(
+        "/compile",
+        dependencies=[gate.requires("compile")],
+        summary="Map and compile a canvas or {workflow, agents}",
+    )
     async def compile_workflow(source: dict[str, Any] = Body(...)) -> dict[str, Any]:
         runner = _runner()
         try:
@@ -78,7 +81,9 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             ) from exc
         return compile_summary(graph, mapped)
 
-    @router.post("/run", dependencies=secured, summary="Run a workflow; node and tool events as SSE")
+    @router.post(
+        "/run", dependencies=[gate.requires("run")], summary="Run a workflow; node and tool events as SSE"
+    )
     async def run_workflow(body: dict[str, Any] = Body(...)) -> StreamingResponse:
         user_input = body.get("user_input")
         if user_input is not None and not isinstance(user_input, str):
@@ -99,7 +104,11 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         )
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
-    @router.get("/runs/{run_id}", dependencies=secured, summary="A recorded run: status and last state")
+    @router.get(
+        "/runs/{run_id}",
+        dependencies=[gate.requires("history")],
+        summary="A recorded run: status and last state",
+    )
     async def get_run(run_id: str) -> dict[str, Any]:
         runner = _runner()
         history = histories.get()
@@ -109,7 +118,11 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             raise _resume_error(exc) from exc
         return _plain(answer)
 
-    @router.post("/runs/{run_id}/resume", dependencies=secured, summary="Resume a run paused at a HITL node")
+    @router.post(
+        "/runs/{run_id}/resume",
+        dependencies=[gate.requires("approve")],
+        summary="Resume a run paused at a HITL node",
+    )
     async def resume_run(run_id: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
         runner = _runner()
         unknown = sorted(set(body) - set(RESUME_FIELDS))

@@ -31,12 +31,13 @@ from echo_tools.api.errors import (
     install_error_handlers,
 )
 from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
-from echo_tools.api.security import install_security, make_guard
+from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
 from echo_tools.api.ui import make_ui_router
 from echo_tools.backends import module_allowed
 from echo_tools.errors import EgressDeniedError
-from echo_tools.models import ToolContext, ToolDef, ToolPermission, ToolType
+from echo_tools.gate import PUBLIC, READ, Principal
+from echo_tools.models import ToolContext, ToolDef, ToolType
 from echo_tools.settings import ApiSettings
 
 if TYPE_CHECKING:
@@ -51,12 +52,14 @@ _PYTHON_TYPES = ("local", "crewai", "langchain")
 
 @dataclass
 class ApiState:
-    """What the routes share: the catalogue, the executor, the settings and the event fan-out."""
+    """What the routes share: the catalogue, the executor, the settings, the event fan-out and the gate
+    (`gate.requires(action)`: the dependency every route, in any router, declares)."""
 
     registry: ToolRegistry
     executor: ToolExecutor
     settings: ApiSettings
     broadcaster: EventBroadcaster
+    gate: Gatekeeper
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
@@ -88,7 +91,7 @@ def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
                 ) from exc
 
 
-def call_context(
+async def call_context(
     run_id: str | None = Query(None, max_length=200, description="carried into the call's events"),
     agent_id: str | None = Query(None, max_length=200),
     workflow_id: str | None = Query(None, max_length=200),
@@ -115,7 +118,7 @@ class CallRequest:
     context: dict[str, Any]
 
 
-def call_request(
+async def call_request(
     input_data: dict[str, Any] | None = Body(None), context: dict[str, Any] = Depends(call_context)
 ) -> CallRequest:
     """The `CallRequest` of an invoke route (a missing body is an empty input)."""
@@ -138,12 +141,17 @@ def make_router(
     broadcaster = EventBroadcaster(settings.event_queue_size)
     executor.add_sink(broadcaster)
     registry.events.add(broadcaster)
-    state = ApiState(registry, executor, settings, broadcaster)
-    secured = [Depends(make_guard(settings))]
+    gate = Gatekeeper(settings)
+    state = ApiState(registry, executor, settings, broadcaster, gate)
+    secured = [gate.requires(READ)]
     router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
     router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
 
-    @router.post("/register", dependencies=secured, summary="Register or update a tool (source 'remote')")
+    @router.post(
+        "/register",
+        dependencies=[gate.requires("register")],
+        summary="Register or update a tool (source 'remote')",
+    )
     async def register(tool: ToolDef = Body(...)) -> dict[str, Any]:
         refuse_forbidden(state, tool)
         outcome = await anyio.to_thread.run_sync(
@@ -168,7 +176,7 @@ def make_router(
         return [list_item(t) for t in registry.search(q)]
 
     # Declared before `/{tool_id}`: EchoAI's `/health` was shadowed by it and answered 404.
-    @router.get("/health", summary="Liveness (needs no API key)")
+    @router.get("/health", dependencies=[gate.requires(PUBLIC)], summary="Liveness (needs no API key)")
     async def health() -> dict[str, Any]:
         return {
             "status": "healthy",
@@ -177,7 +185,9 @@ def make_router(
             "tool_count": len(registry),
         }
 
-    @router.get("/events", dependencies=secured, summary="Server-Sent Events stream of tool events")
+    @router.get(
+        "/events", dependencies=[gate.requires("history")], summary="Server-Sent Events stream of tool events"
+    )
     async def events(
         run_id: str | None = Query(None, max_length=200, description="only the events of this run"),
         max_events: int | None = Query(None, gt=0, le=100_000, description="end the stream after N events"),
@@ -187,7 +197,7 @@ def make_router(
 
     from echo_tools.api.history import add_history_route
 
-    add_history_route(router, history, secured)
+    add_history_route(router, history, [gate.requires("history")])
 
     @router.get("/metrics", dependencies=secured, summary="Executor metrics, Prometheus text format")
     async def metrics() -> PlainTextResponse:
@@ -201,7 +211,9 @@ def make_router(
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @router.post(
-        "/discover", dependencies=secured, summary="Re-read the tool manifests of the discovery folders"
+        "/discover",
+        dependencies=[gate.requires("register")],
+        summary="Re-read the tool manifests of the discovery folders",
     )
     async def discover() -> dict[str, Any]:
         found = await anyio.to_thread.run_sync(registry.discover_local_tools)
@@ -212,7 +224,9 @@ def make_router(
             "problems": [str(p) for p in registry.problems()],
         }
 
-    @router.post("/cache/clear", dependencies=secured, summary="Drop cached tool instances")
+    @router.post(
+        "/cache/clear", dependencies=[gate.requires("register")], summary="Drop cached tool instances"
+    )
     async def clear_cache() -> dict[str, Any]:
         executor.forget()
         return {"status": "success", "message": "Tool instance cache cleared"}
@@ -233,20 +247,26 @@ def make_router(
             "unresolved": left_out,
         }
 
-    @router.post("/invoke/id/{tool_id}", dependencies=secured, summary="Invoke a tool by its exact id")
+    invoker = gate.requires("invoke")
+
+    @router.post("/invoke/id/{tool_id}", summary="Invoke a tool by its exact id")
     async def invoke_by_id(
-        tool_id: str = PathParam(..., max_length=128), call: CallRequest = Depends(call_request)
+        tool_id: str = PathParam(..., max_length=128),
+        call: CallRequest = Depends(call_request),
+        principal: Principal = invoker,
     ) -> Response:
         tool = registry.get(tool_id)
         if tool is None:
             raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
-        return await _invoke(state, tool, call)
+        return await _invoke(state, tool, call, principal)
 
-    @router.post("/invoke/{name}", dependencies=secured, summary="Invoke a tool by name or id")
+    @router.post("/invoke/{name}", summary="Invoke a tool by name or id")
     async def invoke_by_name(
-        name: str = PathParam(..., max_length=200), call: CallRequest = Depends(call_request)
+        name: str = PathParam(..., max_length=200),
+        call: CallRequest = Depends(call_request),
+        principal: Principal = invoker,
     ) -> Response:
-        return await _invoke(state, name, call)
+        return await _invoke(state, name, call, principal)
 
     @router.post("/validate/{tool_id}", dependencies=secured, summary="Check input against a tool's schema")
     async def validate(
@@ -270,7 +290,9 @@ def make_router(
         wrong = _wrong_method(router, "GET", tool_id) if tool is None else None
         return wrong or registry.require(tool_id).to_storage_dict()
 
-    @router.delete("/{tool_id}", dependencies=secured, summary="Delete a tool registered over HTTP")
+    @router.delete(
+        "/{tool_id}", dependencies=[gate.requires("register")], summary="Delete a tool registered over HTTP"
+    )
     async def delete_tool(tool_id: str = PathParam(..., max_length=200)) -> Any:
         if registry.get(tool_id) is None:
             wrong = _wrong_method(router, "DELETE", tool_id)
@@ -304,15 +326,24 @@ def _wrong_method(router: APIRouter, method: str, segment: str) -> JSONResponse 
     )
 
 
-async def _invoke(state: ApiState, ref: str | ToolDef, call: CallRequest) -> Response:
-    granted = state.settings.granted_permissions
-    permissions = [ToolPermission(p) for p in granted] if granted is not None else None
-    ctx = ToolContext(**call.context, granted_permissions=permissions)
+async def _invoke(state: ApiState, ref: str | ToolDef, call: CallRequest, principal: Principal) -> Response:
+    ctx = ToolContext(**call.context, **principal_context(principal))
     result = await state.executor.invoke(ref, call.input_data, ctx)
     if not result.success:
         raise from_failed_result(result)
     # serialised by pydantic in one pass (FastAPI's generic encoder would walk the output again)
     return Response(result.model_dump_json(), media_type="application/json")
+
+
+def principal_context(principal: Principal) -> dict[str, Any]:
+    """The `ToolContext` fields a principal sets on a request's calls: its permission ceiling, a fresh
+    budget meter shared by every nested call of the request, its name and the end user it acts for."""
+    return {
+        "granted_permissions": principal.granted_permissions,
+        "budget": principal.meter(),
+        "principal": principal.name,
+        "user_id": principal.user_id,
+    }
 
 
 def read_agent(agents_dir: Path | None, agent_id: str) -> dict[str, Any]:
@@ -346,11 +377,11 @@ def include_plugin_routers(app: FastAPI, state: ApiState) -> None:
         app.include_router(entry.load()(state))
 
 
-def add_docs_routes(app: FastAPI, settings: ApiSettings) -> None:
+def add_docs_routes(app: FastAPI, gate: Gatekeeper) -> None:
     """`/openapi.json` and `/docs`, behind the same guard as the routes they describe (the key when set)."""
     from fastapi.openapi.docs import get_swagger_ui_html
 
-    secured = [Depends(make_guard(settings))]
+    secured = [gate.requires(READ)]
 
     @app.get("/openapi.json", dependencies=secured, include_in_schema=False)
     async def openapi() -> JSONResponse:
@@ -377,7 +408,7 @@ def create_app(
     )
     router = make_router(registry, executor, settings, **options)
     app.include_router(router)
-    add_docs_routes(app, settings)
+    add_docs_routes(app, router.state.gate)  # type: ignore[attr-defined]
     app.state.echo_tools = router.state  # type: ignore[attr-defined]
     include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
     app.include_router(make_ui_router(router.state, options.get("history")))  # type: ignore[attr-defined]

@@ -2,7 +2,7 @@
 
 Every error answers `{"error_type", "message", "tool_id", "field"}`: 404 unknown tool or route, 422 invalid
 input (the field path named), 409 name clash or a tool read-only to HTTP callers, 403 denied (permission,
-disabled tool, forbidden registration), 401 missing or wrong API key, 413 body too large, 421 a `Host` the
+disabled tool, forbidden registration, an action outside the principal's grants), 429 budget spent, 401 missing or wrong API key, 413 body too large, 421 a `Host` the
 keyless server does not answer, 503 storage folder unusable (read-only, full, locked), 504 timeout,
 502 tool failure.
 """
@@ -33,6 +33,7 @@ STATUS_BY_ERROR_TYPE = {
     "unauthorized": 401,
     "too_large": 413,
     "timeout": 504,
+    "budget": 429,
     "execution": 502,
     "output_validation": 502,
     "storage": 503,
@@ -86,6 +87,7 @@ _KIND_BY_CLASS: tuple[tuple[type[ToolError], int, str], ...] = (
     (tool_errors.ToolDisabledError, 403, "disabled"),
     (tool_errors.ToolPermissionError, 403, "permission_denied"),
     (tool_errors.ToolTimeoutError, 504, "timeout"),
+    (tool_errors.ToolBudgetError, 429, "budget"),
     # the server's folder, not the caller's request: read-only, full or locked; worth a retry later
     (tool_errors.ToolStorageError, 503, "storage"),
     (tool_errors.ToolValidationError, 422, "validation"),

@@ -13,7 +13,9 @@ import anyio
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field
 
+from echo_tools.api.errors import ApiError
 from echo_tools.api.shapes import list_item
+from echo_tools.gate import READ, Principal
 from echo_tools.models import ToolDef, ToolType
 from echo_tools.planning import MAX_PLAN_STEPS, Plan, plan
 
@@ -60,9 +62,17 @@ def skill_of(found: Plan, inputs: dict[str, Any], registration: PlanRegistration
 
 def add_planning_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
     """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them)."""
+    reader = state.gate.requires(READ)
 
     @router.post("/plan", dependencies=secured, summary="Plan the tools providing capabilities; register it")
-    async def plan_route(request: PlanRequest = Body(...)) -> dict[str, Any]:
+    async def plan_route(request: PlanRequest = Body(...), principal: Principal = reader) -> dict[str, Any]:
+        if request.registration is not None and not principal.may("register"):
+            raise ApiError(
+                403,
+                "permission_denied",
+                f"Principal {principal.name!r} may not 'register': a plan is registered only with it",
+                field="register",
+            )
         found = await anyio.to_thread.run_sync(
             lambda: plan(state.registry, request.capabilities, request.inputs)
         )

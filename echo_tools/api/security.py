@@ -9,13 +9,15 @@ answered: a web page whose own name rebinds to 127.0.0.1 (DNS rebinding) sends i
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
 from echo_tools.api.errors import ApiError, error_body
+from echo_tools.gate import ACTIONS, OPERATOR, PUBLIC, READ, Grants, Principal, hash_key
+from echo_tools.models import ToolPermission
 from echo_tools.settings import is_loopback_host
 
 if TYPE_CHECKING:
@@ -65,35 +67,130 @@ def host_refusal(host: str | None) -> ApiError | None:
     )
 
 
-def make_guard(settings: ApiSettings) -> Callable[..., Awaitable[None]]:
-    """The dependency every secured route runs: Content-Length within the limit, then the API key
-    (without a key: the loopback `Host` check)."""
-    expected = settings.api_key.encode() if settings.api_key else None
-    required = settings.key_required
-    limit = settings.max_body_bytes
+class Gatekeeper:
+    """The gate of the HTTP routes: `requires(action)` is the one dependency a route declares.
 
-    async def guard(request: Request) -> None:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
+    It checks the body size, finds the principal of the presented key (keys are kept as their SHA-256;
+    `--api-key` is the operator; a keyless loopback server answers every caller as the operator), checks
+    that its grants include the action (403 naming both), honours `X-Echo-User` only for principals that
+    may act for users, and puts the principal on `request.state.principal`. Everything it needs is decided
+    here, once, when the app is built.
+    """
+
+    def __init__(self, settings: ApiSettings) -> None:
+        self.settings = settings
+        self.limit = settings.max_body_bytes
+        self.keyless = not settings.key_required and settings.api_key is None
+        ceiling = settings.granted_permissions
+        table = {digest: _capped(p, ceiling) for digest, p in (settings.principals or {}).items()}
+        self.operator = _capped(OPERATOR, ceiling)
+        if settings.api_key:
+            table[hash_key(settings.api_key)] = self.operator
+        self.principals = table
+        self._dependencies: dict[str, Any] = {}
+
+    def requires(self, action: str) -> Any:
+        """The FastAPI `Depends` a route declares (in `dependencies=[...]` or as a `Principal` parameter):
+        the route runs only for a principal whose grants include `action` (`READ`: any principal,
+        `PUBLIC`: no key needed)."""
+        from fastapi import Depends
+
+        return Depends(self.dependency(action))
+
+    def dependency(self, action: str) -> Callable[[Request], Awaitable[Principal]]:
+        """The dependency callable behind `requires` (one per action, so FastAPI runs it once a request)."""
+        known = self._dependencies.get(action)
+        if known is not None:
+            return known  # type: ignore[no-any-return]
+        if action not in (*ACTIONS, READ, PUBLIC):
+            raise ValueError(f"unknown action {action!r}; the actions are {', '.join(ACTIONS)}")
+        gate = self
+
+        async def gate_dependency(request: Request) -> Principal:
+            return gate.admit(request, action)
+
+        gate_dependency.gate_action = action  # type: ignore[attr-defined]  # what the route test reads
+        self._dependencies[action] = gate_dependency
+        return gate_dependency
+
+    def admit(self, request: Request, action: str) -> Principal:
+        """The principal of `request` allowed to do `action`; raises the 401/403/413/421 `ApiError`."""
+        headers = request.headers
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
             raise ApiError(
-                413, "too_large", f"The request body of {length} bytes exceeds the {limit}-byte limit"
+                413, "too_large", f"The request body of {length} bytes exceeds the {self.limit}-byte limit"
             )
-        if not required and expected is None:
-            refusal = host_refusal(request.headers.get("host"))
+        if action == PUBLIC:
+            return self.operator if self.keyless else _ANONYMOUS
+        if self.keyless:
+            refusal = host_refusal(headers.get("host"))
             if refusal is not None:
                 raise refusal
-            return
-        key = presented_key(request.headers)
+            principal = self.operator
+        else:
+            principal = self._principal(presented_key(headers))
+        if not principal.may(action):
+            allowed = ", ".join(sorted(principal.grants.actions)) or "none"
+            raise ApiError(
+                403,
+                "permission_denied",
+                f"Principal {principal.name!r} may not {action!r}: its grants allow {allowed}",
+                field="action",
+            )
+        user = headers.get("x-echo-user")
+        if user is not None:
+            principal = self._acting_for(principal, user)
+        request.state.principal = principal
+        return principal
+
+    def _principal(self, key: str | None) -> Principal:
         if key is None:
             raise ApiError(
                 401,
                 "unauthorized",
                 "An API key is required: send it as 'X-API-Key' or 'Authorization: Bearer'",
             )
-        if expected is None or not hmac.compare_digest(key.encode(), expected):
+        principal = self.principals.get(hash_key(key))  # only hashes are kept, so no key is compared
+        if principal is None:
             raise ApiError(401, "unauthorized", "The API key is wrong")
+        return principal
 
-    return guard
+    @staticmethod
+    def _acting_for(principal: Principal, user: str) -> Principal:
+        if not principal.grants.act_for_users:
+            raise ApiError(
+                403,
+                "permission_denied",
+                f"Principal {principal.name!r} may not act for end users (X-Echo-User): "
+                "its grants do not include act_for_users",
+                field="headers.x-echo-user",
+            )
+        user = user.strip()
+        if not user or len(user) > 200 or not user.isprintable():
+            raise ApiError(
+                422, "validation", f"X-Echo-User {user!r:.80} is not a user id", field="headers.x-echo-user"
+            )
+        return replace(principal, user_id=user)
+
+
+_ANONYMOUS = Principal("anonymous", Grants(actions=()))
+
+
+def _capped(principal: Principal, ceiling: tuple[str, ...] | None) -> Principal:
+    """`principal` with `ApiSettings.granted_permissions` (the server-wide ceiling) applied on top."""
+    if ceiling is None:
+        return principal
+    own = principal.grants.permissions
+    kept = [p for p in ceiling if own is None or p in own]
+    return replace(
+        principal, grants=replace(principal.grants, permissions=tuple(ToolPermission(p) for p in kept))
+    )
+
+
+def make_guard(settings: ApiSettings) -> Callable[..., Awaitable[Principal]]:
+    """A `READ` gate of its own for `settings` (kept for routers built before `Gatekeeper`)."""
+    return Gatekeeper(settings).dependency(READ)
 
 
 class BodyLimitMiddleware:

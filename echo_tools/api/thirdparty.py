@@ -41,10 +41,13 @@ class CredentialRequest(BaseModel):
     credential: dict[str, Any]
 
 
-def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
-    """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them)."""
+def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any] | None = None) -> None:
+    """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them):
+    an import needs the `import` action, the credential routes the `credentials` action."""
+    importing = [state.gate.requires("import")]
+    credentials = [state.gate.requires("credentials")]
 
-    @router.post("/import/openapi", dependencies=secured, summary="Import an OpenAPI document as api tools")
+    @router.post("/import/openapi", dependencies=importing, summary="Import an OpenAPI document as api tools")
     async def import_openapi_route(request: OpenApiImportRequest = Body(...)) -> dict[str, Any]:
         report = await anyio.to_thread.run_sync(_import, state, request)
         return {
@@ -54,16 +57,18 @@ def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]
             "disabled": report.disabled,
         }
 
-    @router.get("/credentials", dependencies=secured, summary="Credential names and types (never secrets)")
+    @router.get(
+        "/credentials", dependencies=credentials, summary="Credential names and types (never secrets)"
+    )
     async def list_credentials() -> list[dict[str, str]]:
         return list(state.registry.credentials.list())
 
-    @router.post("/credentials", dependencies=secured, summary="Store a credential (encrypted at rest)")
+    @router.post("/credentials", dependencies=credentials, summary="Store a credential (encrypted at rest)")
     async def set_credential(request: CredentialRequest = Body(...)) -> dict[str, str]:
         store = state.registry.credentials
         return dict(await anyio.to_thread.run_sync(store.set, request.name, request.credential))
 
-    @router.delete("/credentials/{name}", dependencies=secured, summary="Forget a credential")
+    @router.delete("/credentials/{name}", dependencies=credentials, summary="Forget a credential")
     async def remove_credential(name: str = PathParam(..., pattern=NAME_PATTERN)) -> dict[str, str]:
         removed = await anyio.to_thread.run_sync(state.registry.credentials.remove, name)
         if not removed:

@@ -127,6 +127,11 @@ def add_serve_parser(sub: SubParsers, handler: Handler) -> None:
     serve.add_argument(
         "--api-key", help="require this key (X-API-Key or Bearer); default $ECHO_TOOLS_API_KEY"
     )
+    serve.add_argument(
+        "--principals",
+        metavar="FILE",
+        help="JSON file mapping API keys (their SHA-256) to principals with grants (docs/http-api.md)",
+    )
     serve.add_argument("--agents-dir", metavar="DIR", help="EchoAI's agent JSON folder for /tools/agent/{id}")
     serve.add_argument(
         "--cors-origin",

@@ -1,6 +1,7 @@
 """`echo-tools serve`: the HTTP API under uvicorn, refusing unsafe settings before it binds.
 
-A bind to anything but loopback needs an API key, and without one only loopback `Host` names are answered;
+A bind to anything but loopback needs an API key (`--api-key`, the operator) or a principals file
+(`--principals FILE`, keys kept as their SHA-256, see `echo_tools.gate`), and without one only loopback `Host` names are answered;
 `api` tools may not reach loopback unless `--allow-loopback-egress` is given (a served registry must not
 become a proxy into the host); tools registered over HTTP may reference only the `--allow-env` variables.
 """
@@ -20,9 +21,15 @@ def serve(args: argparse.Namespace) -> int:
     """Build the app from the CLI options and run it until interrupted."""
     from echo_tools.cli.catalogue import open_executor, open_registry
     from echo_tools.cli.common import CliError, storage_dir
+    from echo_tools.gate import load_principals
     from echo_tools.settings import ApiSettings
 
+    try:
+        principals = load_principals(args.principals) if getattr(args, "principals", None) else None
+    except ToolConfigError as exc:
+        raise CliError(f"serve --principals: {exc.message}", code=2) from exc
     settings = ApiSettings.from_env(
+        principals=principals,
         api_key=args.api_key,
         host=args.host,
         port=args.port,
@@ -54,7 +61,10 @@ def serve(args: argparse.Namespace) -> int:
         if stores is not None:
             # /tools/events on this replica streams every replica's events
             stores.history.follow(app.state.echo_tools.broadcaster)
-        auth = "API key required" if settings.key_required else "no API key: loopback only"
+        auth = "no API key: loopback only"
+        if settings.key_required:
+            count = len(settings.principals or ()) + (1 if settings.api_key else 0)
+            auth = f"API key required, {count} principal{'s' if count != 1 else ''}"
         sys.stderr.write(
             f"echo-tools: serving {len(registry)} tools from {where(args)} on "
             f"http://{settings.host}:{settings.port}/tools ({auth})\n"

@@ -64,6 +64,12 @@ def test_the_catalogue_core_is_exported() -> None:
         assert name in echo_tools.__all__
 
 
+def test_the_gate_is_exported() -> None:
+    for name in ["Budget", "BudgetMeter", "Grants", "Principal", "ToolBudgetError"]:
+        assert name in echo_tools.__all__
+    assert echo_tools.Principal is echo_tools.gate.Principal
+
+
 def test_an_unknown_attribute_is_an_attribute_error_naming_it() -> None:
     try:
         echo_tools.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
