@@ -4,7 +4,8 @@
 `echo_tools/ui/`: no CDN, no build step) and the JSON it reads: `GET /ui/api/runs` (a page of runs,
 filtered), `GET /ui/api/runs/{run_id}` (one run and its events) and `GET /ui/api/stream` (Server-Sent
 Events: the run's tool events as they happen and every change of a run's status). Decisions go to the
-existing routes (`POST /workflows/runs/{run_id}/resume`). The data routes are secured like every route;
+existing routes (`POST /workflows/runs/{run_id}/resume`). The data routes pass the gate as every route
+does (action `history`; the decisions' routes declare `approve`);
 the page itself holds no data: asked for without the key, it answers 401 with the same empty page, whose
 login form keeps the key in the tab's `sessionStorage` and sends it as `X-API-Key`.
 """
@@ -19,13 +20,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from echo_tools.api.errors import ApiError, contract_route_class
 from echo_tools.api.events import SSE_HEADERS, EventClient, TooManyClientsError, format_sse
-from echo_tools.api.security import make_guard
+from echo_tools.gate import PUBLIC, READ
 from echo_tools.history.browse import PAGE_DEFAULT
 from echo_tools.history.queries import RUN_STATUSES, timestamp_now
 
@@ -60,35 +61,38 @@ def asset(name: str) -> bytes:
 
 def make_ui_router(state: ApiState, history: Any) -> APIRouter:
     """The `/ui` routes (page, files, data, stream) on `history` (None: the data routes answer 503)."""
-    guard = make_guard(state.settings)
-    secured = [Depends(guard)]
+    gate = state.gate
+    public, secured = [gate.requires(PUBLIC)], [gate.requires("history")]
     router = APIRouter(prefix="/ui", tags=["ui"], route_class=contract_route_class())
     files = {name: asset(name) for name in ASSETS}
 
-    async def allowed(request: Request) -> bool:
-        """The guard's answer for the page: False for a missing or wrong key (the page then says 401)."""
+    def allowed(request: Request) -> bool:
+        """The gate's answer for the page: False for a missing or wrong key (the page then says 401);
+        a keyless server's `Host` check and the body limit hold as on every route."""
         try:
-            await guard(request)
+            gate.admit(request, READ)
         except ApiError as exc:
             if exc.status != 401:
                 raise
             return False
         return True
 
-    @router.get("", include_in_schema=False)
+    @router.get("", dependencies=public, include_in_schema=False)
     async def to_page() -> RedirectResponse:
         return RedirectResponse("ui/", status_code=307)  # relative: the page's own links are relative
 
-    @router.get("/", summary="The run viewer (an empty page until its script has the key)")
+    @router.get(
+        "/", dependencies=public, summary="The run viewer (an empty page until its script has the key)"
+    )
     async def page(request: Request) -> Response:
-        status = 200 if await allowed(request) else 401
+        status = 200 if allowed(request) else 401
         return Response(files["index.html"], status, headers=PAGE_HEADERS, media_type=ASSETS["index.html"])
 
-    @router.get("/{name}", include_in_schema=False)
+    @router.get("/{name}", dependencies=public, include_in_schema=False)
     async def page_file(request: Request, name: str = PathParam(..., max_length=40)) -> Response:
         if name not in ASSETS or name == "index.html":
             raise ApiError(404, "not_found", f"The run viewer has no file {name!r}", field="path")
-        await allowed(request)  # code, no data: loaded before the login form can send the key
+        allowed(request)  # code, no data: loaded before the login form can send the key
         return Response(files[name], headers=PAGE_HEADERS, media_type=ASSETS[name])
 
     def browser() -> Any:

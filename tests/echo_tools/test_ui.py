@@ -344,3 +344,34 @@ def test_mount_serves_the_viewer_in_the_hosts_app(tmp_path: Path) -> None:
 
     assert page.status_code == 401 and "run_mounted" not in page.text
     assert [r["run_id"] for r in runs.json()["runs"]] == ["run_mounted"]
+
+
+async def test_the_data_routes_need_the_history_action_and_the_page_none(
+    tmp_path: Path, history: RunHistory
+) -> None:
+    from echo_tools.gate import Grants, Principal, hash_key
+    from tests.echo_tools.test_gate_routes import declared_actions
+
+    record_run(history, "run_watched")
+    principals = {
+        hash_key("reader-key-1234"): Principal("reader", Grants(actions=["history"])),
+        hash_key("runner-key-1234"): Principal("runner", Grants(actions=["run"])),
+    }
+    app, executor = make_app(tmp_path, history, ApiSettings(principals=principals))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
+        read = await client.get("/ui/api/runs", headers={"X-API-Key": "reader-key-1234"})
+        refused = await client.get("/ui/api/runs/run_watched", headers={"X-API-Key": "runner-key-1234"})
+        page = await client.get("/ui/", headers={"X-API-Key": "runner-key-1234"})
+    await executor.aclose()
+
+    assert read.status_code == 200 and read.json()["runs"][0]["run_id"] == "run_watched"
+    assert refused.status_code == 403
+    assert "'runner'" in refused.json()["message"] and "'history'" in refused.json()["message"]
+    assert page.status_code == 200  # the page holds no data: the routes it reads answer 403
+    found = declared_actions(app)
+    assert {found[f"GET /ui/api/{path}"] == {"history"} for path in ("runs", "runs/{run_id}", "stream")} == {
+        True
+    }
+    assert found["GET /ui/"] == found["GET /ui/{name}"] == {"public"}
