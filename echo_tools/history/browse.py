@@ -30,6 +30,7 @@ PAGE_DEFAULT = 50
 PAGE_MAX = 200
 EVENTS_MAX = 20_000  # events of one run answered at most (a run of 10,000 calls)
 CHANGES_MAX = 200
+RARE_AGENT_EVENTS = 2_000  # an agent with fewer events is filtered through its own index
 _RUN_KEYS = ("run_id", "workflow_id", "status", "error", "created", "updated")
 _FAILED = ("tool.failed", "tool.timeout")
 
@@ -94,7 +95,7 @@ class RunBrowser:
     ) -> dict[str, Any]:
         """`{"runs": [...], "next": cursor | None, "total": n}`: the recorded runs matching every filter,
         newest first, `limit` of them after the `before` cursor, each with its calls, failures and agents
-        (`total` is None with an `agent_id` filter).
+        (`total` is None when an `agent_id` filter names an agent of many events).
 
         Raises:
             ValueError: `limit` or `before` is out of range or malformed (the message names it).
@@ -106,14 +107,19 @@ class RunBrowser:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        rare = agent_id is not None and self._few_events_of(agent_id)
         if agent_id is not None:
+            # an agent of few events: its runs, found by the agent's index; else each run is asked in
+            # turn (newest first), which fills a page quickly when the agent is common
             clauses.append(
-                "EXISTS (SELECT 1 FROM {events} e WHERE e.run_id = {runs}.run_id AND e.agent_id = ?)"
+                "run_id IN (SELECT run_id FROM {events} WHERE agent_id = ?)"
+                if rare
+                else "EXISTS (SELECT 1 FROM {events} e WHERE e.run_id = {runs}.run_id AND e.agent_id = ?)"
             )
             params.append(agent_id)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        total = None  # counting an agent's runs would probe every run: the page says "more" instead
-        if agent_id is None:
+        total = None  # counting a common agent's runs would probe every run: the page says "more" instead
+        if agent_id is None or rare:
             total = int(self.read(f"SELECT COUNT(*) FROM {{runs}} {where}", tuple(params))[0][0])
         if before is not None:
             created, after_id = decode_cursor(before)
@@ -132,6 +138,14 @@ class RunBrowser:
             "next": encode_cursor(last["created"], last["run_id"]) if last else None,
             "total": total,
         }
+
+    def _few_events_of(self, agent_id: str) -> bool:
+        """True when the agent made fewer than `RARE_AGENT_EVENTS` events (read from its index only)."""
+        rows = self.read(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM {events} WHERE agent_id = ? LIMIT ?) few",
+            (agent_id, RARE_AGENT_EVENTS),
+        )
+        return int(rows[0][0]) < RARE_AGENT_EVENTS
 
     def _add_call_counts(self, runs: list[dict[str, Any]]) -> None:
         """Each run's `calls`, `failed` and `agents` (`[{agent_id, agent_name}]`), from the events index."""

@@ -4,7 +4,17 @@
 
 const KEY = "echo-tools-api-key";
 const $ = (id) => document.getElementById(id);
-const state = { view: null, stream: null, runs: [], next: null, calls: new Map(), run: null, refresh: 0 };
+const state = {
+  view: null,
+  stream: null,
+  runs: [],
+  next: null,
+  calls: new Map(),
+  items: null,
+  renderToken: 0,
+  run: null,
+  refresh: 0,
+};
 
 // -- DOM -------------------------------------------------------------------------------------------
 
@@ -54,11 +64,16 @@ function badge(status) {
   return el("span", { className: "badge", dataset: { status: word } }, word);
 }
 
-function painted(what) {
-  requestAnimationFrame(() => {
-    performance.mark(`echo:${what}-painted`);
-    document.body.dataset.painted = what;
-  });
+// Marks the first paint of the data: a task queued from the next animation frame runs once that frame
+// (style, layout, paint) is done.
+function painted(what, then = null) {
+  requestAnimationFrame(() =>
+    setTimeout(() => {
+      performance.mark(`echo:${what}-painted`);
+      document.body.dataset.painted = what;
+      if (then) then();
+    }, 0),
+  );
 }
 
 // -- HTTP ------------------------------------------------------------------------------------------
@@ -270,9 +285,9 @@ async function loadRun(runId) {
   state.calls = new Map();
   for (const event of answer.events) mergeEvent(event);
   renderFacts(answer.run);
-  renderTimeline(answer.truncated);
+  const rest = renderTimeline(answer.truncated);
   await renderPauses(answer.run);
-  painted("run");
+  painted("run", rest);
 }
 
 function renderFacts(run) {
@@ -314,19 +329,36 @@ function mergeEvent(event) {
   }
 }
 
+// The calls nested by parent_call_id. The first screenful is drawn at once; the function returned draws
+// the rest in chunks, so a run of thousands of calls shows its first calls without waiting for its last.
 function renderTimeline(truncated) {
   const calls = [...state.calls.values()];
   const note = calls.length ? `${calls.length} call${calls.length === 1 ? "" : "s"}` : "No tool calls recorded.";
   $("timeline-note").textContent = truncated ? `${note} (the first ones only: the run has more events)` : note;
+  const timeline = $("timeline");
+  timeline.replaceChildren();
+  delete timeline.dataset.complete;
   const span = timeSpan(calls);
-  const items = new Map(calls.map((call) => [call.id, callItem(call, span)]));
-  const roots = [];
-  for (const call of calls) {
-    const parent = call.parent_call_id && items.get(call.parent_call_id);
-    if (parent && parent !== items.get(call.id)) parent.querySelector(":scope > ol").append(items.get(call.id));
-    else roots.push(items.get(call.id));
-  }
-  $("timeline").replaceChildren(...roots);
+  const token = ++state.renderToken;
+  state.items = new Map();
+  let next = 0;
+  const chunk = (size) => {
+    if (token !== state.renderToken) return; // another run (or a reload of this one) is drawn now
+    const roots = document.createDocumentFragment();
+    for (const end = Math.min(calls.length, next + size); next < end; next++) {
+      const call = calls[next];
+      const item = callItem(call, span);
+      state.items.set(call.id, item);
+      const parent = call.parent_call_id && state.items.get(call.parent_call_id);
+      (parent && parent !== item ? parent.lastChild : roots).append(item);
+    }
+    timeline.append(roots);
+    if (next < calls.length) return setTimeout(() => chunk(400), 0);
+    timeline.dataset.complete = "true";
+    for (const id of state.calls.keys()) if (!state.items.has(id)) renderCall(id); // arrived meanwhile
+  };
+  chunk(120);
+  return () => setTimeout(() => chunk(400), 0);
 }
 
 function timeSpan(calls) {
@@ -341,31 +373,51 @@ function timeSpan(calls) {
   return { first, length: Math.max(1, last - first) };
 }
 
-function callItem(call, span) {
-  const start = Date.parse(call.started) - span.first;
-  const bar = el("span", { className: "bar", "aria-hidden": "true" });
-  if (!Number.isNaN(start) && Number.isFinite(span.first)) {
-    bar.style.marginLeft = `${(100 * start) / span.length}%`;
-    bar.style.width = `${Math.max(0.5, (100 * (call.duration_ms || 0)) / span.length)}%`;
-  }
-  const details = el(
+const CALL = el(
+  "li",
+  {},
+  el(
     "details",
-    { className: "call", dataset: { callId: call.id, status: call.status } },
+    { className: "call" },
     el(
       "summary",
       {},
-      badge(call.status),
-      " ",
-      el("strong", {}, call.tool_name || call.tool_id || "tool"),
-      call.agent_name || call.agent_id ? el("span", { className: "agent" }, " by ", call.agent_name || call.agent_id) : null,
-      el("span", { className: "took" }, took(call.duration_ms)),
-      el("span", { className: "lane" }, bar),
+      el("span", { className: "badge" }),
+      el("strong"),
+      el("span", { className: "agent" }),
+      el("span", { className: "took" }),
+      el("span", { className: "lane" }, el("span", { className: "bar", "aria-hidden": "true" })),
     ),
-  );
-  details.addEventListener("toggle", () => {
-    if (details.open && details.children.length === 1) details.append(callBody(call));
-  });
-  return el("li", { id: "call-" + call.id }, details, el("ol"));
+  ),
+  el("ol"),
+);
+
+function callItem(call, span) {
+  const item = CALL.cloneNode(true); // one copy of a ready subtree: a run may have thousands of calls
+  item.id = "call-" + call.id;
+  const details = item.firstChild;
+  details.dataset.callId = call.id;
+  details.dataset.status = call.status;
+  const [mark, name, agent, time, lane] = details.firstChild.children;
+  mark.textContent = call.status;
+  mark.dataset.status = call.status;
+  name.textContent = call.tool_name || call.tool_id || "tool";
+  if (call.agent_name || call.agent_id) agent.textContent = `by ${call.agent_name || call.agent_id}`;
+  time.textContent = took(call.duration_ms);
+  const start = Date.parse(call.started) - span.first;
+  if (!Number.isNaN(start) && Number.isFinite(span.first)) {
+    lane.firstChild.style.marginLeft = `${(100 * start) / span.length}%`;
+    lane.firstChild.style.width = `${Math.max(0.5, (100 * (call.duration_ms || 0)) / span.length)}%`;
+  }
+  return item;
+}
+
+// A call's details are drawn when it is first opened (one listener for the whole timeline).
+function openCall(event) {
+  const details = event.target;
+  if (!(details instanceof HTMLDetailsElement) || !details.open || details.children.length > 1) return;
+  const call = state.calls.get(details.dataset.callId);
+  if (call) details.append(callBody(call));
 }
 
 function callBody(call) {
@@ -395,17 +447,18 @@ function callBody(call) {
 // A live event: redraw its call in place (or add it under its parent).
 function renderCall(id) {
   const call = state.calls.get(id);
-  if (!call) return;
-  const old = document.getElementById("call-" + id);
-  const span = timeSpan([...state.calls.values()]);
-  const item = callItem(call, span);
+  if (!call || !state.items) return;
+  const old = state.items.get(id);
+  if (!old && $("timeline").dataset.complete !== "true") return; // the chunks still to come draw it
+  const item = callItem(call, timeSpan([...state.calls.values()]));
+  state.items.set(id, item);
   if (old) {
     const wasOpen = old.firstChild.open;
     item.replaceChild(old.lastChild, item.lastChild); // keep its nested calls
     old.replaceWith(item);
-    if (wasOpen) item.firstChild.open = true;
+    item.firstChild.open = wasOpen;
   } else {
-    const parent = call.parent_call_id && document.getElementById("call-" + call.parent_call_id);
+    const parent = call.parent_call_id && state.items.get(call.parent_call_id);
     (parent ? parent.lastChild : $("timeline")).append(item);
   }
   const count = state.calls.size;
@@ -539,7 +592,12 @@ function start() {
     location.hash = "#/";
   });
   $("more").addEventListener("click", () => loadRuns(true).catch(report));
+  $("timeline").addEventListener("toggle", openCall, true); // toggle does not bubble: caught on its way down
   window.addEventListener("hashchange", route);
+  // a stream left open by a page the tab moved away from would hold one of the browser's few connections
+  // to this server (six over HTTP/1.1): close it, and open it again if the page comes back
+  window.addEventListener("pagehide", closeStream);
+  window.addEventListener("pageshow", (event) => event.persisted && route());
   route();
 }
 

@@ -1,7 +1,9 @@
 """A real headless Chromium for the run viewer's tests and benchmark (Debian's `chromium` and
 `chromium-driver`, driven by selenium), started offline: no network, no first-run, a fresh profile.
 
-`browser_or_skip()` answers a driver, or skips naming the install step when Chromium is absent.
+`chromium()` answers a driver, or raises `ChromiumMissing` naming the install step when Chromium is
+absent; `browser_or_skip()` turns that into a skipped test. The benchmark (bench/bench_viewer.py) uses
+`chromium()` too.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.echo_tools._api_support import free_port
 
@@ -37,6 +37,10 @@ FLAGS = (
 WAIT_S = 30.0  # bounded waits for what the page shows
 
 
+class ChromiumMissing(RuntimeError):
+    """Chromium, its driver or selenium is not installed (the message says how to install them)."""
+
+
 def chromium_paths() -> tuple[str, str] | None:
     """`(chromium, chromedriver)` when both are installed."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -54,7 +58,7 @@ def chromium() -> Iterator[Any]:
     except ImportError:
         paths = None
     if paths is None:
-        pytest.skip(INSTALL_HINT)
+        raise ChromiumMissing(INSTALL_HINT)
     profile = tempfile.mkdtemp(prefix="echo-tools-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = paths[0]
@@ -68,6 +72,19 @@ def chromium() -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def browser_or_skip() -> Iterator[Any]:
+    """`chromium()` in a test: skipped, naming the install step, when Chromium is absent."""
+    import pytest
+
+    with contextlib.ExitStack() as stack:
+        try:
+            driver = stack.enter_context(chromium())
+        except ChromiumMissing as exc:
+            pytest.skip(str(exc))
+        yield driver
 
 
 def wait_for(driver: Any, check: Callable[[Any], Any], what: str, seconds: float = WAIT_S) -> Any:

@@ -98,9 +98,11 @@ async def test_runs_are_listed_newest_first_with_their_calls_failures_and_agents
     assert "interrupted" in answer["statuses"]
 
 
+@pytest.mark.parametrize("rare_below", [2_000, 1], ids=["agent-of-few-events", "agent-of-many-events"])
 async def test_runs_are_filtered_by_status_workflow_and_agent(
-    client: httpx.AsyncClient, history: RunHistory
+    client: httpx.AsyncClient, history: RunHistory, rare_below: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("echo_tools.history.browse.RARE_AGENT_EVENTS", rare_below)
     record_run(history, "run_1", workflow_id="wf_a", status="completed", calls=[("adder", "Adder", False)])
     record_run(history, "run_2", workflow_id="wf_b", status="interrupted", calls=[("gate", "Gate", False)])
     record_run(history, "run_3", workflow_id="wf_a", status="interrupted", calls=[("adder", "Adder", False)])
@@ -114,6 +116,8 @@ async def test_runs_are_filtered_by_status_workflow_and_agent(
     assert await ids(agent_id="adder") == ["run_3", "run_1"]
     assert await ids(agent_id="adder", status="completed") == ["run_1"]
     assert await ids(agent_id="nobody") == []
+    total = (await client.get("/ui/api/runs", params={"agent_id": "adder"})).json()["total"]
+    assert total == (2 if rare_below > 1 else None)  # a common agent's runs are not counted
 
 
 async def test_the_next_cursor_pages_through_every_run_once(

@@ -21,7 +21,7 @@ from echo_tools.api import create_app
 from echo_tools.history import RunHistory
 from echo_tools.settings import ApiSettings
 from tests.echo_tools import _api_support as support
-from tests.echo_tools._browser_support import chromium, css, save_png, sign_in, wait_for
+from tests.echo_tools._browser_support import browser_or_skip, css, save_png, sign_in, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +102,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RunH
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with chromium() as driver:
+    with browser_or_skip() as driver:
         yield driver
 
 
@@ -149,7 +149,10 @@ def test_a_run_appears_live_opens_as_a_timeline_and_completes_when_its_pause_is_
     call = css(browser, "#timeline details.call")[0]
     assert "Calculator" in call.text and "by Adder" in call.text and "completed" in call.text
     call.find_element("css selector", "summary").click()
-    shown = [pre.text for pre in call.find_elements("css selector", "pre")]
+    opened = wait_for(
+        browser, lambda d: call.find_elements("css selector", "pre"), "the call's input and output"
+    )
+    shown = [pre.text for pre in opened]
     assert any('"operation": "add"' in text for text in shown)  # its input
     assert any('"result": 5' in text for text in shown)  # its output
 
@@ -172,7 +175,10 @@ def test_hostile_strings_in_tool_inputs_outputs_and_names_render_as_text(
     open_viewer(browser, url, "#/run/run_hostile")
     call = wait_for(browser, lambda d: css(d, "#timeline details.call"), "the call")[0]
     call.find_element("css selector", "summary").click()
-    shown = "\n".join(pre.text for pre in call.find_elements("css selector", "pre"))
+    opened = wait_for(
+        browser, lambda d: call.find_elements("css selector", "pre"), "the call's input and output"
+    )
+    shown = "\n".join(pre.text for pre in opened)
 
     assert HOSTILE_TEXT.replace('"', '\\"') in shown  # the input, as JSON text
     assert HOSTILE_TEXT.lower().replace('"', '\\"') in shown  # the output the tool lowered
@@ -250,7 +256,20 @@ def test_the_docs_screenshots_show_the_runs_and_a_paused_run(
     open_viewer(browser, url, "#/run/run_paused_for_docs")
     wait_for(browser, lambda d: css(d, "form.pause"), "the pause")
     css(browser, "details.call summary")[0].click()
+    wait_for(browser, lambda d: css(d, "details.call pre"), "the call's input and output")
     run = save_png(browser, folder / "viewer-run.png")
 
     for path in (runs, run):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_chromium_the_browser_tests_skip_naming_the_install_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.echo_tools._browser_support import ChromiumMissing, chromium
+
+    monkeypatch.setenv("PATH", "")  # neither chromium nor chromedriver can be found
+
+    with pytest.raises(ChromiumMissing, match=r"apt-get install -y chromium chromium-driver"):
+        with chromium():
+            pass
