@@ -3,6 +3,7 @@
 // (textContent / text nodes), never as markup.
 
 const KEY = "echo-tools-api-key";
+const FINISHED = new Set(["completed", "completed_with_errors", "failed", "cancelled"]);
 const $ = (id) => document.getElementById(id);
 const state = {
   view: null,
@@ -225,7 +226,7 @@ function fillChoices() {
 
 function runRow(run) {
   const started = Date.parse(run.created);
-  const ended = run.status === "running" ? NaN : Date.parse(run.updated);
+  const ended = FINISHED.has(run.status) ? Date.parse(run.updated) : NaN; // a paused run has not ended
   const agents = (run.agents || []).map((a) => a.agent_name || a.agent_id).join(", ");
   return el(
     "tr",
@@ -477,7 +478,7 @@ async function renderPauses(run) {
 
 function pauseForm(runId, ask, index) {
   const kind = ask.type || "pause";
-  const edit = el("textarea", { id: `edit-${index}`, rows: 6, cols: 60, hidden: true });
+  const edit = el("textarea", { id: `edit-${index}`, rows: 6, cols: 60 });
   const comment = el("input", { id: `comment-${index}`, type: "text", size: 40 });
   const message = el("p", { className: "error", role: "alert" });
   const title = el("h3", {}, ask.title || (kind === "mcp_elicitation" ? "A tool's server asks" : "Waiting for a decision"));
@@ -496,8 +497,13 @@ function pauseForm(runId, ask, index) {
   }
   const editable = choices.some(([d]) => d === "edit" || d === "accept");
   if (editable) {
-    form.append(el("label", { for: edit.id }, kind === "hitl" ? "Edited result" : "Answer (JSON)"), edit);
-    form.append(el("button", { type: "button", onclick: () => { edit.hidden = !edit.hidden; if (!edit.hidden) edit.focus(); } }, "Edit…"));
+    const label = kind === "hitl" ? "Edited result" : kind === "tool_approval" ? "Arguments (JSON)" : "Answer (JSON)";
+    const box = el("div", { className: "edit", hidden: true }, el("label", { for: edit.id }, label), edit);
+    const toggle = () => {
+      box.hidden = !box.hidden;
+      if (!box.hidden) edit.focus();
+    };
+    form.append(el("button", { type: "button", "aria-expanded": "false", onclick: (e) => { toggle(); e.target.setAttribute("aria-expanded", String(!box.hidden)); } }, "Edit…"), box);
   }
   form.append(el("label", { for: comment.id }, "Comment"), comment);
   const buttons = choices.map(([decision, label]) =>

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1280,900",
 )
+REQUIRE_ENV = "ECHO_TOOLS_REQUIRE_BROWSER"
 WAIT_S = 30.0  # bounded waits for what the page shows
 
 
@@ -76,13 +78,16 @@ def chromium() -> Iterator[Any]:
 
 @contextlib.contextmanager
 def browser_or_skip() -> Iterator[Any]:
-    """`chromium()` in a test: skipped, naming the install step, when Chromium is absent."""
+    """`chromium()` in a test: skipped, naming the install step, when Chromium is absent (failed instead
+    when `ECHO_TOOLS_REQUIRE_BROWSER` is set, as `.ci/run` sets it: CI must run these tests)."""
     import pytest
 
     with contextlib.ExitStack() as stack:
         try:
             driver = stack.enter_context(chromium())
         except ChromiumMissing as exc:
+            if os.environ.get(REQUIRE_ENV):
+                pytest.fail(f"{REQUIRE_ENV} is set and the browser tests cannot run: {exc}")
             pytest.skip(str(exc))
         yield driver
 

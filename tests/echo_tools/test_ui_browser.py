@@ -248,16 +248,28 @@ def test_the_docs_screenshots_show_the_runs_and_a_paused_run(
     served: tuple[str, RunHistory], browser: Any, tmp_path: Path
 ) -> None:
     url, _ = served
-    start_run(url, GATED, "run_paused_for_docs")
+    start_run(url, GATED, "run_docs_approved")
+    approved = httpx.post(
+        f"{url}/workflows/runs/run_docs_approved/resume",
+        json={"decision": "approve", "comment": "sum checked"},
+        headers={"X-API-Key": KEY},
+        timeout=120,
+    )
+    assert approved.json()["status"] == "completed"
+    start_run(url, GATED, "run_docs_paused")
     folder = SCREENSHOTS if os.environ.get("ECHO_TOOLS_SCREENSHOTS") else tmp_path
-    open_viewer(browser, url)
-    wait_for(browser, lambda d: css(d, 'tr[data-run-id="run_paused_for_docs"]'), "the run")
+    open_viewer(browser, url, "#/?workflow_id=wf_gated")
+    wait_for(browser, lambda d: css(d, 'tr[data-run-id="run_docs_paused"]'), "the run")
     runs = save_png(browser, folder / "viewer-runs.png")
-    open_viewer(browser, url, "#/run/run_paused_for_docs")
+    open_viewer(browser, url, "#/run/run_docs_paused")
     wait_for(browser, lambda d: css(d, "form.pause"), "the pause")
     css(browser, "details.call summary")[0].click()
     wait_for(browser, lambda d: css(d, "details.call pre"), "the call's input and output")
-    run = save_png(browser, folder / "viewer-run.png")
+    browser.set_window_size(1280, 1350)  # the pause and the opened call in one picture
+    try:
+        run = save_png(browser, folder / "viewer-run.png")
+    finally:
+        browser.set_window_size(1280, 900)
 
     for path in (runs, run):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
