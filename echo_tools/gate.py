@@ -13,7 +13,9 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,9 +35,12 @@ __all__ = [
     "BudgetMeter",
     "Grants",
     "Principal",
+    "acting",
+    "acting_as",
     "admit",
     "hash_key",
     "load_principals",
+    "may_store",
     "metered",
     "principals_from",
 ]
@@ -126,8 +131,9 @@ class Principal:
         return None if perms is None else list(perms)
 
     def owns(self, owner: str | None) -> bool:
-        """True when something owned by `owner` is this principal's to change (or nobody's, or admin)."""
-        return owner is None or owner == self.name or self.grants.admin
+        """True when something owned by `owner` (None: the operator's) is this principal's to change,
+        delete, reuse or lend: its own, or anything for an admin."""
+        return self.grants.admin or (owner is not None and owner == self.name)
 
     def meter(self) -> BudgetMeter:
         """A fresh meter of this principal's budget, for one request or run."""
@@ -160,12 +166,14 @@ class BudgetMeter:
         "llm_calls",
         "llm_tokens",
         "output_bytes",
+        "queued",
     )
 
     def __init__(self, budget: Budget | None = None) -> None:
         self.budget = budget or Budget()
         self.calls = 0
         self.in_flight = 0
+        self.queued = 0  # inner calls composite tools have started and not yet seen end (`reserve`)
         self.output_bytes = 0
         self.llm_calls = 0
         self.llm_tokens = 0
@@ -203,6 +211,25 @@ class BudgetMeter:
                 return _spent(tool_id, "deadline_s", b.deadline_s, "the request's deadline passed")
             self.calls += 1
         return None
+
+    def reserve(self, tool_id: str) -> ToolBudgetError | None:
+        """A composite tool is about to start an inner call: reserve a place among the calls in flight
+        (counted from the moment the work is built, not when it starts running), or the error naming the
+        limit. Every reservation is given back with `release`."""
+        b = self.budget
+        with self._lock:
+            if self.calls >= b.max_calls:
+                return _spent(tool_id, "max_calls", b.max_calls, f"{self.calls} calls were made")
+            if self.queued >= b.max_fanout:
+                return _spent(
+                    tool_id, "max_fanout", b.max_fanout, f"{self.queued} nested calls are in flight"
+                )
+            self.queued += 1
+        return None
+
+    def release(self) -> None:
+        with self._lock:
+            self.queued -= 1
 
     def enter(self) -> None:
         with self._lock:
@@ -299,6 +326,35 @@ async def metered(call: Coroutine[Any, Any, ToolResult], context: ToolContext) -
             }
         )
     return result
+
+
+# -- who is acting in this thread of work (what a library call deep inside a request asks) ----------------
+
+_ACTING: ContextVar[tuple[Principal, bool] | None] = ContextVar("echo_tools_acting", default=None)
+
+
+@contextmanager
+def acting_as(principal: Principal, *, stores: bool = True) -> Iterator[Principal]:
+    """While the block runs (and in the threads it starts with its context), `acting()` is `principal`;
+    `stores=False` (a compile) makes `may_store` False whatever the grants."""
+    token = _ACTING.set((principal, stores))
+    try:
+        yield principal
+    finally:
+        _ACTING.reset(token)
+
+
+def acting() -> Principal:
+    """The principal a request runs for; the CLI and in-process Python are the `OPERATOR`."""
+    found = _ACTING.get()
+    return OPERATOR if found is None else found[0]
+
+
+def may_store(action: str) -> bool:
+    """Whether the work running now may store what `action` covers (an MCP server from a canvas entry:
+    `mcp`); never during a compile, which stores nothing."""
+    found = _ACTING.get()
+    return found is None or (found[1] and found[0].may(action))
 
 
 # -- principals: the keys of a server --------------------------------------------------------------------

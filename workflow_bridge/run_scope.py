@@ -57,6 +57,10 @@ def scoped_context(agent: Mapping[str, Any], context: ToolContext) -> ToolContex
             "call_path": list(inner.call_path),
             "parent_call_id": inner.parent_call_id,
             "trace_id": context.trace_id or inner.trace_id,
+            # the gate: the request's budget meter (shared), the principal and the end user it acts for
+            "budget": inner.budget,
+            "principal": inner.principal,
+            "user_id": inner.user_id,
         }
     granted = agent_permissions(agent)
     if granted is not None:

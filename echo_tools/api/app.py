@@ -31,6 +31,7 @@ from echo_tools.api.errors import (
     install_error_handlers,
 )
 from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
+from echo_tools.api.owners import refuse_unowned
 from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
 from echo_tools.api.ui import make_ui_router
@@ -60,6 +61,7 @@ class ApiState:
     settings: ApiSettings
     broadcaster: EventBroadcaster
     gate: Gatekeeper
+    history: Any = None  # the run history (`/workflows` records and resumes runs in it), when kept
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
@@ -142,18 +144,17 @@ def make_router(
     executor.add_sink(broadcaster)
     registry.events.add(broadcaster)
     gate = Gatekeeper(settings)
-    state = ApiState(registry, executor, settings, broadcaster, gate)
+    state = ApiState(registry, executor, settings, broadcaster, gate, history)
     secured = [gate.requires(READ)]
     router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
     router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
 
-    @router.post(
-        "/register",
-        dependencies=[gate.requires("register")],
-        summary="Register or update a tool (source 'remote')",
-    )
-    async def register(tool: ToolDef = Body(...)) -> dict[str, Any]:
+    @router.post("/register", summary="Register or update a tool (source 'remote')")
+    async def register(
+        tool: ToolDef = Body(...), principal: Principal = gate.requires("register")
+    ) -> dict[str, Any]:
         refuse_forbidden(state, tool)
+        tool = owned_copy(state, tool, principal)
         outcome = await anyio.to_thread.run_sync(
             lambda: registry.register_remote(tool, allowed_env=settings.allowed_env)
         )
@@ -290,15 +291,17 @@ def make_router(
         wrong = _wrong_method(router, "GET", tool_id) if tool is None else None
         return wrong or registry.require(tool_id).to_storage_dict()
 
-    @router.delete(
-        "/{tool_id}", dependencies=[gate.requires("register")], summary="Delete a tool registered over HTTP"
-    )
-    async def delete_tool(tool_id: str = PathParam(..., max_length=200)) -> Any:
-        if registry.get(tool_id) is None:
+    @router.delete("/{tool_id}", summary="Delete a tool registered over HTTP")
+    async def delete_tool(
+        tool_id: str = PathParam(..., max_length=200), principal: Principal = gate.requires("register")
+    ) -> Any:
+        current = registry.get(tool_id)
+        if current is None:
             wrong = _wrong_method(router, "DELETE", tool_id)
             if wrong is not None:
                 return wrong
             raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
+        refuse_unowned(principal, current.owner, f"Tool {tool_id!r}", field="tool_id", tool_id=tool_id)
         await anyio.to_thread.run_sync(registry.delete_remote, tool_id)
         executor.forget(tool_id)
         return {"status": "deleted", "tool_id": tool_id, "message": f"Tool {tool_id!r} deleted"}
@@ -333,6 +336,21 @@ async def _invoke(state: ApiState, ref: str | ToolDef, call: CallRequest, princi
         raise from_failed_result(result)
     # serialised by pydantic in one pass (FastAPI's generic encoder would walk the output again)
     return Response(result.model_dump_json(), media_type="application/json")
+
+
+def owned_copy(state: ApiState, tool: ToolDef, principal: Principal) -> ToolDef:
+    """`tool` owned by `principal`, after checking it may replace the tool of that id and lend the credential
+    the tool names (409 `owned` naming the owner otherwise)."""
+    current = state.registry.get(tool.tool_id)
+    if current is not None:
+        refuse_unowned(
+            principal, current.owner, f"Tool {tool.tool_id!r}", field="tool_id", tool_id=tool.tool_id
+        )
+    name = tool.execution_config.get("credential")
+    if isinstance(name, str) and name in state.registry.credentials:
+        owner = state.registry.credentials.owner_of(name)
+        refuse_unowned(principal, owner, f"Credential {name!r}", field="execution_config.credential")
+    return tool.model_copy(update={"owner": principal.name})
 
 
 def principal_context(principal: Principal) -> dict[str, Any]:

@@ -29,6 +29,7 @@ STATUS_BY_ERROR_TYPE = {
     "validation": 422,
     "conflict": 409,
     "read_only": 409,
+    "owned": 409,
     "misdirected": 421,
     "unauthorized": 401,
     "too_large": 413,

@@ -62,6 +62,8 @@ def skill_of(found: Plan, inputs: dict[str, Any], registration: PlanRegistration
 
 def add_planning_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
     """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them)."""
+    from echo_tools.api.app import owned_copy
+
     reader = state.gate.requires(READ)
 
     @router.post("/plan", dependencies=secured, summary="Plan the tools providing capabilities; register it")
@@ -78,7 +80,7 @@ def add_planning_routes(router: APIRouter, state: ApiState, secured: list[Any]) 
         )
         answer = found.execution_config()
         if request.registration is not None:
-            skill = skill_of(found, request.inputs, request.registration)
+            skill = owned_copy(state, skill_of(found, request.inputs, request.registration), principal)
             outcome = await anyio.to_thread.run_sync(
                 lambda: state.registry.register_remote(skill, allowed_env=state.settings.allowed_env)
             )

@@ -15,8 +15,10 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from echo_tools.api.errors import ApiError
+from echo_tools.api.owners import refuse_unowned, refuse_unowned_provider
 from echo_tools.api.shapes import list_item
 from echo_tools.errors import EgressDeniedError
+from echo_tools.gate import Principal
 
 if TYPE_CHECKING:
     from echo_tools.api import ApiState
@@ -44,12 +46,13 @@ class CredentialRequest(BaseModel):
 def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any] | None = None) -> None:
     """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them):
     an import needs the `import` action, the credential routes the `credentials` action."""
-    importing = [state.gate.requires("import")]
-    credentials = [state.gate.requires("credentials")]
+    gate = state.gate
 
-    @router.post("/import/openapi", dependencies=importing, summary="Import an OpenAPI document as api tools")
-    async def import_openapi_route(request: OpenApiImportRequest = Body(...)) -> dict[str, Any]:
-        report = await anyio.to_thread.run_sync(_import, state, request)
+    @router.post("/import/openapi", summary="Import an OpenAPI document as api tools")
+    async def import_openapi_route(
+        request: OpenApiImportRequest = Body(...), principal: Principal = gate.requires("import")
+    ) -> dict[str, Any]:
+        report = await anyio.to_thread.run_sync(_import, state, request, principal)
         return {
             "provider": request.provider,
             "tools": [list_item(t) for t in report.tools],
@@ -58,25 +61,42 @@ def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]
         }
 
     @router.get(
-        "/credentials", dependencies=credentials, summary="Credential names and types (never secrets)"
+        "/credentials",
+        dependencies=[gate.requires("credentials")],
+        summary="Credential names and types (never secrets)",
     )
     async def list_credentials() -> list[dict[str, str]]:
         return list(state.registry.credentials.list())
 
-    @router.post("/credentials", dependencies=credentials, summary="Store a credential (encrypted at rest)")
-    async def set_credential(request: CredentialRequest = Body(...)) -> dict[str, str]:
+    @router.post("/credentials", summary="Store a credential (encrypted at rest)")
+    async def set_credential(
+        request: CredentialRequest = Body(...), principal: Principal = gate.requires("credentials")
+    ) -> dict[str, str]:
         store = state.registry.credentials
-        return dict(await anyio.to_thread.run_sync(store.set, request.name, request.credential))
+        if request.name in store:
+            refuse_unowned(
+                principal, store.owner_of(request.name), f"Credential {request.name!r}", field="name"
+            )
 
-    @router.delete("/credentials/{name}", dependencies=credentials, summary="Forget a credential")
-    async def remove_credential(name: str = PathParam(..., pattern=NAME_PATTERN)) -> dict[str, str]:
-        removed = await anyio.to_thread.run_sync(state.registry.credentials.remove, name)
+        def store_it() -> dict[str, str]:
+            return store.set(request.name, request.credential, owner=principal.name)
+
+        return dict(await anyio.to_thread.run_sync(store_it))
+
+    @router.delete("/credentials/{name}", summary="Forget a credential")
+    async def remove_credential(
+        name: str = PathParam(..., pattern=NAME_PATTERN), principal: Principal = gate.requires("credentials")
+    ) -> dict[str, str]:
+        store = state.registry.credentials
+        if name in store:
+            refuse_unowned(principal, store.owner_of(name), f"Credential {name!r}", field="name")
+        removed = await anyio.to_thread.run_sync(store.remove, name)
         if not removed:
             raise ApiError(404, "not_found", f"No credential is named {name!r}", field="name")
         return {"name": name, "status": "removed"}
 
 
-def _import(state: ApiState, request: OpenApiImportRequest) -> Any:
+def _import(state: ApiState, request: OpenApiImportRequest, principal: Principal) -> Any:
     from echo_tools.openapi import base_url_of, import_openapi_report, load_document, spec_version
 
     spec = request.spec
@@ -94,10 +114,14 @@ def _import(state: ApiState, request: OpenApiImportRequest) -> Any:
             policy.check_url(base_url)
         except EgressDeniedError as exc:
             raise ApiError(403, "permission_denied", exc.message, field="base_url") from exc
+    refuse_unowned_provider(principal, state.registry, request.provider)
     if request.credential:
-        refusal = state.registry.credentials.refusal_for(request.credential, base_url)
+        store = state.registry.credentials
+        refusal = store.refusal_for(request.credential, base_url)
         if refusal:
             raise ApiError(403, "permission_denied", refusal, field="credential")
+        owner = store.owner_of(request.credential)
+        refuse_unowned(principal, owner, f"Credential {request.credential!r}", field="credential")
     return import_openapi_report(
         state.registry,
         document,
@@ -105,4 +129,5 @@ def _import(state: ApiState, request: OpenApiImportRequest) -> Any:
         base_url=base_url,
         credential=request.credential,
         operations=request.operations,
+        owner=principal.name,
     )

@@ -28,7 +28,6 @@ from urllib.parse import quote, urlsplit
 from filelock import FileLock, Timeout
 
 from echo_tools.credentials.fields import (
-    NAME_PATTERN,
     NEW_KEY_HINT,
     SECRET_KEY_ENV,
     CredentialError,
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
     import httpx
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.models import ToolDef
 
 logger = logging.getLogger("echo_tools.credentials")
 
@@ -121,6 +119,16 @@ class AppliedCredential:
             kept = [(k, v) for k, v in query if k not in self.query]
             return {**headers, **self.headers}, [*kept, *self.query.items()]
         return {**headers, **self.headers}, {**query, **self.query}
+
+
+def _kept(old: Mapping[str, Any], new: Mapping[str, Any], owner: str | None) -> dict[str, Any]:
+    """What a replaced entry keeps: its bound hosts (unless the new credential lists its own), its owner."""
+    kept: dict[str, Any] = {}
+    if "hosts" not in new and isinstance(old.get("hosts"), list):
+        kept["hosts"] = old["hosts"]
+    if owner is not None or isinstance(old.get("owner"), str):
+        kept["owner"] = owner if owner is not None else old["owner"]
+    return kept
 
 
 def _origin(url: str) -> str:
@@ -305,8 +313,11 @@ class CredentialStore:
 
     # -- public API ------------------------------------------------------------------------------------
 
-    def set(self, name: str, credential: Mapping[str, Any]) -> dict[str, str]:
+    def set(self, name: str, credential: Mapping[str, Any], *, owner: str | None = None) -> dict[str, str]:
         """Store (or replace) a named credential; returns `{"name", "type", "status": "created"|"updated"}`.
+
+        `owner` (a principal's name, `echo_tools.gate`) is recorded readable without the key; hosts the
+        credential was bound to before (`bind_host`) stay unless the new one lists its own.
 
         Raises:
             CredentialError: a field is missing or wrong (named, never its value), the key is unset
@@ -317,8 +328,9 @@ class CredentialStore:
         clean = check_credential(name, credential)
         if self._in_memory:
             with self._lock:
-                status = "updated" if name in self._memory else "created"
-                self._memory[name] = clean
+                old = self._memory.get(name) or {}
+                status = "updated" if old else "created"
+                self._memory[name] = {**_kept(old, clean, owner), **clean}
                 self._forget(name)
             return {"name": name, "type": clean["type"], "status": status}
         fernet = self._fernet()
@@ -329,8 +341,13 @@ class CredentialStore:
                 self._decrypt(fernet, other, entry["secret"])
             status = "updated" if name in entries else "created"
             secret = fernet.encrypt(json.dumps(clean).encode("utf-8")).decode("ascii")
-            entries[name] = {"type": clean["type"], "secret": secret}
-            if "hosts" in clean:  # readable without the key, so a registration can be checked against it
+            # hosts and owner are readable without the key, so registrations and calls are checked against them
+            entries[name] = {
+                "type": clean["type"],
+                "secret": secret,
+                **_kept(entries.get(name) or {}, clean, owner),
+            }
+            if "hosts" in clean:
                 entries[name]["hosts"] = clean["hosts"]
             self._write_file(entries)
             self._forget(name)
@@ -355,12 +372,16 @@ class CredentialStore:
         """Why a tool registered over HTTP may not send credential `name` to `url`, or None.
 
         Such a tool could name any stored credential and a server of its choosing, so the credential must
-        list its `hosts` and the URL's host must be one of them.
+        exist (one stored later must not go to a URL chosen before), list its `hosts`, and the URL's host
+        must be one of them.
         """
         hosts = self.hosts_of(name)
         host = (urlsplit(url.replace("{", "").replace("}", "")).hostname or "").lower()
         if name not in self:
-            return None  # nothing to send; the call fails naming it
+            hint = f' (with "hosts": [{host!r}])' if host else ""
+            return (
+                f"credential {name!r} does not exist; store it first{hint}, then register the tools naming it"
+            )
         if hosts is None:
             return (
                 f"credential {name!r} lists no hosts, so only local callers may attach it to tools; add "
@@ -369,6 +390,27 @@ class CredentialStore:
         if host not in hosts:
             return f"credential {name!r} may be sent to hosts {hosts!r} only, not {host!r}"
         return None
+
+    def owner_of(self, name: str) -> str | None:
+        """The principal that stored the named credential (None: the operator, or no such credential)."""
+        entry = self._entries().get(name) if isinstance(name, str) else None
+        owner = entry.get("owner") if entry else None
+        return owner if isinstance(owner, str) else None
+
+    def bind_host(self, name: str, host: str) -> builtins.list[str]:
+        """The hosts credential `name` may be sent to, fixing them to `[host]` when it has none yet: a
+        credential goes only to the host of the first tool it is bound to, from then on."""
+        host = host.lower().rstrip(".")
+        with self._lock, self._locked():
+            entries = self._memory if self._in_memory else dict(self._read_file())
+            entry = entries.get(name)
+            if entry is None:
+                return []
+            if not isinstance(entry.get("hosts"), list):
+                entries[name] = {**entry, "hosts": [host]}
+                if not self._in_memory:
+                    self._write_file(entries)
+            return list(entries[name]["hosts"])
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._entries()
@@ -469,10 +511,11 @@ class CredentialStore:
         kind = cred["type"]
         origin = _origin(url)
         host = (urlsplit(url).hostname or "").lower().rstrip(".")
-        if "hosts" in cred and host not in cred["hosts"]:
+        hosts = self.hosts_of(name) or cred.get("hosts") or self.bind_host(name, host)
+        if host not in hosts:
             raise CredentialError(
                 f"{f'Tool {tool_id!r}: ' if tool_id else ''}credential {name!r} may be sent to hosts "
-                f"{cred['hosts']!r} only, not {host!r}",
+                f"{hosts!r} only, not {host!r}",
                 tool_id=tool_id,
                 field="execution_config.credential",
             )
@@ -533,55 +576,4 @@ class CredentialStore:
             return value
 
 
-def check_tool_credential(tool: ToolDef, store: CredentialStore | None) -> None:
-    """At registration: a credential reference must be a name; an unknown one is a warning, not a refusal.
-
-    (The credential may well be added after the tools that use it; the call fails naming it until then.)
-    """
-    from echo_tools.errors import ToolRegistrationError
-
-    name = tool.execution_config.get("credential") if isinstance(tool.execution_config, dict) else None
-    if name is None:
-        return
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise ToolRegistrationError(
-            f"Tool {tool.tool_id!r}: execution_config.credential must be a credential name, got {name!r:.60}",
-            tool_id=tool.tool_id,
-            field="execution_config.credential",
-        )
-    from echo_tools.models import ToolSource
-
-    if store is not None and tool.source == ToolSource.REMOTE:
-        refusal = store.refusal_for(name, str(tool.execution_config.get("url", "")))
-        if refusal:
-            raise ToolRegistrationError(
-                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field="execution_config.credential"
-            )
-    if store is not None and name not in store and name not in store.warned:
-        store.warned.add(name)  # once per name: an import registers many tools naming the same one
-        logger.warning(
-            "Tool %r names credential %r, which does not exist yet; its calls fail until "
-            "`echo-tools credentials set %s ...` adds it",
-            tool.tool_id,
-            name,
-            name,
-        )
-
-
-async def credential_for(
-    executor: Any, tool: ToolDef, url: str, client: Any = None
-) -> AppliedCredential | None:
-    """The `api` backend's hook: what `tool`'s `execution_config.credential` adds to a request to `url`."""
-    name = tool.execution_config.get("credential")
-    if not name:
-        return None
-    store: CredentialStore = executor.registry.credentials
-    from echo_tools.models import ToolSource
-
-    if tool.source == ToolSource.REMOTE:  # checked at registration too, but the credential may be newer
-        refusal = store.refusal_for(name, url)
-        if refusal:
-            raise CredentialError(
-                f"Tool {tool.tool_id!r}: {refusal}", tool_id=tool.tool_id, field="execution_config.credential"
-            )
-    return await store.apply(name, url, tool_id=tool.tool_id, egress=executor.egress, client=client)
+from echo_tools.credentials.binding import check_tool_credential, credential_for  # noqa: E402

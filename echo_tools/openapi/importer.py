@@ -338,6 +338,7 @@ def import_openapi_report(
     base_url: str | None = None,
     credential: str | None = None,
     operations: Iterable[str] | None = None,
+    owner: str | None = None,
 ) -> ImportReport:
     """`import_openapi`, also saying which operations were skipped and which old tools were disabled.
 
@@ -349,6 +350,7 @@ def import_openapi_report(
         base_url: where calls go (default: `servers[0]`, or Swagger's `schemes`/`host`/`basePath`).
         credential: the name of a `registry.credentials` entry every call is sent with.
         operations: only these operations (operationId, snake_case id or tool id); default all.
+        owner: the principal importing (`echo_tools.gate`), recorded on every tool (`ToolDef.owner`).
 
     Returns:
         The tools registered or updated, in document order (`tools`), the operations skipped with the
@@ -399,6 +401,8 @@ def import_openapi_report(
             len(report.skipped),
             report.skipped[0][1],
         )
+    if owner is not None:
+        planned = [tool.model_copy(update={"owner": owner}) for tool in planned]
     _unique_names(registry, planned)
     # an unchanged operation is not checked and written again; the rest go in one batch, all or nothing
     batch = [tool for tool in planned if _differs(registry.get(tool.tool_id), tool)]

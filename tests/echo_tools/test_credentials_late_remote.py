@@ -11,6 +11,7 @@ import pytest
 
 from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry
 from echo_tools.credentials import SECRET_KEY_ENV, new_key
+from echo_tools.errors import ToolRegistrationError
 from tests.echo_tools._thirdparty_support import BEARER, ShopService
 
 
@@ -21,7 +22,7 @@ def shop() -> Iterator[ShopService]:
     service.stop()
 
 
-async def test_a_credential_created_after_a_remote_tool_is_not_sent_without_hosts(
+async def test_a_remote_tool_naming_a_credential_that_does_not_exist_yet_is_refused(
     tmp_path: Path, shop: ShopService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(SECRET_KEY_ENV, new_key())
@@ -32,14 +33,12 @@ async def test_a_credential_created_after_a_remote_tool_is_not_sent_without_host
         "source": "remote",
         "execution_config": {"url": f"{shop.base}/capture", "method": "GET", "credential": "later"},
     }
-    registry.register(tool)  # the name does not exist yet: a warning
+    with pytest.raises(ToolRegistrationError) as refused:
+        registry.register(tool)  # a credential stored later must never go to a URL chosen before it
+    assert refused.value.field == "execution_config.credential"
+    assert "'later' does not exist" in refused.value.message
+    assert registry.get("tool_capture") is None
     registry.credentials.set("later", {"type": "bearer", "token": BEARER})  # the operator's, no hosts
     executor = ToolExecutor(registry, egress=EgressPolicy.local())
-    try:
-        result = await executor.invoke("Capture", {})
-    finally:
-        await executor.aclose()
-    assert not result.success
-    assert result.error_field == "execution_config.credential"
-    assert "'later' lists no hosts" in (result.error or "")
+    await executor.aclose()
     assert all(BEARER not in str(seen) for seen in shop.captured)

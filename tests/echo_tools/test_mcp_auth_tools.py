@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from echo_tools import ToolDef, ToolType
+from echo_tools.errors import ToolRegistrationError
 from echo_tools.models import ToolSource
 from tests.echo_tools._mcp_auth_support import SECRETS, AuthServer, auth_server
 from tests.echo_tools._mcp_support import CALC, add_listed_server, make_executor, make_registry, stdio_config
@@ -131,20 +132,15 @@ async def test_a_connector_tool_sends_its_credential_to_the_connector_service(
     assert _Connector.seen == ["Bearer connector-token-1"]
 
 
-async def test_a_remote_tool_cannot_send_a_credential_created_later_without_hosts(
+async def test_a_remote_tool_naming_a_credential_that_does_not_exist_yet_is_refused(
     tmp_path: Path, server: AuthServer
 ) -> None:
     registry = make_registry(tmp_path)
     registry.credentials.set("m-bearer", {"type": "bearer", "token": SECRETS["AUTH_BEARER"]})
     registry.add_mcp_server("guarded", {"url": server.url, "credential": "m-bearer"})
     remote = ping_tool("late").model_copy(update={"source": ToolSource.REMOTE})
-    registry.register(remote)  # "late" does not exist yet: a warning, as for api tools
-    registry.credentials.set("late", {"type": "bearer", "token": SECRETS["AUTH_BEARER"]})  # no hosts
-    executor = make_executor(registry)
-    try:
-        result = await executor.invoke("ping_as_late", {})
-    finally:
-        await executor.aclose()
-    assert not result.success
-    assert result.error_field == "execution_config.credential"
-    assert "'late' lists no hosts" in (result.error or "")
+    with pytest.raises(ToolRegistrationError) as refused:  # a credential stored later must not go there
+        registry.register(remote)
+    assert refused.value.field == "execution_config.credential"
+    assert "'late' does not exist" in refused.value.message
+    assert registry.get("ping_as_late") is None

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.errors import EgressDeniedError, ToolError
+from echo_tools.gate import acting, may_store
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolDef
@@ -85,6 +86,16 @@ def _add_server(
 
     if not isinstance(url, str):
         return None, "serverUrl", f"config.serverUrl must be an http(s) URL, got {url!r:.80}"
+    if not may_store(
+        "mcp"
+    ):  # a compile stores nothing; over HTTP only a principal granted `mcp` adds servers
+        return (
+            None,
+            "serverUrl",
+            f"MCP server {server!r} is not registered and {acting().name!r} may not add one from a canvas here "
+            "(it needs the 'mcp' action, and /workflows/compile stores nothing); ask the operator to add it "
+            "(`echo-tools mcp add`)",
+        )
     try:
         name = check_server_name(server)
         checked = check_server_config(name, {"url": url})
