@@ -52,5 +52,11 @@ bench: $(STAMP)
 	    $(MCP_CACHE)/pypi-venv/bin/pip install -q mcp-server-time mcp-server-git; }
 	$(PY) bench/run_all.py
 
+# the run viewer's screenshots in docs/ (docs/runs.md), taken by its browser tests in headless Chromium
+.PHONY: screenshots
+screenshots: $(STAMP)
+	ECHO_TOOLS_SCREENSHOTS=1 ECHO_TOOLS_REQUIRE_BROWSER=1 $(PY) -m pytest -q \
+	  tests/echo_tools/test_ui_browser.py -k screenshots
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -236,6 +236,7 @@ def mount(
         ToolConfigError: the key is shorter than 8 characters.
     """
     from echo_tools.api import include_plugin_routers, make_router
+    from echo_tools.api.ui import make_ui_router
     from echo_tools.settings import ApiSettings
 
     layer = layer_for(storage_dir, **options)
@@ -254,6 +255,7 @@ def mount(
     router = make_router(layer.registry, layer.executor, settings)
     app.include_router(router)
     include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
+    app.include_router(make_ui_router(router.state, layer.history))  # type: ignore[attr-defined]  # /ui/
     _answer_the_contract_under(app, PREFIXES)
     return layer
 

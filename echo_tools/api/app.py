@@ -34,6 +34,7 @@ from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, p
 from echo_tools.api.owners import refuse_unowned
 from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
+from echo_tools.api.ui import make_ui_router
 from echo_tools.backends import module_allowed
 from echo_tools.errors import EgressDeniedError
 from echo_tools.gate import PUBLIC, READ, Principal
@@ -431,6 +432,7 @@ def create_app(
     add_docs_routes(app, router.state.gate)  # type: ignore[attr-defined]
     app.state.echo_tools = router.state  # type: ignore[attr-defined]
     include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
+    app.include_router(make_ui_router(router.state, options.get("history")))  # type: ignore[attr-defined]
     install_error_handlers(app)
     install_security(app, settings)
     return app

@@ -13,9 +13,11 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from echo_tools.events import ToolEvent
+from echo_tools.history.browse import RunBrowser
 from echo_tools.history.recording import Recording
 from echo_tools.history.writer import EventWriter
 
@@ -257,6 +259,13 @@ class HistoryQueries:
         """How many events are kept."""
         rows = self._read("SELECT COUNT(*) FROM {events}")
         return int(rows[0][0]) if rows else 0
+
+    @cached_property
+    def browser(self) -> RunBrowser:
+        """The run viewer's queries on this history (`echo_tools.history.browse`; makes their indexes)."""
+        return RunBrowser(
+            self._read, lambda sql: self._change(self._sql(sql)), postgres=self.placeholder != "?"
+        )
 
     # -- runs ----------------------------------------------------------------------------------------
 
