@@ -106,13 +106,14 @@ def local_crew_llm(server: Any = None, **params: Any) -> BaseLLM:
 
     Args:
         server: a running `LocalModelServer`; default: the process's shared one, started now.
-        params: `LLM` keyword arguments (`temperature` defaults to 0: the same answer each run).
+        params: `LLM` keyword arguments (`temperature` defaults to 0: the same answer each run;
+            `max_tokens` to 1024).
 
     Raises:
         LLMConfigError: the runtime or the weights are not installed (naming `make install-llm`), or the
             server did not start.
     """
-    from workflow_bridge.local_llm import MODEL_ALIAS, LocalModelError, shared_server
+    from workflow_bridge.local_llm import DEFAULT_MAX_TOKENS, MODEL_ALIAS, LocalModelError, shared_server
     from workflow_bridge.recovering_crew_llm import RecoveringCrewLLM
 
     try:
@@ -120,6 +121,7 @@ def local_crew_llm(server: Any = None, **params: Any) -> BaseLLM:
     except LocalModelError as exc:
         raise LLMConfigError(f"{ENV_SPEC}=local: {exc}") from exc
     params.setdefault("temperature", 0.0)
+    params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)  # a small model can ramble on: bound each answer
     inner = _build(MODEL_ALIAS, base_url=server.base_url, api_key="not-needed", **params)
     return RecoveringCrewLLM(inner)
 

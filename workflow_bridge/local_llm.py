@@ -40,6 +40,7 @@ ENV_THREADS = "ECHO_LLM_THREADS"
 ENV_TEMPLATE = "ECHO_LLM_TEMPLATE"
 DEFAULT_THREADS = 2
 DEFAULT_CONTEXT = 8192
+DEFAULT_MAX_TOKENS = 1024  # per answer, unless the caller sets max_tokens
 TEMPLATE_FILE = Path(__file__).with_name("templates") / "qwen2.5-tools.jinja"
 TEMPLATES = ("repository", "model")  # the repository's template file, or the one inside the weights
 START_TIMEOUT = 120.0
@@ -355,6 +356,7 @@ def stock_chat_model(server: LocalModelServer | None = None, **options: Any) -> 
 
     server = server or shared_server()
     options.setdefault("temperature", 0.0)
+    options.setdefault("max_tokens", DEFAULT_MAX_TOKENS)  # a small model can ramble on: bound each answer
     options.setdefault("max_retries", 1)
     options.setdefault("timeout", 600)
     return ChatOpenAI(model=MODEL_ALIAS, base_url=server.base_url, api_key=SecretStr("not-needed"), **options)

@@ -8,6 +8,8 @@ of your own, `model.bind_tools(...)`. On each turn it
   only for the tools it was given (`tool_call_recovery.recover_tool_calls`);
 - tells the model when it named a tool that does not exist or wrote arguments that are not JSON, with
   the closest real names ("did you mean"), and lets it try again (`max_corrections` times);
+- when a tool call failed (a wrong name, arguments that failed validation: the tool result says what to
+  fix) and the model answers with an explanation instead of a new call, asks it once to call again;
 - stops a loop: a call repeating the previous one with the same arguments is not made again; the model
   is asked to answer from the result it already has, without tools.
 
@@ -24,7 +26,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -39,9 +41,18 @@ from workflow_bridge.tool_call_recovery import (
 
 __all__ = ["RecoveringChatModel"]
 
+FAILURE_PREFIXES = (
+    "Error:",
+    "Tool '",
+    "Tool not found",
+)  # how a failed call reads (LangGraph's ToolNode, echo-tools' executor)
 LOOP_NUDGE = (
     "You already called {name} with these same arguments and its result is above. Do not call it "
     "again: answer the request now, in plain text, from the results you have."
+)
+RETRY_NUDGE = (
+    "The tool call failed: {error} Do not explain the error: call the right tool again now, with "
+    "corrected arguments, and answer from its result."
 )
 BAD_ARGUMENTS = (
     "Your call to {name!r} had arguments that are not a JSON object ({error}). Call it again with the "
@@ -181,6 +192,11 @@ class RecoveringChatModel(BaseChatModel):
                 for c in recovery.calls
             ]
         if not calls:
+            failure = _failed_tool_result(conversation)
+            if failure is not None and self.tools:
+                return _Turn(
+                    feedback=[AIMessage(str(reply.content)), HumanMessage(RETRY_NUDGE.format(error=failure))]
+                )
             return _Turn(message=_text_only(reply))
         unknown = [c["name"] for c in calls if c["name"] not in known]
         if unknown:
@@ -211,6 +227,15 @@ class _Turn:
         self.message = message
         self.feedback = feedback or []
         self.with_tools = with_tools
+
+
+def _failed_tool_result(conversation: list[BaseMessage]) -> str | None:
+    """The error text when the conversation ends with a failed tool call (the model's turn to fix it)."""
+    if not conversation or not isinstance(conversation[-1], ToolMessage):
+        return None
+    last = conversation[-1]
+    text = str(last.content)
+    return text[:1000] if last.status == "error" or text.startswith(FAILURE_PREFIXES) else None
 
 
 def _text_only(reply: AIMessage) -> AIMessage:

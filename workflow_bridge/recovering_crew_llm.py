@@ -7,6 +7,8 @@ tools, then:
 
 - a call written as text (bare or fenced JSON) for one of the agent's tools becomes a real tool call;
 - a call naming a tool the agent does not have goes back to the model with the closest names;
+- a failed call (the tool's result says what to fix) answered with an explanation instead of a new call
+  is sent back once, asking for the corrected call;
 - a call repeating the previous one with the same arguments is not made again: the model is asked,
   without tools, to answer from the result it has.
 
@@ -24,7 +26,7 @@ from typing import Any
 from crewai.llms.base_llm import BaseLLM
 from pydantic import ConfigDict
 
-from workflow_bridge.recovering_chat import BAD_ARGUMENTS, LOOP_NUDGE
+from workflow_bridge.recovering_chat import BAD_ARGUMENTS, FAILURE_PREFIXES, LOOP_NUDGE, RETRY_NUDGE
 from workflow_bridge.tool_call_recovery import call_key, correction_for, recover_tool_calls, tool_names_of
 
 __all__ = ["RecoveringCrewLLM"]
@@ -73,6 +75,13 @@ def _previous_calls(messages: list[Message]) -> list[tuple[str, Any]]:
             if found is not None:
                 calls.append((found[1], _parsed(found[2])[0]))
     return calls
+
+
+def _failed_tool_result(conversation: list[Message]) -> str | None:
+    """The error text when the conversation ends with a failed tool call (the model's turn to fix it)."""
+    last = conversation[-1] if conversation else {}
+    text = str(last.get("content") or "")
+    return text[:1000] if last.get("role") == "tool" and text.startswith(FAILURE_PREFIXES) else None
 
 
 class RecoveringCrewLLM(BaseLLM):
@@ -176,7 +185,15 @@ class RecoveringCrewLLM(BaseLLM):
                     True,
                 )
             if not recovery.calls:
-                return reply, None, True
+                failure = _failed_tool_result(conversation)
+                if failure is None:
+                    return reply, None, True
+                nudge = RETRY_NUDGE.format(error=failure)
+                return (
+                    None,
+                    [{"role": "assistant", "content": reply}, {"role": "user", "content": nudge}],
+                    True,
+                )
             calls = [(f"call_{uuid.uuid4().hex[:12]}", c.name, c.arguments) for c in recovery.calls]
         elif isinstance(reply, list):
             found = [_as_call(raw) for raw in reply]

@@ -24,6 +24,7 @@ pytestmark = [
 ]
 
 MODULE = "tests.workflow_bridge._real_model_tools"
+LIMIT = {"recursion_limit": 12}  # model and tool steps: a model that keeps calling fails, it does not hang
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def agent_for(server: LocalModelServer, registry: ToolRegistry, names: list[str]
 
 def test_a_langgraph_agent_chooses_the_tool_and_answers_with_its_result(server, registry):
     agent, _ = agent_for(server, registry, ["multiply", "add", "save_note"])
-    state = agent.invoke({"messages": [HumanMessage("What is 17 times 23? Use a tool.")]})
+    state = agent.invoke({"messages": [HumanMessage("What is 17 times 23? Use a tool.")]}, LIMIT)
     assert ("multiply", {"a": 17, "b": 23}) in tools.CALLS or ("multiply", {"a": 23, "b": 17}) in tools.CALLS
     assert 391 in numbers_in(state["messages"][-1].content)
 
@@ -67,7 +68,7 @@ def test_a_misspelled_tool_name_is_corrected_by_the_model_after_the_feedback(ser
     wrong = AIMessage("", tool_calls=[{"name": "multipy", "args": {"a": 17, "b": 23}, "id": "call_1"}])
     feedback = node_.invoke({"messages": [question, wrong]})["messages"]
     assert "Did you mean 'multiply'?" in feedback[0].content and tools.CALLS == []
-    state = agent.invoke({"messages": [question, wrong, *feedback]})
+    state = agent.invoke({"messages": [question, wrong, *feedback]}, LIMIT)
     assert [name for name, _ in tools.CALLS] == ["multiply"]
     assert 391 in numbers_in(state["messages"][-1].content)
 
@@ -80,7 +81,7 @@ def test_a_wrong_argument_type_is_corrected_by_the_model_after_the_feedback(serv
     )
     feedback = node_.invoke({"messages": [question, wrong]})["messages"]
     assert feedback[0].status == "error" and "validation" in feedback[0].content and tools.CALLS == []
-    state = agent.invoke({"messages": [question, wrong, *feedback]})
+    state = agent.invoke({"messages": [question, wrong, *feedback]}, LIMIT)
     assert sorted(tools.CALLS[-1][1].values()) == [17, 23]
     assert 391 in numbers_in(state["messages"][-1].content)
 
@@ -88,7 +89,7 @@ def test_a_wrong_argument_type_is_corrected_by_the_model_after_the_feedback(serv
 def test_a_plain_answer_containing_a_brace_is_not_a_tool_call(server, registry):
     agent, _ = agent_for(server, registry, ["multiply", "save_note"])
     request = "Write a Python dict literal that maps 'a' to 1 and 'b' to 2. Reply with the code only."
-    state = agent.invoke({"messages": [HumanMessage(request)]})
+    state = agent.invoke({"messages": [HumanMessage(request)]}, LIMIT)
     final = state["messages"][-1]
     assert tools.CALLS == [] and isinstance(final, AIMessage) and not final.tool_calls
     assert "{" in str(final.content)

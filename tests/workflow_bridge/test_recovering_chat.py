@@ -210,3 +210,44 @@ def test_crewai_a_repeated_call_is_stopped_and_a_plain_answer_returned():
 def test_crewai_plain_text_with_braces_is_the_final_answer():
     inner = ScriptedCrew("The result is {'total': 42}.")
     assert RecoveringCrewLLM(inner).call("sum?", tools=CREW_TOOLS) == "The result is {'total': 42}."
+
+
+def test_an_explanation_after_a_failed_call_is_sent_back_once_asking_for_the_corrected_call():
+    failed = [
+        HumanMessage("What is 17*23?"),
+        AIMessage(content="", tool_calls=[{"name": "calculator", "args": {"expr": "17*23"}, "id": "c1"}]),
+        ToolMessage(
+            "Tool 'calculator' failed (validation): input.expr: unknown field",
+            tool_call_id="c1",
+            status="error",
+        ),
+    ]
+    model, inner = wrapped(
+        "You should pass the expression instead.",
+        '{"name": "calculator", "arguments": {"expression": "17*23"}}',
+    )
+    message = model.invoke(failed)
+    assert [c["args"] for c in message.tool_calls] == [{"expression": "17*23"}]
+    assert "The tool call failed: Tool 'calculator' failed (validation)" in inner.asked[1][-1].content
+
+
+def test_crewai_an_explanation_after_a_failed_call_is_sent_back_asking_for_the_corrected_call():
+    history = [
+        {"role": "user", "content": "6*7?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "Tool 'calculator' failed (validation): input: 'expression' is required.",
+        },
+    ]
+    inner = ScriptedCrew(
+        "It needs an expression.", '{"name": "calculator", "arguments": {"expression": "6*7"}}'
+    )
+    answer = RecoveringCrewLLM(inner).call(history, tools=CREW_TOOLS)
+    assert answer[0]["function"]["name"] == "calculator"
