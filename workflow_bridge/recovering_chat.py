@@ -36,7 +36,9 @@ from workflow_bridge.tool_call_recovery import (
     call_key,
     correction_for,
     recover_tool_calls,
+    retry_instruction,
     tool_names_of,
+    tool_schemas_of,
 )
 
 __all__ = ["RecoveringChatModel"]
@@ -49,10 +51,6 @@ FAILURE_PREFIXES = (
 LOOP_NUDGE = (
     "You already called {name} with these same arguments and its result is above. Do not call it "
     "again: answer the request now, in plain text, from the results you have."
-)
-RETRY_NUDGE = (
-    "The tool call failed: {error} Do not explain the error: call the right tool again now, with "
-    "corrected arguments, and answer from its result."
 )
 BAD_ARGUMENTS = (
     "Your call to {name!r} had arguments that are not a JSON object ({error}). Call it again with the "
@@ -192,11 +190,10 @@ class RecoveringChatModel(BaseChatModel):
                 for c in recovery.calls
             ]
         if not calls:
-            failure = _failed_tool_result(conversation)
+            failure = _failed_call(conversation)
             if failure is not None and self.tools:
-                return _Turn(
-                    feedback=[AIMessage(str(reply.content)), HumanMessage(RETRY_NUDGE.format(error=failure))]
-                )
+                nudge = retry_instruction(*failure, tool_schemas_of(self.tools))
+                return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
             return _Turn(message=_text_only(reply))
         unknown = [c["name"] for c in calls if c["name"] not in known]
         if unknown:
@@ -229,13 +226,20 @@ class _Turn:
         self.with_tools = with_tools
 
 
-def _failed_tool_result(conversation: list[BaseMessage]) -> str | None:
-    """The error text when the conversation ends with a failed tool call (the model's turn to fix it)."""
+def _failed_call(conversation: list[BaseMessage]) -> tuple[str, Any, str] | None:
+    """(tool name, arguments, error text) when the conversation ends with a failed tool call."""
     if not conversation or not isinstance(conversation[-1], ToolMessage):
         return None
     last = conversation[-1]
     text = str(last.content)
-    return text[:1000] if last.status == "error" or text.startswith(FAILURE_PREFIXES) else None
+    if last.status != "error" and not text.startswith(FAILURE_PREFIXES):
+        return None
+    for message in reversed(conversation):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id") == last.tool_call_id:
+                    return call["name"], call.get("args") or {}, text[:1000]
+    return None
 
 
 def _text_only(reply: AIMessage) -> AIMessage:

@@ -26,8 +26,15 @@ from typing import Any
 from crewai.llms.base_llm import BaseLLM
 from pydantic import ConfigDict
 
-from workflow_bridge.recovering_chat import BAD_ARGUMENTS, FAILURE_PREFIXES, LOOP_NUDGE, RETRY_NUDGE
-from workflow_bridge.tool_call_recovery import call_key, correction_for, recover_tool_calls, tool_names_of
+from workflow_bridge.recovering_chat import BAD_ARGUMENTS, FAILURE_PREFIXES, LOOP_NUDGE
+from workflow_bridge.tool_call_recovery import (
+    call_key,
+    correction_for,
+    recover_tool_calls,
+    retry_instruction,
+    tool_names_of,
+    tool_schemas_of,
+)
 
 __all__ = ["RecoveringCrewLLM"]
 
@@ -77,11 +84,18 @@ def _previous_calls(messages: list[Message]) -> list[tuple[str, Any]]:
     return calls
 
 
-def _failed_tool_result(conversation: list[Message]) -> str | None:
-    """The error text when the conversation ends with a failed tool call (the model's turn to fix it)."""
+def _failed_call(conversation: list[Message]) -> tuple[str, Any, str] | None:
+    """(tool name, arguments, error text) when the conversation ends with a failed tool call."""
     last = conversation[-1] if conversation else {}
     text = str(last.get("content") or "")
-    return text[:1000] if last.get("role") == "tool" and text.startswith(FAILURE_PREFIXES) else None
+    if last.get("role") != "tool" or not text.startswith(FAILURE_PREFIXES):
+        return None
+    for message in reversed(conversation):
+        for raw in message.get("tool_calls") or [] if message.get("role") == "assistant" else []:
+            found = _as_call(raw)
+            if found is not None and found[0] == last.get("tool_call_id"):
+                return found[1], _parsed(found[2])[0] or {}, text[:1000]
+    return None
 
 
 class RecoveringCrewLLM(BaseLLM):
@@ -185,10 +199,10 @@ class RecoveringCrewLLM(BaseLLM):
                     True,
                 )
             if not recovery.calls:
-                failure = _failed_tool_result(conversation)
+                failure = _failed_call(conversation)
                 if failure is None:
                     return reply, None, True
-                nudge = RETRY_NUDGE.format(error=failure)
+                nudge = retry_instruction(*failure, tool_schemas_of(tools))
                 return (
                     None,
                     [{"role": "assistant", "content": reply}, {"role": "user", "content": nudge}],

@@ -36,7 +36,9 @@ __all__ = [
     "correction_for",
     "recover_tool_calls",
     "repeated_call",
+    "retry_instruction",
     "tool_names_of",
+    "tool_schemas_of",
 ]
 
 MAX_TEXT_CHARS = 16_000  # a call is short; a longer text is an answer
@@ -210,6 +212,52 @@ def correction_for(unknown: Iterable[str], tool_names: Iterable[str]) -> str:
         " ".join(lines)
         + f" Your tools are: {listing}. Call one of them with its exact name, or answer in plain text."
     )
+
+
+def _placeholder(schema: Any) -> str:
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    return f"<{kind if isinstance(kind, str) else 'value'}>"
+
+
+def retry_instruction(name: str, arguments: Any, error: str, tools: Mapping[str, Mapping[str, Any]]) -> str:
+    """What to tell a model whose tool call failed and who answered with words instead of a new call:
+    the error, then the call to write, as JSON. A misspelled tool name is replaced by the closest real
+    one (its arguments kept); otherwise the arguments are shown as the tool's fields and their types.
+
+    Args:
+        name: the failed call's tool name.
+        arguments: its arguments.
+        error: the tool result's error text.
+        tools: the model's tools, name -> JSON Schema of the parameters.
+    """
+    target, example = name, arguments if isinstance(arguments, dict) else {}
+    if name not in tools:
+        close = [n for n in tools if n in did_you_mean(name, tools)]
+        target = close[0] if close else name
+    else:
+        properties = tools[name].get("properties")
+        if isinstance(properties, Mapping) and properties:
+            example = {field: _placeholder(schema) for field, schema in properties.items()}
+    shown = json.dumps({"name": target, "arguments": example})
+    for placeholder in {v for v in example.values() if isinstance(v, str) and v.startswith("<")}:
+        shown = shown.replace(json.dumps(placeholder), placeholder)
+    return (
+        f"The call to {name} failed: {error.strip()}\nDo not explain. Reply with only the corrected call, "
+        f"as JSON, with real values:\n{shown}"
+    )
+
+
+def tool_schemas_of(tools: Iterable[Any]) -> dict[str, Mapping[str, Any]]:
+    """name -> parameters JSON Schema of tools given as OpenAI tool dicts."""
+    schemas: dict[str, Mapping[str, Any]] = {}
+    for tool in tools:
+        if isinstance(tool, Mapping):
+            inner = tool.get("function")
+            function = inner if isinstance(inner, Mapping) else tool
+            name, parameters = function.get("name"), function.get("parameters")
+            if isinstance(name, str):
+                schemas[name] = parameters if isinstance(parameters, Mapping) else {}
+    return schemas
 
 
 def tool_names_of(tools: Iterable[Any]) -> list[str]:

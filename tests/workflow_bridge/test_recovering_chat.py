@@ -228,7 +228,9 @@ def test_an_explanation_after_a_failed_call_is_sent_back_once_asking_for_the_cor
     )
     message = model.invoke(failed)
     assert [c["args"] for c in message.tool_calls] == [{"expression": "17*23"}]
-    assert "The tool call failed: Tool 'calculator' failed (validation)" in inner.asked[1][-1].content
+    assert (
+        "The call to calculator failed: Tool 'calculator' failed (validation)" in inner.asked[1][-1].content
+    )
 
 
 def test_crewai_an_explanation_after_a_failed_call_is_sent_back_asking_for_the_corrected_call():

@@ -12,7 +12,9 @@ from workflow_bridge.tool_call_recovery import (
     correction_for,
     recover_tool_calls,
     repeated_call,
+    retry_instruction,
     tool_names_of,
+    tool_schemas_of,
 )
 
 TOOLS = ["calculator", "get_weather"]
@@ -140,3 +142,24 @@ def test_a_short_remark_after_the_call_still_makes_the_call_but_code_around_it_d
     assert calls("```json\n" + json.dumps(CALL) + "\n```\nThis computes the product.") != []
     assert calls("print(" + json.dumps(CALL) + ")") == []
     assert calls("x = " + json.dumps(CALL)) == []
+
+
+def test_the_retry_instruction_names_the_closest_tool_or_the_fields_to_fill():
+    schemas = {
+        "multiply": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}
+    }
+    renamed = retry_instruction(
+        "multipy", {"a": 17, "b": 23}, "Error: 'multipy' is not a valid tool.", schemas
+    )
+    assert renamed.startswith("The call to multipy failed: Error: 'multipy' is not a valid tool.")
+    assert renamed.endswith('{"name": "multiply", "arguments": {"a": 17, "b": 23}}')
+    retyped = retry_instruction("multiply", {"a": "seventeen"}, "input.a: not a number", schemas)
+    assert retyped.endswith('{"name": "multiply", "arguments": {"a": <number>, "b": <number>}}')
+
+
+def test_tool_schemas_are_read_from_openai_tool_dicts():
+    tools = [
+        {"type": "function", "function": {"name": "multiply", "parameters": {"type": "object"}}},
+        {"x": 1},
+    ]
+    assert tool_schemas_of(tools) == {"multiply": {"type": "object"}}
