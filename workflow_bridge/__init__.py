@@ -26,8 +26,9 @@ if TYPE_CHECKING:
         to_langchain_tool,
         to_langchain_tools,
     )
-    from workflow_bridge.llm import LLMConfigError, is_rehearsal, llm_from_spec, resolve_llm
+    from workflow_bridge.llm import LLMConfigError, is_rehearsal, llm_from_spec, local_crew_llm, resolve_llm
     from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE, RehearsalLLM
+    from workflow_bridge.local_llm import LocalModelServer, local_chat_model
     from workflow_bridge.node_mapper import (
         Diagnostic,
         MappedWorkflow,
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
         agent_id_for,
     )
     from workflow_bridge.plugin import ToolBindingPlugin
+    from workflow_bridge.recovering_chat import RecoveringChatModel
+    from workflow_bridge.recovering_crew_llm import RecoveringCrewLLM
     from workflow_bridge.runner import (
         WorkflowSourceError,
         compile_source,
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
         stream_run,
     )
     from workflow_bridge.state import build_state_schema, initial_state
+    from workflow_bridge.tool_call_recovery import recover_tool_calls
 
 _LAZY = {
     "AgentFactory": "workflow_bridge.agent_factory",
@@ -52,9 +56,12 @@ _LAZY = {
     "ExecutorCrewTool": "workflow_bridge.crewai_tools",
     "ExecutorToolNode": "workflow_bridge.langgraph_tools",
     "LLMConfigError": "workflow_bridge.llm",
+    "LocalModelServer": "workflow_bridge.local_llm",
     "MappedWorkflow": "workflow_bridge.node_mapper",
     "NodeMapper": "workflow_bridge.node_mapper",
     "REHEARSAL_NOTICE": "workflow_bridge.llm_rehearsal",
+    "RecoveringChatModel": "workflow_bridge.recovering_chat",
+    "RecoveringCrewLLM": "workflow_bridge.recovering_crew_llm",
     "RehearsalLLM": "workflow_bridge.llm_rehearsal",
     "ToolBindingPlugin": "workflow_bridge.plugin",
     "WorkflowCompileError": "workflow_bridge.compiler",
@@ -67,8 +74,11 @@ _LAZY = {
     "initial_state": "workflow_bridge.state",
     "is_rehearsal": "workflow_bridge.llm",
     "llm_from_spec": "workflow_bridge.llm",
+    "local_chat_model": "workflow_bridge.local_llm",
+    "local_crew_llm": "workflow_bridge.llm",
     "make_tool_node": "workflow_bridge.langgraph_tools",
     "normalize_agent": "workflow_bridge.agent_json",
+    "recover_tool_calls": "workflow_bridge.tool_call_recovery",
     "resolve_llm": "workflow_bridge.llm",
     "resume_workflow": "workflow_bridge.runner",
     "run_workflow": "workflow_bridge.runner",
@@ -87,9 +97,12 @@ __all__ = [
     "ExecutorCrewTool",
     "ExecutorToolNode",
     "LLMConfigError",
+    "LocalModelServer",
     "MappedWorkflow",
     "NodeMapper",
     "REHEARSAL_NOTICE",
+    "RecoveringChatModel",
+    "RecoveringCrewLLM",
     "RehearsalLLM",
     "ToolBindingPlugin",
     "WorkflowCompileError",
@@ -102,8 +115,11 @@ __all__ = [
     "initial_state",
     "is_rehearsal",
     "llm_from_spec",
+    "local_chat_model",
+    "local_crew_llm",
     "make_tool_node",
     "normalize_agent",
+    "recover_tool_calls",
     "resolve_llm",
     "resume_workflow",
     "run_workflow",

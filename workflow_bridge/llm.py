@@ -4,7 +4,8 @@ Order: the agent's own `llm` config when it can run here (a model plus its provi
 environment, or a `base_url`), then the caller's default, then `ECHO_LLM`, then the rehearsal model
 (`llm_rehearsal.RehearsalLLM`), which is announced on every run. A spec is `provider/model`
 (`openai/gpt-4o-mini`), an OpenAI-compatible URL with the model after `#`
-(`http://localhost:11434/v1#llama3.1`), or `rehearsal`.
+(`http://localhost:11434/v1#llama3.1`), `local` (the model of this machine, `workflow_bridge.local_llm`,
+served on 127.0.0.1 and stopped at exit; `make install-llm` installs it), or `rehearsal`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ENV_SPEC = "ECHO_LLM"
 ENV_MODEL = "ECHO_LLM_MODEL"
 ENV_API_KEY = "ECHO_LLM_API_KEY"
 REHEARSAL_SPECS = {"rehearsal", "offline", REHEARSAL_MODEL}
+LOCAL_SPECS = {"local"}
 
 # Where each provider's key is read from; CrewAI's native clients read the same variables.
 PROVIDER_KEYS = {
@@ -84,6 +86,8 @@ def llm_from_spec(spec: str, **params: Any) -> BaseLLM:
     spec = spec.strip()
     if spec.lower() in REHEARSAL_SPECS:
         return RehearsalLLM()
+    if spec.lower() in LOCAL_SPECS:
+        return local_crew_llm(**params)
     if spec.startswith(("http://", "https://")):
         url, _, model = spec.partition("#")
         model = model or os.environ.get(ENV_MODEL, "")
@@ -94,6 +98,32 @@ def llm_from_spec(spec: str, **params: Any) -> BaseLLM:
         api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or "not-needed"
         return _build(model, base_url=url, api_key=api_key, **params)
     return _build(spec, **params)
+
+
+def local_crew_llm(server: Any = None, **params: Any) -> BaseLLM:
+    """The local model (`ECHO_LLM=local`) for CrewAI agents: CrewAI's `LLM` pointed at the local server,
+    wrapped in `RecoveringCrewLLM` (text tool calls recovered, wrong names corrected, loops stopped).
+
+    Args:
+        server: a running `LocalModelServer`; default: the process's shared one, started now.
+        params: `LLM` keyword arguments (`temperature` defaults to 0: the same answer each run;
+            `max_tokens` to 1024).
+
+    Raises:
+        LLMConfigError: the runtime or the weights are not installed (naming `make install-llm`), or the
+            server did not start.
+    """
+    from workflow_bridge.local_llm import DEFAULT_MAX_TOKENS, MODEL_ALIAS, LocalModelError, shared_server
+    from workflow_bridge.recovering_crew_llm import RecoveringCrewLLM
+
+    try:
+        server = server or shared_server()
+    except LocalModelError as exc:
+        raise LLMConfigError(f"{ENV_SPEC}=local: {exc}") from exc
+    params.setdefault("temperature", 0.0)
+    params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)  # a small model can ramble on: bound each answer
+    inner = _build(MODEL_ALIAS, base_url=server.base_url, api_key="not-needed", **params)
+    return RecoveringCrewLLM(inner)
 
 
 def _build(model: str, **kwargs: Any) -> BaseLLM:
@@ -210,6 +240,7 @@ __all__ = [
     "describe_llm",
     "is_rehearsal",
     "llm_from_spec",
+    "local_crew_llm",
     "llm_params",
     "provider_of",
     "resolve_llm",
