@@ -168,8 +168,10 @@ class HistoryQueries:
         agent_id: str | None = None,
         since: str | None = None,
         limit: int = DEFAULT_LIMIT,
+        newest_first: bool = False,
     ) -> list[ToolEvent]:
-        """The kept events matching every filter given, oldest first, at most `limit` (1..10,000).
+        """The kept events matching every filter given, oldest first (`newest_first`: the latest `limit`,
+        newest first), at most `limit` (1..10,000).
 
         Raises:
             ValueError: `limit` or `since` is out of range or malformed (the message names it).
@@ -185,7 +187,10 @@ class HistoryQueries:
             clauses.append("timestamp >= ?")
             params.append(since)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._read(f"SELECT body FROM {{events}} {where} ORDER BY seq LIMIT ?", (*params, limit))
+        order = "DESC" if newest_first else ""
+        rows = self._read(
+            f"SELECT body FROM {{events}} {where} ORDER BY seq {order} LIMIT ?", (*params, limit)
+        )
         return [event_from_json(body) for (body,) in rows]
 
     def run_events(self, run_id: str) -> Iterator[ToolEvent]:
