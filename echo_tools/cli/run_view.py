@@ -76,7 +76,7 @@ def show_run(history: Any, run_id: str, *, as_json: bool = False) -> int:
     answer = {
         "run": run,
         "failed_calls": list(stored.get("failed_calls") or []),
-        "calls": call_tree(history.run_events(run_id)),
+        "calls": call_tree(history.run_events(run_id, nested=True)),
         "state": final_state(history, run_id),
     }
     if as_json:

@@ -20,6 +20,9 @@ def _history(home: Path) -> None:
         ToolEvent(type="tool.invoked", run_id="run_v", tool_id="tool_inner", call_id="c2", parent_call_id="c1"),
         ToolEvent(type="tool.failed", run_id="run_v", tool_id="tool_inner", call_id="c2", parent_call_id="c1",
                   error="<script>boom</script>", duration_ms=4.0),
+        # a call of a sub-run (a workflow tool's run, `run_v/...`) made inside the skill's call
+        ToolEvent(type="tool.invoked", run_id="run_v/sub/1", tool_id="tool_deep", call_id="c3", parent_call_id="c1"),
+        ToolEvent(type="tool.completed", run_id="run_v/sub/1", tool_id="tool_deep", call_id="c3", parent_call_id="c1"),
         ToolEvent(type="tool.completed", run_id="run_v", tool_id="tool_skill", call_id="c1", duration_ms=9.5),
     ]  # fmt: skip
     for event in calls:
@@ -49,8 +52,14 @@ def test_runs_show_gives_status_timings_failed_calls_and_the_call_tree(
     inner = lines[skill + 1]
     assert "tool_inner" in inner and "failed" in inner  # nested one level under the skill's call
     assert len(inner) - len(inner.lstrip()) > len(lines[skill]) - len(lines[skill].lstrip())
+    assert "tool_deep" in lines[skill + 2] and lines[skill + 2].startswith(
+        inner[: len(inner) - len(inner.lstrip())]
+    )
     as_json = json.loads(run_cli(home, "runs", "show", "run_v", "--json").stdout)
+    assert [c["tool_id"] for c in as_json["calls"][0]["calls"]] == ["tool_inner", "tool_deep"]
     assert as_json["calls"][0]["calls"][0]["status"] == "failed"
+    listed = json.loads(run_cli(home, "runs", "--json").stdout)["runs"]
+    assert [r["run_id"] for r in listed] == ["run_v"]  # the sub-run is part of its run
     assert as_json["run"]["owner"] == "alice" and "source" not in as_json["run"]
 
 
@@ -65,6 +74,6 @@ def test_events_lists_newest_first_and_oldest_first_on_request(run_cli: InProces
     home = tmp_path / "home"
     _history(home)
     newest = run_cli(home, "events", "--run", "run_v", "--limit", "2", "--json")
-    assert [e["type"] for e in json.loads(newest.stdout)["events"]] == ["tool.completed", "tool.failed"]
+    assert [e["tool_id"] for e in json.loads(newest.stdout)["events"]] == ["tool_skill", "tool_inner"]
     oldest = run_cli(home, "events", "--run", "run_v", "--limit", "2", "--oldest-first", "--json")
     assert [e["type"] for e in json.loads(oldest.stdout)["events"]] == ["tool.invoked", "tool.invoked"]
