@@ -100,3 +100,15 @@ def test_runs_filling_their_pool_leave_the_other_routes_answering_and_health_say
     with httpx.Client(base_url=server, timeout=10) as client:
         health = client.get("/tools/health").json()
     assert health["status"] == "healthy" and health["workflow_runs"]["busy"] == 0
+
+
+@pytest.mark.parametrize("value", ["0", "many", "5000"])
+def test_a_run_pool_size_out_of_range_is_refused_naming_the_variable_and_value(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ECHO_TOOLS_RUN_SLOTS", value)
+    registry = support.make_registry(tmp_path / "tools", support.ECHO)
+    with pytest.raises(
+        ValueError, match=f"ECHO_TOOLS_RUN_SLOTS must be a whole number from 1 to 1024, got '{value}'"
+    ):
+        create_app(registry, ToolExecutor(registry), ApiSettings())
