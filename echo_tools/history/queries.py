@@ -228,10 +228,10 @@ class HistoryQueries:
         check_limit(limit)
         if status is not None:
             _check_status(status)
-        events_where, runs_where, params = "", "", []
+        events_where, runs_where, params = "", "", ["%/%"]
         if workflow_id is not None:
             events_where, runs_where = "AND workflow_id = ?", "WHERE workflow_id = ?"
-            params = [workflow_id, workflow_id]
+            params += [workflow_id, workflow_id]
         status_where = ""
         if status is not None:
             status_where = "WHERE r.status = ?"
@@ -243,7 +243,7 @@ class HistoryQueries:
             " SELECT run_id, MAX(workflow_id) AS workflow_id, MIN(timestamp) AS first,"
             " MAX(timestamp) AS last, SUM(CASE WHEN type = 'tool.invoked' THEN 1 ELSE 0 END) AS calls,"
             " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') THEN 1 ELSE 0 END) AS failed"
-            f" FROM {{events}} WHERE run_id IS NOT NULL AND run_id NOT LIKE '%/%' {events_where}"
+            f" FROM {{events}} WHERE run_id IS NOT NULL AND run_id NOT LIKE ? {events_where}"
             " GROUP BY run_id"
             " UNION ALL SELECT run_id, workflow_id, created, NULL, 0, 0"
             f" FROM {{runs}} {runs_where}"
