@@ -92,19 +92,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
     async def run_workflow(
         body: dict[str, Any] = Body(...), principal: Principal = gate.requires("run")
     ) -> StreamingResponse:
-        user_input = body.get("user_input")
-        if user_input is not None and not isinstance(user_input, str):
-            raise ApiError(
-                422,
-                "validation",
-                f"user_input must be a string, got {user_input!r:.60}",
-                field="body.user_input",
-            )
-        run_id = body.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not run_id or len(run_id) > 200):
-            raise ApiError(
-                422, "validation", f"run_id must be a short string, got {run_id!r:.60}", field="body.run_id"
-            )
+        user_input, run_id = _run_options(body)
         source = {k: v for k, v in body.items() if k not in RUN_OPTIONS}
         history = histories.get(required=False)
         if run_id is not None and history is not None:
@@ -119,14 +107,8 @@ def make_workflow_router(state: ApiState) -> APIRouter:
     async def get_run(run_id: str, principal: Principal = gate.requires("history")) -> dict[str, Any]:
         runner = _runner()
         history = histories.get()
-
-        def work() -> dict[str, Any]:
-            answer: dict[str, Any] = runner.run_status(run_id, storage=history)
-            runner.check_owner(answer["owner"], principal, run_id, "read")  # its state is the owner's
-            return answer
-
         try:
-            answer = await anyio.to_thread.run_sync(work)
+            answer = await anyio.to_thread.run_sync(_read_run, history, run_id, principal)
         except runner.RunResumeError as exc:
             raise _resume_error(exc) from exc
         return _plain(answer)
@@ -136,22 +118,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         run_id: str, body: dict[str, Any] = Body(...), principal: Principal = gate.requires("approve")
     ) -> dict[str, Any]:
         runner = _runner()
-        unknown = sorted(set(body) - set(RESUME_FIELDS))
-        if unknown:
-            raise ApiError(
-                422,
-                "validation",
-                f"unknown field {unknown[0]!r} in a resume request; it takes {', '.join(RESUME_FIELDS)}",
-                field=f"body.{unknown[0]}",
-            )
-        if "decision" not in body:
-            raise ApiError(
-                422,
-                "validation",
-                "decision is required: 'approve', 'reject' or 'edit'",
-                field="body.decision",
-            )
-        decision = {k: body[k] for k in RESUME_FIELDS if k in body}
+        decision = _resume_request(body)
         history = histories.get()
 
         def work() -> dict[str, Any]:
@@ -282,6 +249,46 @@ class _Histories:
 
                 self._history = RunHistory(storage.directory)
             return self._history
+
+
+def _read_run(history: Any, run_id: str, principal: Principal) -> dict[str, Any]:
+    """`run_status` of a run the principal owns (its state is the owner's), else 409 `owned`."""
+    runner = _runner()
+    answer: dict[str, Any] = runner.run_status(run_id, storage=history)
+    runner.check_owner(answer["owner"], principal, run_id, "read")
+    return answer
+
+
+def _run_options(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    """`user_input` and `run_id` of a run request, or 422 naming the one that is not a (short) string."""
+    user_input = body.get("user_input")
+    if user_input is not None and not isinstance(user_input, str):
+        raise ApiError(
+            422, "validation", f"user_input must be a string, got {user_input!r:.60}", field="body.user_input"
+        )
+    run_id = body.get("run_id")
+    if run_id is not None and (not isinstance(run_id, str) or not run_id or len(run_id) > 200):
+        raise ApiError(
+            422, "validation", f"run_id must be a short string, got {run_id!r:.60}", field="body.run_id"
+        )
+    return user_input, run_id
+
+
+def _resume_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The decision of a resume request, or 422 naming the unknown or missing field."""
+    unknown = sorted(set(body) - set(RESUME_FIELDS))
+    if unknown:
+        raise ApiError(
+            422,
+            "validation",
+            f"unknown field {unknown[0]!r} in a resume request; it takes {', '.join(RESUME_FIELDS)}",
+            field=f"body.{unknown[0]}",
+        )
+    if "decision" not in body:
+        raise ApiError(
+            422, "validation", "decision is required: 'approve', 'reject' or 'edit'", field="body.decision"
+        )
+    return {k: body[k] for k in RESUME_FIELDS if k in body}
 
 
 def _refuse_taken(history: Any, run_id: str) -> None:
