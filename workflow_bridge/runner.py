@@ -147,19 +147,24 @@ def run_workflow(
             "payload": dict(payload or {}),
             "owner": owner or acting().name,
         }
-        if not history.start_run(run_id, stored, workflow_id):  # one step: two runs never share an id
-            raise RunResumeError(
-                f"run_id {run_id!r} is already recorded in the run history (a run is never replaced): "
-                "choose another run id, or leave it out to get a new one",
-                status=409,
-                field="run_id",
-                run_id=run_id,
-            )
+        _record_start(history, run_id, stored, workflow_id)
     if check_llms:
         _check_models_of_run(graph, run_id, history, on_event)
     return stream_run(
         graph, state, run_id, executor=executor, on_event=on_event, started=start, history=history
     )
+
+
+def _record_start(history: Any, run_id: str, stored: dict[str, Any], workflow_id: Any) -> None:
+    """Record the run as started, or RunResumeError (409, `run_id`) when the id is already recorded."""
+    if not history.start_run(run_id, stored, workflow_id):  # one step: two runs never share an id
+        raise RunResumeError(
+            f"run_id {run_id!r} is already recorded in the run history (a run is never replaced): "
+            "choose another run id, or leave it out to get a new one",
+            status=409,
+            field="run_id",
+            run_id=run_id,
+        )
 
 
 def _check_models_of_run(graph: Any, run_id: str, history: Any, on_event: EventCallback | None) -> None:

@@ -42,12 +42,14 @@ def test_invoke_keeps_its_events_and_runs_and_events_read_them(run_cli: InProces
     assert "tool.invoked" in shown.stdout and "tool.completed" in shown.stdout
     assert "run=r2" not in shown.stdout and shown.stdout.endswith("2 events\n")
     events = json.loads(run_cli(tmp_path, "events", "--run", "r1", "--json").stdout)["events"]
-    assert [e["type"] for e in events] == ["tool.invoked", "tool.completed"]  # oldest first
-    assert events[1]["output"]["result"] == 3
+    assert [e["type"] for e in events] == ["tool.completed", "tool.invoked"]  # newest first
+    assert events[0]["output"]["result"] == 3
+    oldest = json.loads(run_cli(tmp_path, "events", "--run", "r1", "--oldest-first", "--json").stdout)
+    assert [e["type"] for e in oldest["events"]] == ["tool.invoked", "tool.completed"]
     by_tool = json.loads(run_cli(tmp_path, "events", "--tool", "tool_calculator", "--json").stdout)
     assert {e["run_id"] for e in by_tool["events"]} == {"r1", "r2"}
     limited = json.loads(run_cli(tmp_path, "events", "--limit", "1", "--json").stdout)
-    assert [e["run_id"] for e in limited["events"]] == ["r1"]
+    assert [e["run_id"] for e in limited["events"]] == ["r2"]  # the latest event
     assert (tmp_path / "runs.sqlite").is_file()
 
 
