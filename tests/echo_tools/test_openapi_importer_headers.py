@@ -84,5 +84,8 @@ def test_an_api_tool_sending_an_argument_as_the_host_header_is_refused_at_regist
 def test_ordinary_headers_are_still_allowed() -> None:
     registry = ToolRegistry(storage_dir=None)
     registry.register(_api_tool(headers={"X-Trace": "1", "Accept": "application/json"}))
-    assert registry.require("tool_routed").execution_config["headers"] == {"X-Trace": "1", "Accept": "application/json"}
+    assert registry.require("tool_routed").execution_config["headers"] == {
+        "X-Trace": "1",
+        "Accept": "application/json",
+    }
     assert {"host", "content-length", "transfer-encoding", "connection"} <= FRAMING_HEADERS
