@@ -209,8 +209,11 @@ def _hint(reason: str) -> str:
     if flag is None:
         return ""
     env = _ENV_FLAGS.get(reason)
-    also = f" (for the shipped web tools: {env}=1 in the server's environment)" if env else ""
-    return f"; EgressPolicy({flag}=True) allows them{also}"
+    also = (
+        f"; the shipped web tools (http_request, web_search) read {env}=1 from the environment" if env else ""
+    )
+    serve = "; `echo-tools serve --allow-loopback-egress` for api tools" if reason == "loopback" else ""
+    return f"; EgressPolicy({flag}=True) allows them{serve}{also}"
 
 
 def egress_client(

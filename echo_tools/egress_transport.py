@@ -142,6 +142,7 @@ class EgressTransport(httpx.AsyncBaseTransport):
         self._resolver = resolver
         self._max_connections = max_connections
         self._inner = AiohttpTransport(client=self._session)
+        self._passed: set[tuple[str, str]] = set()  # (scheme, host) the frozen policy let through
 
     def _session(self) -> aiohttp.ClientSession:
         # called by the aiohttp transport at its first request, inside the running loop
@@ -153,7 +154,11 @@ class EgressTransport(httpx.AsyncBaseTransport):
         return aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=False)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.policy.check_url(str(request.url))  # scheme, literal addresses, loopback names: before DNS
+        url = request.url
+        if (url.scheme, url.host) not in self._passed:
+            self.policy.check_url(str(url))  # scheme, literal addresses, loopback names: before DNS
+            if len(self._passed) < 1024:
+                self._passed.add((url.scheme, url.host))
         try:
             response = await self._inner.handle_async_request(request)
         except httpx.ConnectTimeout as exc:
@@ -167,9 +172,10 @@ class EgressTransport(httpx.AsyncBaseTransport):
         except UndecodableBodyError as exc:
             await response.aclose()
             raise RefusedEncodingError(str(exc), request=request) from exc
-        headers = response.headers.copy()
+        headers = response.headers
         extensions: dict[str, Any] = dict(response.extensions)
         if decoder.layers:  # the body handed on is decoded: httpx must not decode it again
+            headers = headers.copy()
             del headers["content-encoding"]
             headers.pop("content-length", None)
             extensions[DECODED_FROM] = encoding

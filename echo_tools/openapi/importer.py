@@ -502,10 +502,12 @@ def _check_operation_count(found: list[_Operation], wanted: set[str] | None) -> 
 
 
 def _check_stored_bytes(planned: list[ToolDef]) -> None:
-    """Refuse an import whose tools would store more than `MAX_IMPORT_BYTES` in total."""
+    """Refuse an import whose tools would store more than `MAX_IMPORT_BYTES` in total (what they hold:
+    schemas, configs, metadata and texts; a few fixed fields per tool are left out of the count)."""
     total = 0
     for tool in planned:
-        total += len(json.dumps(tool.to_storage_dict(), default=str))
+        held = [tool.input_schema, tool.execution_config, tool.metadata, tool.name, tool.description]
+        total += len(json.dumps(held, default=str))
         if total > MAX_IMPORT_BYTES:
             where = tool.metadata["openapi"]["pointer"]
             raise OpenApiError(

@@ -56,8 +56,8 @@ def test_the_denial_names_the_address_and_the_flag_that_allows_it() -> None:
         EgressPolicy().check_url("http://10.0.0.1/x")
     assert str(caught.value) == (
         "Egress to 10.0.0.1 (http://10.0.0.1/x) is denied: private addresses are not allowed by the egress "
-        "policy; EgressPolicy(allow_private=True) allows them (for the shipped web tools: "
-        "ECHO_TOOLS_EGRESS_ALLOW_PRIVATE=1 in the server's environment)"
+        "policy; EgressPolicy(allow_private=True) allows them; the shipped web tools (http_request, web_search) "
+        "read ECHO_TOOLS_EGRESS_ALLOW_PRIVATE=1 from the environment"
     )
 
 
