@@ -166,12 +166,14 @@ class BudgetMeter:
         "llm_calls",
         "llm_tokens",
         "output_bytes",
+        "queued",
     )
 
     def __init__(self, budget: Budget | None = None) -> None:
         self.budget = budget or Budget()
         self.calls = 0
         self.in_flight = 0
+        self.queued = 0  # inner calls composite tools have started and not yet seen end (`reserve`)
         self.output_bytes = 0
         self.llm_calls = 0
         self.llm_tokens = 0
@@ -209,6 +211,25 @@ class BudgetMeter:
                 return _spent(tool_id, "deadline_s", b.deadline_s, "the request's deadline passed")
             self.calls += 1
         return None
+
+    def reserve(self, tool_id: str) -> ToolBudgetError | None:
+        """A composite tool is about to start an inner call: reserve a place among the calls in flight
+        (counted from the moment the work is built, not when it starts running), or the error naming the
+        limit. Every reservation is given back with `release`."""
+        b = self.budget
+        with self._lock:
+            if self.calls >= b.max_calls:
+                return _spent(tool_id, "max_calls", b.max_calls, f"{self.calls} calls were made")
+            if self.queued >= b.max_fanout:
+                return _spent(
+                    tool_id, "max_fanout", b.max_fanout, f"{self.queued} nested calls are in flight"
+                )
+            self.queued += 1
+        return None
+
+    def release(self) -> None:
+        with self._lock:
+            self.queued -= 1
 
     def enter(self) -> None:
         with self._lock:

@@ -92,7 +92,7 @@ class MCPBackend(ToolBackend):
         # a call lost with its connection is repeated on a fresh session only when repeating is harmless
         retry_lost = tool.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
         # what answers the server's sampling and elicitation requests during this call (the caller's model)
-        hooks = hooks_for_call(server, tool.tool_id, config, listener, timeout_s)
+        hooks = hooks_for_call(server, tool.tool_id, config, listener, timeout_s, meter=context.budget)
         try:
             result = await self.pool.call_tool(
                 server, config, name, args, timeout_s, retry_lost=retry_lost, listener=listener, hooks=hooks

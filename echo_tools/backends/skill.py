@@ -2,8 +2,10 @@
 
 Steps whose dependencies are done run at once; a failed step tries its `fallback` tools in order; a step
 whose `when` reference is falsy is skipped. Each inner call gets the caller's granted permissions, the
-remaining deadline, `depth + 1` and the chain of composite tools above it, so inner calls are checked again,
-cannot outlive the skill, and a skill that reaches itself at run time is stopped with the chain named.
+remaining deadline, `depth + 1`, the chain of composite tools above it and the request's budget meter (the
+same object: fan-out cannot multiply the budget), so inner calls are checked again, cannot outlive the skill,
+and a skill that reaches itself at run time is stopped with the chain named; a spent budget ends the skill
+as a `budget` failure, with no fallback tried.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend, forget_entries
-from echo_tools.errors import ToolExecutionError, ToolTimeoutError
+from echo_tools.errors import ToolBudgetError, ToolExecutionError, ToolTimeoutError
 from echo_tools.skills import SkillPlan, SkillStep, StepPlan, check_nesting, parse_skill, plan_skill
 
 if TYPE_CHECKING:
@@ -142,6 +144,12 @@ class _SkillRun:
                 )
             )
             return
+        meter = self.outer.budget
+        if meter is not None:  # a place among the request's calls in flight, or no more work is built
+            spent = meter.reserve(str(ref))
+            if spent is not None:
+                self._fail(ToolBudgetError(f"step {plan.step.id!r}: {spent.message}", field=spent.field))
+                return
         context = self.inner
         if remaining_ms != self.inner_ms or context is None:
             outer = self.outer
@@ -162,6 +170,8 @@ class _SkillRun:
     def _attempted(
         self, plan: StepPlan, step_input: Any, index: int, errors: list[str], task: asyncio.Task[ToolResult]
     ) -> None:
+        if self.outer.budget is not None:
+            self.outer.budget.release()  # the place `_attempt` reserved
         if task.cancelled():  # only the skill cancels its calls, once it stopped waiting
             return
         error = task.exception()  # read, so it is never left unretrieved
@@ -180,6 +190,9 @@ class _SkillRun:
                 self.report[step.id] = entry
                 self.outputs[step.id] = {"output": result.output}
                 self._ended(plan)
+                return
+            if result.error_type == "budget":  # the request's budget is spent: no fallback may run either
+                self._fail(ToolBudgetError(f"step {step.id!r}: {result.error}", field=result.error_field))
                 return
             errors.append(f"{result.tool_id}: {result.error}")
             if index + 1 < len(plan.refs):

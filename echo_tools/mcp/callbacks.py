@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.errors import ToolConfigError
+from echo_tools.gate import BudgetMeter
 
 if TYPE_CHECKING:
     from mcp import types
@@ -156,6 +157,9 @@ class CallHooks:
     listener: Listener | None = None
     caller: contextvars.Context = field(default_factory=contextvars.copy_context)
     interrupted: ElicitationInterrupted | None = None
+    # the request's budget (echo_tools.gate): sampling counts in calls and in tokens, shared with every
+    # other call of the request; a call made without one gets a budget of its own
+    meter: BudgetMeter = field(default_factory=BudgetMeter)
 
     def record(self, kind: str, entry: dict[str, Any]) -> None:
         if self.listener is None:
@@ -168,11 +172,21 @@ class CallHooks:
 
 
 def hooks_for_call(
-    server: str, tool: str, config: Mapping[str, Any], listener: Listener | None, timeout_s: float
+    server: str,
+    tool: str,
+    config: Mapping[str, Any],
+    listener: Listener | None,
+    timeout_s: float,
+    *,
+    meter: BudgetMeter | None = None,
 ) -> CallHooks:
-    """The hooks of a call starting now, from the caller's context (`sampling_llm`, `elicitation_handler`)."""
+    """The hooks of a call starting now, from the caller's context (`sampling_llm`, `elicitation_handler`);
+    `meter` is the request's budget (`ToolContext.budget`), which sampling counts against too."""
     _, budget = client_options(server, config)
-    return CallHooks(server, tool, budget, timeout_s, listener=listener)
+    hooks = CallHooks(server, tool, budget, timeout_s, listener=listener)
+    if meter is not None:
+        hooks.meter = meter
+    return hooks
 
 
 class SessionCallbacks:
@@ -233,6 +247,11 @@ class SessionCallbacks:
                 f"{hooks.budget} of this call (mcpServers.{self.server}.sampling_max_tokens)"
             )
             hooks.record("sampling", {**entry, "outcome": "refused", "reason": message})
+            return _refuse(self.server, message)
+        spent = hooks.meter.sample(params.maxTokens)  # the request's total: calls and tokens
+        if spent is not None:
+            message = f"sampling refused: {spent.message}"
+            hooks.record("sampling", {**entry, "outcome": "refused", "reason": message, "limit": spent.field})
             return _refuse(self.server, message)
         hooks.budget -= params.maxTokens
         try:

@@ -3,7 +3,8 @@
 Same public API as `echo_tools.history.RunHistory` (the queries are `echo_tools.history.queries`, shared;
 events are written in batches by one thread, one transaction per batch). Each replica's events go to one
 table, indexed by run, tool, agent and time; `follow(callback)` hears the events other replicas record
-(LISTEN/NOTIFY), which is what lets `/tools/events` on one replica stream every replica's calls.
+(LISTEN/NOTIFY, whose notes carry only the row's id: the event is read from the table), which is what lets
+`/tools/events` on one replica stream every replica's calls.
 `checkpointer()` is LangGraph's `PostgresSaver`, so a run paused on one replica resumes on another.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +23,7 @@ from echo_tools.pg.database import PgDatabase, open_database
 from echo_tools.pg.listener import PgListener
 
 CHANNEL = "echo_events"
-_NOTIFY_MAX_BYTES = 7000  # NOTIFY payloads stop at 8,000 bytes: a bigger event is sent as its seq
+_SEEN_KEPT = 10_000  # the seqs of the events last delivered to followers (a repeated note is ignored)
 CHECKPOINT_LOCK = 0x6563686F63687074  # "echochpt": LangGraph's own migrations, one replica at a time
 
 
@@ -47,6 +49,8 @@ class PgRunHistory(HistoryQueries):
         self.origin = uuid.uuid4().hex
         self._listener: PgListener | None = None
         self._followers: list[Callable[[ToolEvent], None]] = []
+        self._seen: set[int] = set()
+        self._seen_order: deque[int] = deque()
         self._saver_pool: Any = None
         self.writer = EventWriter(self._write_events, f"PostgreSQL {self.db.where}")
 
@@ -59,17 +63,18 @@ class PgRunHistory(HistoryQueries):
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
 
     def _write_events(self, events: list[ToolEvent]) -> None:
-        """One transaction for the batch: each insert sends its NOTIFY, delivered when the batch commits."""
-        rows = []
-        for event in events:
-            body = event.to_json()
-            small = len(body.encode()) <= _NOTIFY_MAX_BYTES
-            rows.append(
-                (
-                    event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
-                    event.agent_id, event.tool_id, body, CHANNEL, self.origin, body if small else None,
-                )
-            )  # fmt: skip
+        """One transaction for the batch: each insert sends its NOTIFY, delivered when the batch commits.
+
+        A NOTIFY carries only the row's `seq` (and this replica's origin): whoever can send one (any role
+        that may connect) cannot put an event into another replica's stream, which reads the row itself.
+        """
+        rows = [
+            (
+                event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
+                event.agent_id, event.tool_id, event.to_json(), CHANNEL, self.origin,
+            )
+            for event in events
+        ]  # fmt: skip
         with self.db.transaction() as conn:
             conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._commit_mode,))
             with conn.cursor() as cursor:
@@ -77,8 +82,7 @@ class PgRunHistory(HistoryQueries):
                     "WITH kept AS (INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id,"
                     " agent_id, tool_id, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
                     " ON CONFLICT (event_id) DO NOTHING RETURNING seq)"
-                    " SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seq', seq,"
-                    " 'body', %s::text)::text) FROM kept",
+                    " SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seq', seq)::text) FROM kept",
                     rows,
                 )
 
@@ -89,17 +93,22 @@ class PgRunHistory(HistoryQueries):
             self._listener = PgListener(self.db.dsn, [CHANNEL], self._heard).start()
 
     def _heard(self, channel: str, payload: str) -> None:
-        note = json.loads(payload)
-        if note.get("origin") == self.origin:
+        try:
+            note = json.loads(payload)
+            origin, seq = note.get("origin"), note.get("seq")
+        except (ValueError, AttributeError):
+            return  # not one of ours: nothing to read
+        if origin == self.origin or not isinstance(seq, int) or isinstance(seq, bool) or seq in self._seen:
             return
-        body = note.get("body")
-        if body is None:
-            with self.db.connection() as conn:
-                row = conn.execute("SELECT body FROM echo_events WHERE seq = %s", (note["seq"],)).fetchone()
-            if row is None:
-                return  # pruned meanwhile
-            body = row[0]
-        event = event_from_json(body)
+        with self.db.connection() as conn:  # the event is what the table holds, never what the note says
+            row = conn.execute("SELECT body FROM echo_events WHERE seq = %s", (seq,)).fetchone()
+        if row is None:
+            return  # pruned meanwhile, or a note naming no event
+        self._seen.add(seq)  # a note repeated (or replayed by anyone) delivers its event once
+        self._seen_order.append(seq)
+        if len(self._seen_order) > _SEEN_KEPT:
+            self._seen.discard(self._seen_order.popleft())
+        event = event_from_json(row[0])
         for callback in list(self._followers):
             callback(event)
 

@@ -171,3 +171,16 @@ def test_the_sync_path_counts_against_the_same_meter(tmp_path: Path) -> None:
     second = executor.invoke_sync("adder", {"a": 1, "b": 1}, ToolContext(budget=meter))
     assert not second.success and second.error_field == "budget.max_output_bytes"
     executor.close()
+
+
+def test_serve_with_a_bad_principals_file_exits_2_naming_the_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from echo_tools.cli.main import main
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"principals": [{"name": "ide", "key": "in-clear-123456"}]}))
+    code = main(["--storage", str(tmp_path / "tools"), "serve", "--principals", str(path), "--port", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "serve --principals" in err and "principals[0]" in err and "key_sha256" in err

@@ -285,3 +285,52 @@ async def test_compile_never_adds_the_mcp_server_a_canvas_names(
 def test_an_owner_is_a_plain_field_of_a_tool() -> None:
     assert ToolDef(name="x").owner is None
     assert ToolDef(name="x", owner="team").to_storage_dict()["owner"] == "team"
+
+
+# -- 5. one budget for the whole request -------------------------------------------------------------------
+
+
+def _skill(tool_id: str, inner: str, width: int) -> dict[str, Any]:
+    steps = [{"id": f"s{i}", "tool": inner, "input": {"text": "$.input.text"}} for i in range(width)]
+    return {
+        "tool_id": tool_id,
+        "name": tool_id,
+        "tool_type": "skill",
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "execution_config": {"steps": steps},
+        "timeout_ms": 60_000,
+    }
+
+
+async def test_a_64_wide_fan_out_of_skills_is_refused_within_one_step_of_the_limit(registry: Any) -> None:
+    registry.register(_skill("inner_wide", "tool_echo", 64))
+    registry.register(_skill("outer_wide", "inner_wide", 64))  # 64 x 64 = 4,096 calls of one request
+    executor = ToolExecutor(registry)
+    app = create_app(registry, executor, SETTINGS)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+        response = await c.post("/tools/invoke/outer_wide", json={"text": "x"}, headers=IDE)
+        health = await c.get("/tools/health")
+    await executor.aclose()
+    assert response.status_code == 429, response.text
+    body = response.json()
+    assert body["error_type"] == "budget" and body["field"] == "budget.max_fanout"
+    assert "max_fanout=64" in body["message"]
+    echo = executor.metrics().get("tool_echo", {})
+    started = echo.get("calls", 0)
+    assert started <= 64, f"{started} inner calls were started past a fan-out of 64"
+    assert health.status_code == 200
+
+
+async def test_the_request_s_call_count_is_shared_by_every_nested_call(registry: Any) -> None:
+    from echo_tools.gate import Budget, BudgetMeter
+    from echo_tools.models import ToolContext
+
+    registry.register(_skill("inner_eight", "tool_echo", 8))
+    registry.register(_skill("outer_eight", "inner_eight", 8))  # 1 + 8 + 64 calls
+    executor = ToolExecutor(registry)
+    meter = BudgetMeter(Budget(max_calls=40))
+    result = await executor.invoke("outer_eight", {"text": "x"}, ToolContext(budget=meter))
+    await executor.aclose()
+    assert not result.success and result.error_type == "budget"
+    assert result.error_field == "budget.max_calls" and "max_calls=40" in (result.error or "")
+    assert meter.calls == 40 and meter.in_flight == 0

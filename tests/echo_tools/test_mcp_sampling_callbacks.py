@@ -180,3 +180,28 @@ def test_a_request_while_calls_of_two_callers_are_in_flight_is_refused_not_misro
     answered = json.loads(outcome["first"].output["result"])  # alone again: its own model answers
     assert answered["model"] == "echo-rehearsal" and "Summarise: first" in answered["text"]
     assert len(first_model.calls) == 1 and "Summarise: first" in json.dumps(first_model.calls)
+
+
+def test_sampling_is_counted_in_calls_not_only_tokens(asking):
+    _, executor, log = asking
+    llm = RehearsalLLM()
+    with sampling_llm(llm):  # 100 requests of one token each fit the 200-token budget, not the call count
+        result = executor.invoke_sync("mcp_asking_summarise_times", {"text": "x", "times": 100})
+    answer = json.loads(result.output["result"])
+    assert answer["answered"] == 50
+    assert "budget max_llm_calls=50 is exhausted" in answer["error"]
+    assert len(llm.calls) == 50
+    assert sampled(log)[-1]["limit"] == "budget.max_llm_calls"
+
+
+def test_one_request_s_calls_share_one_sampling_budget(asking):
+    from echo_tools import Budget, BudgetMeter, ToolContext
+
+    _, executor, _ = asking
+    context = ToolContext(budget=BudgetMeter(Budget(max_llm_calls=3)))
+    with sampling_llm(RehearsalLLM()):
+        first = executor.invoke_sync("mcp_asking_summarise_times", {"text": "x", "times": 2}, context)
+        second = executor.invoke_sync("mcp_asking_summarise_times", {"text": "x", "times": 2}, context)
+    assert json.loads(first.output["result"]) == {"answered": 2}
+    answer = json.loads(second.output["result"])
+    assert answer["answered"] == 1 and "max_llm_calls=3" in answer["error"]

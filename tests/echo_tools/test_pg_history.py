@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -249,3 +250,39 @@ def test_many_events_from_many_threads_keep_each_runs_order(history: PgRunHistor
     for run, ids in enumerate(sent):
         assert [e.event_id for e in history.events(run_id=f"run_{run}", limit=1000)] == ids
     assert history.count() == 1200 and history.dropped == 0
+
+
+def test_a_forged_notify_puts_no_event_into_another_replica_s_stream(dsn: str) -> None:
+    """Anyone who can connect can NOTIFY (no table privilege needed): the note carries only a row id, so a
+    forged event in it is never delivered, and a repeated note delivers its real event once."""
+    one, two = PgRunHistory(dsn), PgRunHistory(dsn)
+    try:
+        heard: list[ToolEvent] = []
+        arrived = threading.Event()
+
+        def note(event: ToolEvent) -> None:
+            heard.append(event)
+            arrived.set()
+
+        two.follow(note)
+        forged = _event("tool.completed", run_id="forged", tool_id="forged_tool")
+        real = _event("tool.completed", run_id="real")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            body = json.dumps({"origin": "someone", "seq": 999_999_999, "body": forged.to_json()})
+            conn.execute("SELECT pg_notify('echo_events', %s)", (body,))
+            conn.execute("SELECT pg_notify('echo_events', %s)", (json.dumps({"body": forged.to_json()}),))
+        one(real)
+        assert one.flush(10) and arrived.wait(10)
+        arrived.clear()
+        with psycopg.connect(dsn, autocommit=True) as conn:  # the real note, replayed by a third party
+            row = conn.execute("SELECT seq FROM echo_events WHERE event_id = %s", (real.event_id,)).fetchone()
+            assert row is not None
+            seq = row[0]
+            conn.execute("SELECT pg_notify('echo_events', %s)", (json.dumps({"origin": "x", "seq": seq}),))
+        one(_event("tool.completed", run_id="after"))  # a later note, so the replayed one was surely heard
+        assert one.flush(10) and arrived.wait(10)
+        assert [e.run_id for e in heard] == ["real", "after"]
+        assert "forged_tool" not in [e.tool_id for e in heard]
+    finally:
+        one.close()
+        two.close()

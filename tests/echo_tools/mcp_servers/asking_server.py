@@ -46,6 +46,18 @@ async def summarise(text: str, max_tokens: int = 50, ctx: Context = None) -> str
 
 
 @mcp.tool()
+async def summarise_times(text: str, times: int, ctx: Context = None) -> str:  # type: ignore[assignment]
+    """Ask the client's model `times` times for one token each; how many were answered, and the refusal."""
+    answered = 0
+    for _ in range(times):
+        reply = json.loads(await summarise(text, 1, ctx))
+        if "error" in reply:
+            return json.dumps({"answered": answered, "error": reply["error"]})
+        answered += 1
+    return json.dumps({"answered": answered})
+
+
+@mcp.tool()
 async def summarise_when(text: str, started: str, gate: str, ctx: Context = None) -> str:  # type: ignore[assignment]
     """Write the file `started`, wait until the file `gate` exists, then ask for a summary of `text`."""
     Path(started).write_text("started", encoding="utf-8")
