@@ -397,6 +397,13 @@ class ExecutorToolNode(ToolNode):
         finally:
             _WRITER.reset(token)
 
+    def _may_ask(self, calls: list[dict[str, Any]]) -> bool:
+        """Whether any of `calls` may pause the run for an approval (`echo_tools.governance`)."""
+        if self.executor.governance.approval_policy is not None:
+            return True
+        views = (self._view(c["name"]) for c in calls)
+        return any(v is not None and v.tool.approval != "never" for v in views)
+
     def _call_one_sync(self, call: dict[str, Any]) -> ToolMessage:
         view = self._view(call["name"])
         if view is None:
@@ -416,6 +423,10 @@ class ExecutorToolNode(ToolNode):
     async def _call_all(self, calls: list[dict[str, Any]]) -> list[ToolMessage]:
         if len(calls) == 1:
             return [await self._call_one(calls[0])]
+        if self._may_ask(calls):
+            # calls that may wait for a person's approval run one after the other: each pause happens in
+            # call order (a resume answers the pause it was given for) and none is left running behind it
+            return [await self._call_one(c) for c in calls]
         if len(calls) <= self.max_concurrency:  # within the bound: no semaphore needed
             return list(await asyncio.gather(*(self._call_one(c) for c in calls)))
         limit = asyncio.Semaphore(self.max_concurrency)

@@ -124,12 +124,20 @@ class Governance:
         if grant is not None and not grant.used and grant.tool_id == tool.tool_id:
             grant.used = True  # the call `decide` approved; the tools it calls in turn ask for themselves
             call.approval_id = grant.approval_id
-        elif (self.approval_policy is not None or tool.approval is not Approval.NEVER) and ap.needs_approval(
-            tool, call, self.approval_policy
-        ):
-            answer = self._approval(call, validate)
-            if answer is not None:
-                return answer
+        elif self.approval_policy is not None or tool.approval is not Approval.NEVER:
+            try:
+                asks = ap.needs_approval(tool, call, self.approval_policy)
+            except Exception as exc:  # boundary: a failing policy fails the call closed, named
+                return ToolDeniedError(
+                    f"Tool {tool.tool_id!r}: the approval policy raised {type(exc).__name__}: {exc}; "
+                    "the call was not run",
+                    tool_id=tool.tool_id,
+                    field="approval",
+                )
+            if asks:
+                answer = self._approval(call, validate)
+                if answer is not None:
+                    return answer
         if call.approval_id is not None:  # a graph node running again after the resume: ran already?
             record = self.approvals.get(call.approval_id)
             if record is not None and record.status == ap.DONE:

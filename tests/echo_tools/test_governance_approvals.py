@@ -167,3 +167,14 @@ def test_a_quota_is_counted_when_the_approved_call_runs_not_when_it_asks(tmp_pat
     over = executor.decide(ids[1], "approve")[1]
     assert over is not None and over.error_type == "quota"
     assert lines(out) == ["l0"]
+
+
+def test_an_approval_policy_that_raises_fails_the_call_closed(tmp_path: Path) -> None:
+    def policy(call: ToolCall) -> bool:
+        raise LookupError("policy table missing")
+
+    executor, _ = make_executor(writer(approval="never"), approval_policy=policy)
+    out = tmp_path / "out.txt"
+    result = executor.invoke_sync("Write", {"path": str(out), "line": "x"})
+    assert result.error_type == "denied" and "approval policy raised LookupError" in (result.error or "")
+    assert lines(out) == []

@@ -182,3 +182,31 @@ def test_a_crewai_agent_node_of_a_workflow_pauses_and_resumes(tmp_path: Path) ->
     assert "1" in final["crew_result"]
     completed = [e for e in log.events if e.type == "tool.completed" and e.tool_id == "tool_write"]
     assert len(completed) == 1 and completed[0].agent_name == "scribe"
+
+
+async def test_an_executor_tool_node_pauses_for_its_calls_and_runs_each_approved_one_once(
+    tmp_path: Path,
+) -> None:
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    registry, executor, _ = setup()
+    out = tmp_path / "out.txt"
+    calls = [
+        {"name": "write", "args": {"path": str(out), "line": line}, "id": f"c{i}"}
+        for i, line in enumerate(("one", "two"))
+    ]
+    node = make_tool_node(registry, executor, ["Write"])
+    graph = StateGraph(MessagesState).add_node("tools", node).add_edge(START, "tools")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t-node"}}
+    state = await app.ainvoke({"messages": [AIMessage("", tool_calls=calls)]}, config)
+    asked = [state["__interrupt__"][0].value["args"]["line"]]
+    state = await app.ainvoke(Command(resume="approve"), config)  # the first call runs; the second asks
+    asked.append(state["__interrupt__"][0].value["args"]["line"])
+    assert asked == ["one", "two"] and lines(out) == ["one"]  # in call order, one pause at a time
+    state = await app.ainvoke(Command(resume={"decision": "reject", "comment": "just one"}), config)
+    assert "__interrupt__" not in state
+    assert lines(out) == ["one"]  # the first ran once, even though the node ran three times
+    first, second = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert first.content == "1" and second.status == "error" and "just one" in str(second.content)
