@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import report  # noqa: E402
 
-from echo_tools.sandbox import interpreter, run_python  # noqa: E402
 from AgentTools.file_reader.service import FileReaderService  # noqa: E402
 from echo_tools.registry import ToolRegistry  # noqa: E402
+from echo_tools.sandbox import interpreter, run_python  # noqa: E402
 from tests.agent_tools._files import make_pdf  # noqa: E402
 
 RUNS = 15

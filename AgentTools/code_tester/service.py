@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from echo_tools.sandbox import run_python
 from AgentTools.code_executor.service import MAX_CODE_CHARS, limits_for
+from echo_tools.sandbox import run_python
 
 _RUNNER = (Path(__file__).parent / "runner.py").read_text(encoding="utf-8")
 _MARK = "\x1eCASE "

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from echo_tools.sandbox import SandboxLimits, _pids_of_uid, run_python
 from AgentTools.code_executor.service import CodeExecutorService
 from echo_tools.models import ToolContext
+from echo_tools.sandbox import SandboxLimits, _pids_of_uid, run_python
 from tests.agent_tools._support import discovered_registry, invoke
 
 
