@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def hostile_workflow() -> dict[str, Any]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RunHistory]]:
     """A server with the shipped tools, a run history and an API key, on 127.0.0.1 for this module."""
     storage = tmp_path_factory.mktemp("viewer") / "tools"
-    registry = support.make_registry(storage)
+    registry = support.make_registry(storage, support.WAITER)
     registry.discover_local_tools([ROOT / "AgentTools"])
     history = RunHistory(storage)
     executor = ToolExecutor(registry, event_sinks=[history])
@@ -161,6 +162,46 @@ def test_a_run_appears_live_opens_as_a_timeline_and_completes_when_its_pause_is_
     wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
     assert css(browser, "form.pause") == []
     assert history.run("run_gated_live")["status"] == "completed"
+
+
+def test_a_running_runs_calls_and_status_change_on_its_page_as_they_happen(
+    served: tuple[str, RunHistory], browser: Any
+) -> None:
+    url, history = served
+    waiting = copy.deepcopy(GATED)
+    waiting["workflow"].update(workflow_id="wf_wait", agents=["waiter", "end"])
+    waiting["workflow"]["connections"] = [{"from": "waiter", "to": "end"}]
+    waiting["agents"] = {
+        "waiter": {
+            "agent_id": "waiter",
+            "name": "Waiter",
+            "role": "Waiter",
+            "prompt": "Call the waiter tool.",
+            "tools": ["tool_waiter"],
+            "metadata": {"node_type": "Agent"},
+        },
+        "end": GATED["agents"]["end"],
+    }
+    support.RELEASE.clear()
+    support.ENTERED.clear()
+    runner = threading.Thread(target=start_run, args=(url, waiting, "run_waiting"), daemon=True)
+    runner.start()
+    try:
+        assert support.ENTERED.wait(120), "the waiter tool was never called"
+        open_viewer(browser, url, "#/run/run_waiting")
+        assert status_in(browser, "#run-facts .badge") == "running"
+        wait_for(
+            browser, lambda d: status_in(d, "#timeline details.call .badge") == "running", "the call running"
+        )
+    finally:
+        support.RELEASE.set()  # the tool returns: its call and then the run finish while the page is open
+    runner.join(120)
+
+    wait_for(
+        browser, lambda d: status_in(d, "#timeline details.call .badge") == "completed", "the call completed"
+    )
+    wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
+    assert history.run("run_waiting")["status"] == "completed"
 
 
 def test_hostile_strings_in_tool_inputs_outputs_and_names_render_as_text(
