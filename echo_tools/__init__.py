@@ -13,11 +13,15 @@ from echo_tools._telemetry import disable_third_party_telemetry as _disable_tele
 from echo_tools.builtin_tools import builtin_tools_dir
 from echo_tools.egress import EgressPolicy
 from echo_tools.errors import (
+    ApprovalRejectedError,
+    ApprovalRequiredError,
     EgressDeniedError,
     MCPConnectionError,
     NotStoredError,
+    QuotaExceededError,
     ToolBudgetError,
     ToolConfigError,
+    ToolDeniedError,
     ToolDisabledError,
     ToolError,
     ToolExecutionError,
@@ -35,7 +39,10 @@ from echo_tools.errors import (
 from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
 from echo_tools.gate import Budget, BudgetMeter, Grants, Principal
 from echo_tools.models import (
+    Approval,
     Determinism,
+    Quota,
+    QuotaScope,
     RetryPolicy,
     SideEffect,
     ToolContext,
@@ -54,10 +61,14 @@ from echo_tools.stores import AgentStore, WorkflowStore
 if TYPE_CHECKING:
     from echo_tools.api import create_app, make_router
     from echo_tools.executor import ToolExecutor
+    from echo_tools.governance import Deny, Replace, ToolCall
     from echo_tools.ingest import tool, tool_from_crewai, tool_from_function, tool_from_langchain
     from echo_tools.otel import OpenTelemetrySink
 
 _LAZY = {
+    "Deny": "echo_tools.governance",
+    "Replace": "echo_tools.governance",
+    "ToolCall": "echo_tools.governance",
     "OpenTelemetrySink": "echo_tools.otel",
     "ToolExecutor": "echo_tools.executor",
     "create_app": "echo_tools.api",
@@ -71,8 +82,12 @@ _LAZY = {
 __all__ = [
     "AgentStore",
     "ApiSettings",
+    "Approval",
+    "ApprovalRejectedError",
+    "ApprovalRequiredError",
     "Budget",
     "BudgetMeter",
+    "Deny",
     "Determinism",
     "EgressDeniedError",
     "EgressPolicy",
@@ -84,12 +99,18 @@ __all__ = [
     "NotStoredError",
     "OpenTelemetrySink",
     "Principal",
+    "Quota",
+    "QuotaExceededError",
+    "QuotaScope",
+    "Replace",
     "RetryPolicy",
     "SideEffect",
     "ToolBudgetError",
+    "ToolCall",
     "ToolConfigError",
     "ToolContext",
     "ToolDef",
+    "ToolDeniedError",
     "ToolDisabledError",
     "ToolError",
     "ToolEvent",

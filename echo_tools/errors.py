@@ -19,6 +19,10 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
     │   ├── EgressDeniedError        an outbound request was refused by the egress policy
     │   └── MCPConnectionError       an MCP server could not be reached or died
     ├── ToolTimeoutError             the call ran past its deadline and was stopped
+    ├── ToolDeniedError              a hook denied the call, or failed (the call fails closed)
+    ├── ApprovalRequiredError        the call waits for a person's approval (`approval_id` in details)
+    ├── ApprovalRejectedError        a person rejected the call
+    ├── QuotaExceededError           over a quota (`retry_after_s` in details)
     ├── ToolBudgetError              the request's budget (calls, depth, fan-out, time, output) is spent
     └── ToolConfigError              a configuration (MCP server, executor setting) is invalid
 """
@@ -125,6 +129,32 @@ class ToolConfigError(ToolError, error_type="validation"):
     """A configuration (MCP server, executor setting) is invalid."""
 
 
+class _Detailed(ToolError):
+    """An error whose result carries `details` in its `metadata` (`approval_id`, `retry_after_s`)."""
+
+    def __init__(
+        self, message: str, *, tool_id: str | None = None, field: str | None = None, **details: Any
+    ) -> None:
+        super().__init__(message, tool_id=tool_id, field=field)
+        self.details = details
+
+
+class ToolDeniedError(_Detailed, error_type="denied"):
+    """A hook denied the call, or raised (the call fails closed, naming the hook)."""
+
+
+class ApprovalRequiredError(_Detailed, error_type="approval_required"):
+    """The call needs a person's approval; `details["approval_id"]` names the pending approval."""
+
+
+class ApprovalRejectedError(_Detailed, error_type="rejected"):
+    """A person rejected the call; it did not run."""
+
+
+class QuotaExceededError(_Detailed, error_type="quota"):
+    """The call is over a quota; `details["retry_after_s"]` says when one more call fits."""
+
+
 _BY_ERROR_TYPE: dict[str, type[ToolError]] = {
     "not_found": ToolNotFoundError,
     "disabled": ToolDisabledError,
@@ -133,6 +163,10 @@ _BY_ERROR_TYPE: dict[str, type[ToolError]] = {
     "execution": ToolExecutionError,
     "timeout": ToolTimeoutError,
     "output_validation": ToolOutputValidationError,
+    "denied": ToolDeniedError,
+    "approval_required": ApprovalRequiredError,
+    "rejected": ApprovalRejectedError,
+    "quota": QuotaExceededError,
     "budget": ToolBudgetError,
 }
 

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from echo_tools import gate, retry
 from echo_tools.backends.base import BackendOutput
@@ -38,6 +38,8 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, format_call_id, next_call_number
+from echo_tools.governance.hooks import ToolCall
+from echo_tools.governance.stage import OFF_LOOP, Governance
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import MetricsRecorder
@@ -53,7 +55,10 @@ if TYPE_CHECKING:
     import httpx
 
     from echo_tools.backends.base import SyncCall, ToolBackend
+    from echo_tools.governance.approvals import ApprovalPolicy, ApprovalRecord, ApprovalStore
+    from echo_tools.governance.quotas import QuotaCounter
     from echo_tools.history.recording import Recording
+    from echo_tools.models import Quota
     from echo_tools.registry import ToolRegistry
 
 CLOSE_FLUSH_S = 5.0  # how long closing waits for queued events to reach their sinks
@@ -79,6 +84,12 @@ class ToolExecutor:
             `ResultCache` of 1,000 entries). A call answered from it has `metadata["cached"] = True`.
         replay: a recorded run (`RunHistory(...).recording(run_id)`) answering each validated call in
             order instead of running the tool (`echo_tools.history.recording`).
+        approval_policy: `fn(call) -> True | False | None` deciding per call whether it waits for a
+            person's approval (None: the tool's `approval` decides). See docs/governance.md.
+        approvals: where approvals are kept (default in memory; `governance_stores(history)` puts them
+            beside the run history, so another process can decide them).
+        quotas: `Quota`s counting every call of this executor (a tool's own `quotas` count its calls).
+        quota_counter: where quota counts live (default in memory; `PgQuotaCounter` shares them).
     """
 
     def __init__(
@@ -90,6 +101,10 @@ class ToolExecutor:
         output_validation: str = "error",
         result_cache: ResultCache | None = None,
         replay: Recording | None = None,
+        approval_policy: ApprovalPolicy | None = None,
+        approvals: ApprovalStore | None = None,
+        quotas: Iterable[Quota] = (),
+        quota_counter: QuotaCounter | None = None,
     ) -> None:
         if output_validation not in ("error", "warn"):
             raise ValueError(f"output_validation must be 'error' or 'warn', got {output_validation!r}")
@@ -104,6 +119,10 @@ class ToolExecutor:
         self._routes = RouteTable()
         self._limits = ConcurrencyLimits()
         self._lock = threading.RLock()  # re-entrant: a backend being built may ask for another
+        # hooks, approvals and quotas: one stage of this pipeline (`echo_tools.governance`)
+        self.governance = Governance(
+            approval_policy=approval_policy, approvals=approvals, quotas=quotas, quota_counter=quota_counter
+        )
 
     async def invoke(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
@@ -184,6 +203,19 @@ class ToolExecutor:
             return self._refuse(tool, ref, input_data, args, context, started, on_loop, call_id)
         if self.replay is not None:  # 5-9 answered from a recorded run: no tool runs
             return self.replay.answer(self, tool, args, _ids(context), call_id, on_loop)
+        governed = None  # hooks, approval, quotas (`echo_tools.governance`): may deny, change, hold, answer
+        if self.governance.applies(tool):
+            governed = ToolCall(tool, args, context, call_id)  # replaced or edited args: validated again
+            verdict = self.governance.before(governed, lambda a: self._checked_input(route, a), on_loop)
+            if verdict is OFF_LOOP:  # a database answers (approvals, quota counts): wait off the loop
+                verdict = await self.governance.before_off_loop(
+                    governed, lambda a: self._checked_input(route, a)
+                )
+            if isinstance(verdict, ToolError):
+                return self._refuse(tool, ref, args, verdict, context, started, on_loop, call_id)
+            if isinstance(verdict, ToolResult):  # the approved call ran before: its result, not a second run
+                return verdict
+            args = cast("dict[str, Any]", verdict)
         # 5. announce the call
         fields = None
         if self.events.sinks:
@@ -196,7 +228,8 @@ class ToolExecutor:
             hit = self.result_cache.get(cache_key, tool) if cache_key is not None else None
             if hit is not None:
                 kept = BackendOutput(hit.output, {**hit.metadata, "cached": True})
-                return self._finish(route, args, context, started, fields, on_loop, kept, None, 0, call_id)
+                result = self._finish(route, args, context, started, fields, on_loop, kept, None, 0, call_id)
+                return result if governed is None else self.governance.after(governed, result)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
         timeout_ms = context.timeout_ms or tool.timeout_ms
         output: Any = None
@@ -227,6 +260,8 @@ class ToolExecutor:
         )
         if cache_key is not None and result.success and route.cache_ttl_s is not None:
             self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
+        if governed is not None:  # the hooks' `after`, and the result kept with the call's approval
+            result = self.governance.after(governed, result)
         return result
 
     def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
@@ -356,6 +391,7 @@ class ToolExecutor:
         return ToolResult(
             tool_id=tool_id, name=name, success=False, error=error.message, error_type=error.error_type,
             error_field=error.field, duration_ms=duration_ms, attempts=0,
+            metadata=dict(getattr(error, "details", None) or {}),  # approval_id, retry_after_s
         )  # fmt: skip
 
     async def _attempt(
@@ -416,6 +452,54 @@ class ToolExecutor:
         backend = self.backend_for(ToolType.API)
         assert isinstance(backend, HttpBackend)
         return backend.client()
+
+    def add_hook(self, hook: Any) -> None:
+        """Run `hook` in every later call: its `before(call)` once the input is validated, its
+        `after(call, result)` once the output is checked (`echo_tools.governance.hooks`)."""
+        self.governance.add_hook(hook)
+
+    def remove_hook(self, hook: Any) -> None:
+        self.governance.remove_hook(hook)
+
+    def decide(
+        self,
+        approval_id: str,
+        decision: str,
+        *,
+        args: dict[str, Any] | None = None,
+        comment: str | None = None,
+        by: str | None = None,
+        principal: str | None = None,
+        admin: bool = True,
+    ) -> tuple[ApprovalRecord, ToolResult | None]:
+        """Decide a pending approval: `"approve"`, `"reject"` or `"edit"` (with new `args`, validated).
+
+        An approved call made outside a graph runs now, exactly once, and its result is returned with the
+        decided record; an approval of a paused graph run is only decided (resume the run to carry on).
+
+        `principal` (a name) who decides; unless `admin`, only an approval of that principal's own calls
+        (another's is 404, as if unknown).
+
+        Raises:
+            ApprovalDecisionError: unknown approval (404), already decided (409), a bad decision or edit
+                arguments that do not validate (422, naming the field; the approval stays pending).
+            RuntimeError: called inside a running event loop (call it from a worker thread there).
+        """
+
+        def validate(tool_id: str) -> Any:
+            tool = self.registry.resolve(tool_id)
+            if tool is None:
+                return lambda _args: ToolNotFoundError(f"No tool matches {tool_id!r}", field="tool")
+            route = self._routes.route(tool)
+            return lambda a: self._checked_input(route, a)
+
+        def run(record: ApprovalRecord) -> ToolResult:
+            return self.invoke_sync(record.tool_id, record.args, ToolContext.model_validate(record.context))
+
+        return self.governance.decide(
+            approval_id, decision, args=args, validate=validate, run=run, by=by, comment=comment,
+            principal=principal, admin=admin,
+        )  # fmt: skip
 
     def add_sink(self, sink: EventSink, *, inline: bool | None = None) -> None:
         """Deliver every later event of this executor to `sink` too (`inline`: see `EventBus.add`)."""

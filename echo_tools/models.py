@@ -80,6 +80,37 @@ class ToolPermission(StrEnum):
     MCP_CONNECT = "mcp:connect"
 
 
+class Approval(StrEnum):
+    """Whether a call of the tool waits for a person's approval before it runs (`echo_tools.governance`)."""
+
+    NEVER = "never"
+    ALWAYS = "always"
+    EXTERNAL = "external"  # only when the tool's `side_effect` is `external`
+
+
+class QuotaScope(StrEnum):
+    """What one quota counts separately: per tool, per principal, per end user, or per run."""
+
+    TOOL = "tool"
+    PRINCIPAL = "principal"
+    USER = "user"
+    RUN = "run"
+
+
+class Quota(BaseModel):
+    """At most `limit` calls in any `per_s` seconds, counted per `scope` (`echo_tools.governance.quotas`).
+
+    On a `ToolDef` it counts that tool's calls; given to the executor (`ToolExecutor(quotas=[...])`) it
+    counts every call. Over quota, a call fails with `error_type="quota"` and `metadata["retry_after_s"]`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: int = Field(gt=0, le=1_000_000_000)
+    per_s: float = Field(gt=0, le=86_400 * 366)
+    scope: QuotaScope = QuotaScope.TOOL
+
+
 class RetryPolicy(BaseModel):
     """Retries for `pure` and `idempotent` tools: attempts after the first, exponential backoff."""
 
@@ -146,6 +177,10 @@ class ToolDef(BaseModel):
     determinism: Determinism = Determinism.NONDETERMINISTIC
     # a deterministic, pure tool's results are reused for this many seconds; None: never cached
     cache_ttl_s: float | None = Field(default=None, ge=0, le=86_400 * 30)
+    # a person approves each call before it runs (`echo_tools.governance.approvals`)
+    approval: Approval = Approval.NEVER
+    # limits on how often the tool runs (`echo_tools.governance.quotas`)
+    quotas: list[Quota] = Field(default_factory=list)
     # the principal that registered or imported it over HTTP (`echo_tools.gate`); None: the operator's
     owner: str | None = None
 
@@ -190,12 +225,12 @@ class ToolDef(BaseModel):
             return lowered
         return value
 
-    @field_validator("status", "side_effect", "source", "determinism", mode="before")
+    @field_validator("status", "side_effect", "source", "determinism", "approval", mode="before")
     @classmethod
     def _enum_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("capabilities", "dependencies", mode="before")
+    @field_validator("capabilities", "dependencies", "quotas", mode="before")
     @classmethod
     def _names_list(cls, value: Any) -> Any:
         return [] if value is None else value
@@ -290,6 +325,10 @@ ERROR_TYPES = (
     "execution",
     "timeout",
     "output_validation",
+    "denied",
+    "approval_required",
+    "rejected",
+    "quota",
     "budget",
 )
 

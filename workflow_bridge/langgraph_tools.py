@@ -162,14 +162,18 @@ def to_langchain_tool(
     def func(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
         call_id = getattr(runtime, "tool_call_id", None)
         args, call_ctx = view.call_args(kwargs), _with_call_id(ctx, call_id)
-        # inside a graph run the events go to its custom stream
-        result = _call_blocking(executor, tool_id, args, call_ctx, _stream_writer())
+        # inside a graph run the events go to its custom stream; an approval or an MCP server's question
+        # pauses the run (LangGraph interrupt), as in our own tool node
+        with graph_pauses():
+            result = _call_blocking(executor, tool_id, args, call_ctx, _stream_writer())
         return respond(result, call_id)
 
     async def coroutine(runtime: Annotated[Any, InjectedToolArg()] = None, **kwargs: Any) -> tuple[Any, Any]:
         call_id = getattr(runtime, "tool_call_id", None)
         work = executor.invoke(tool_id, view.call_args(kwargs), _with_call_id(ctx, call_id))
-        return respond(await _streamed(_stream_writer(), work), call_id)
+        with graph_pauses():
+            result = await _streamed(_stream_writer(), work)
+        return respond(result, call_id)
 
     _forward_events(executor)
     # Real annotation objects, not `from __future__` strings: LangChain inspects `func`'s type hints on
@@ -365,6 +369,13 @@ class ExecutorToolNode(ToolNode):
         finally:
             _WRITER.reset(token)
 
+    def _may_ask(self, calls: list[dict[str, Any]]) -> bool:
+        """Whether any of `calls` may pause the run for an approval (`echo_tools.governance`)."""
+        if self.executor.governance.approval_policy is not None:
+            return True
+        views = (self._view(c["name"]) for c in calls)
+        return any(v is not None and v.tool.approval != "never" for v in views)
+
     def _call_one_sync(self, call: dict[str, Any]) -> ToolMessage:
         view = self._view(call["name"])
         if view is None:
@@ -384,6 +395,10 @@ class ExecutorToolNode(ToolNode):
     async def _call_all(self, calls: list[dict[str, Any]]) -> list[ToolMessage]:
         if len(calls) == 1:
             return [await self._call_one(calls[0])]
+        if self._may_ask(calls):
+            # calls that may wait for a person's approval run one after the other: each pause happens in
+            # call order (a resume answers the pause it was given for) and none is left running behind it
+            return [await self._call_one(c) for c in calls]
         if len(calls) <= self.max_concurrency:  # within the bound: no semaphore needed
             return list(await asyncio.gather(*(self._call_one(c) for c in calls)))
         limit = asyncio.Semaphore(self.max_concurrency)

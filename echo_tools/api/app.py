@@ -199,6 +199,9 @@ def make_router(
     from echo_tools.api.history import add_history_route
 
     add_history_route(router, history, [gate.requires("history")])
+    from echo_tools.api.approvals import add_approval_routes
+
+    add_approval_routes(router, state)  # /tools/approvals (echo_tools.governance), action "approve"
 
     @router.get("/metrics", dependencies=secured, summary="Executor metrics, Prometheus text format")
     async def metrics() -> PlainTextResponse:

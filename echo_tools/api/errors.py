@@ -39,6 +39,10 @@ STATUS_BY_ERROR_TYPE = {
     "output_validation": 502,
     "storage": 503,
     "internal": 500,
+    "denied": 403,  # a hook denied the call (echo_tools.governance)
+    "rejected": 403,  # a person rejected the call
+    "approval_required": 202,  # accepted, waiting for a person: `result.metadata.approval_id`
+    "quota": 429,  # `result.metadata.retry_after_s`
 }
 
 

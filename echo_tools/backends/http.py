@@ -166,7 +166,11 @@ class HttpBackend(ToolBackend):
         timeout = float(config.get("timeout") or DEFAULT_TIMEOUT_S)
         client = self.client()
         # a named credential (echo_tools.credentials), sent to the tool's own origin only, never on redirects
-        auth = await credential_for(self.executor, tool, url, client) if "credential" in config else None
+        auth = (
+            await credential_for(self.executor, tool, url, client, context.user_id)
+            if "credential" in config
+            else None
+        )  # the end user's own credential first (`credentials.per_user`)
         origin = _origin(url)
         # headers that carry a secret (a `${VAR}` or a secret-looking name) go to the tool's own origin only
         public = {

@@ -123,7 +123,14 @@ def open_executor(
         from echo_tools.events import JsonlEventLog
 
         sinks.append(JsonlEventLog(args.events))
-    executor = ToolExecutor(registry, sinks, egress=EgressPolicy() if strict_egress else EgressPolicy.local())
+    from echo_tools.governance.wiring import governance_stores
+
+    executor = ToolExecutor(
+        registry,
+        sinks,
+        egress=EgressPolicy() if strict_egress else EgressPolicy.local(),
+        **governance_stores(history),  # approvals and quota counts beside the history (shared by processes)
+    )
     if history is not None:
         feeds_history(args, executor.events)
     return executor

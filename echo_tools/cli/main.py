@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     from echo_tools.cli.thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
 
     add_thirdparty_parsers(sub, run_thirdparty)
+    from echo_tools.cli.approvals import add_approvals_parser
+
+    add_approvals_parser(sub)  # approvals list | approve | reject (echo_tools.governance)
     allow_module_after_command(sub)
     return parser
 

@@ -67,6 +67,8 @@ def add_thirdparty_parsers(sub: SubParsers, handler: Handler) -> None:
     rm = actions.add_parser("remove", help="forget a credential")
     rm.add_argument("name", metavar="NAME")
     rm.set_defaults(func=handler)
+    for parser in (put, rm):  # an end user's own credential (echo_tools.credentials.per_user)
+        parser.add_argument("--user", metavar="USER_ID", help="the end user's own credential of this name")
 
 
 def run_thirdparty(args: argparse.Namespace) -> int:
@@ -83,17 +85,19 @@ def run_thirdparty(args: argparse.Namespace) -> int:
     store = open_registry(args).credentials
     if args.credentials_command == "list":
         for entry in store.list():
-            sys.stdout.write(f"{entry['name']}\t{entry['type']}\n")
+            user = f"\tuser {entry['user_id']}" if "user_id" in entry else ""
+            sys.stdout.write(f"{entry['name']}\t{entry['type']}{user}\n")
         return 0
     if args.credentials_command == "remove":
         from echo_tools.cli.common import CliError
 
-        if not store.remove(args.name):
+        if not store.remove(args.name, user_id=args.user):
             raise CliError(f"no credential is named {args.name!r}")
         sys.stdout.write(f"Removed credential {args.name!r}\n")
         return 0
-    outcome = store.set(args.name, _read_credential(args))
-    sys.stdout.write(f"Credential {outcome['name']!r} ({outcome['type']}) {outcome['status']}\n")
+    outcome = store.set(args.name, _read_credential(args), user_id=args.user)
+    whose = f" of user {args.user!r}" if args.user else ""
+    sys.stdout.write(f"Credential {args.name!r}{whose} ({outcome['type']}) {outcome['status']}\n")
     return 0
 
 

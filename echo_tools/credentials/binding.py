@@ -55,13 +55,23 @@ def check_tool_credential(tool: ToolDef, store: CredentialStore | None) -> None:
 
 
 async def credential_for(
-    executor: Any, tool: ToolDef, url: str, client: Any = None
+    executor: Any, tool: ToolDef, url: str, client: Any = None, user_id: str | None = None
 ) -> AppliedCredential | None:
-    """The `api` backend's hook: what `tool`'s `execution_config.credential` adds to a request to `url`."""
+    """The `api` backend's hook: what `tool`'s `execution_config.credential` adds to a request to `url`.
+
+    A call made for an end user (`user_id`) uses that user's own credential of the name when there is
+    one, else the shared one; never another user's (`credentials.per_user`).
+    """
     name = tool.execution_config.get("credential")
     if not name:
         return None
     store: CredentialStore = executor.registry.credentials
+    if user_id is not None:
+        from echo_tools.credentials.per_user import user_key
+
+        own = user_key(name, user_id)
+        if own in store:
+            name = own
     from echo_tools.models import ToolSource
 
     if tool.source == ToolSource.REMOTE:  # checked at registration too, but the credential may be newer

@@ -313,11 +313,21 @@ class CredentialStore:
 
     # -- public API ------------------------------------------------------------------------------------
 
-    def set(self, name: str, credential: Mapping[str, Any], *, owner: str | None = None) -> dict[str, str]:
+    def set(
+        self,
+        name: str,
+        credential: Mapping[str, Any],
+        *,
+        owner: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, str]:
         """Store (or replace) a named credential; returns `{"name", "type", "status": "created"|"updated"}`.
 
         `owner` (a principal's name, `echo_tools.gate`) is recorded readable without the key; hosts the
         credential was bound to before (`bind_host`) stay unless the new one lists its own.
+
+        With `user_id`, the credential is that end user's own: calls made for that user
+        (`ToolContext.user_id`) use it before the shared one of the same name; no other call sees it.
 
         Raises:
             CredentialError: a field is missing or wrong (named, never its value), the key is unset
@@ -325,6 +335,7 @@ class CredentialStore:
                 is overwritten).
         """
         check_name(name)
+        name = user_key(name, user_id)  # an end user's own credential (`credentials.per_user`)
         clean = check_credential(name, credential)
         if self._in_memory:
             with self._lock:
@@ -354,8 +365,13 @@ class CredentialStore:
         return {"name": name, "type": clean["type"], "status": status}
 
     def list(self) -> list[dict[str, str]]:
-        """Every credential's name and type, sorted by name (no key needed, no secret shown)."""
-        return [{"name": n, "type": e["type"]} for n, e in sorted(self._entries().items())]
+        """Every credential's name and type (and `user_id` for an end user's own), sorted by name (no key
+        needed, no secret shown)."""
+        listed = []
+        for key, entry in sorted(self._entries().items(), key=listed_order):
+            name, user = split_key(key)
+            listed.append({"name": name, "type": entry["type"], **({"user_id": user} if user else {})})
+        return listed
 
     def type_of(self, name: str) -> str | None:
         """The type of the named credential, or None when there is none."""
@@ -415,8 +431,9 @@ class CredentialStore:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._entries()
 
-    def remove(self, name: str) -> bool:
-        """Forget a credential (no key needed); False when there was none of that name."""
+    def remove(self, name: str, *, user_id: str | None = None) -> bool:
+        """Forget a credential (no key needed; `user_id`: that end user's own); False when there was none."""
+        name = user_key(name, user_id)
         if self._in_memory:
             with self._lock:
                 self._forget(name)
@@ -476,7 +493,7 @@ class CredentialStore:
             whose = f"Tool {tool_id!r}: " if tool_id else ""
             raise CredentialError(
                 f"{whose}credential {name!r} does not exist; add it with "
-                f"`echo-tools credentials set {name} ...` (known: {sorted(entries) or 'none'})",
+                f"`echo-tools credentials set {name} ...` (known: {shared_names(entries) or 'none'})",
                 tool_id=tool_id,
                 field="execution_config.credential",
             )
@@ -577,3 +594,4 @@ class CredentialStore:
 
 
 from echo_tools.credentials.binding import check_tool_credential, credential_for  # noqa: E402
+from echo_tools.credentials.per_user import listed_order, shared_names, split_key, user_key  # noqa: E402

@@ -75,6 +75,39 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         EXCEPTION WHEN others THEN NULL;
         END $$""",
     ),
+    (
+        # approvals (echo_tools.governance.approvals): every status change is one conditional UPDATE
+        """CREATE TABLE echo_approvals (
+            approval_id TEXT PRIMARY KEY,
+            status TEXT NOT NULL,
+            run_id TEXT,
+            created TEXT NOT NULL,
+            record TEXT NOT NULL
+        )""",
+        "CREATE INDEX echo_approvals_status ON echo_approvals (status, created)",
+        # quotas (echo_tools.governance.quotas): the calls counted inside each key's sliding window
+        "CREATE TABLE echo_quota_hits (key TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX echo_quota_hits_key ON echo_quota_hits (key, at)",
+        # one call counted, or the seconds until one fits: one round trip, serialised per key
+        """CREATE FUNCTION echo_quota_take(k TEXT, lim INTEGER, per_s DOUBLE PRECISION)
+        RETURNS DOUBLE PRECISION LANGUAGE plpgsql AS $$
+        DECLARE
+            now_s DOUBLE PRECISION := extract(epoch FROM clock_timestamp());
+            n INTEGER;
+            oldest DOUBLE PRECISION;
+        BEGIN
+            -- a count lost to a crash of the server costs a call or two of quota, not data: no disk wait
+            PERFORM set_config('synchronous_commit', 'off', true);
+            PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
+            DELETE FROM echo_quota_hits WHERE key = k AND at <= now_s - per_s;
+            SELECT count(*), min(at) INTO n, oldest FROM echo_quota_hits WHERE key = k;
+            IF n >= lim THEN
+                RETURN greatest(oldest + per_s - now_s, 0.001);
+            END IF;
+            INSERT INTO echo_quota_hits (key, at) VALUES (k, now_s);
+            RETURN 0;
+        END $$""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

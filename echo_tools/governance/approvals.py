@@ -1,0 +1,313 @@
+"""Approvals: a call that waits for a person before it runs, and runs exactly once when approved.
+
+Which calls: `ToolDef.approval` is `never` (default), `always`, or `external` (when the tool's
+`side_effect` is `external`); `ToolExecutor(approval_policy=fn)` may decide per call (`fn(call)` returns
+True, False, or None to leave it to the tool).
+
+Outside a graph, the call does not run: its result has `error_type="approval_required"` and
+`metadata["approval_id"]`; `executor.decide(approval_id, "approve" | "reject" | "edit", args=...)` (or
+`POST /tools/approvals/{id}`, `echo-tools approvals approve ID`) decides it, and an approved call runs
+then. Inside a graph node that can pause (CrewAI agent nodes of a canvas run, `ExecutorToolNode`, our
+tools under LangChain's `create_agent`), the call pauses the run with a LangGraph `interrupt` carrying
+`{type: "tool_approval", approval_id, tool, args, agent_name}`; the run resumes with the decision.
+
+Exactly once: every approval is a row of an `ApprovalStore` (in memory, the history's SQLite file, or
+PostgreSQL). Deciding moves it from `pending` in one conditional update (a second decision finds it
+decided: 409); running moves it from `approved` to `running` the same way, so only one process, one
+retry or one resume runs it; the result is kept with it (`done`), and a call that finds its approval
+done gets that result back instead of running again. The approval id is the call's idempotency key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from echo_tools.errors import ToolError
+from echo_tools.models import Approval, SideEffect, ToolDef
+
+__all__ = [
+    "DECISIONS",
+    "ApprovalDecisionError",
+    "ApprovalRecord",
+    "ApprovalStore",
+    "MemoryApprovalStore",
+    "SqliteApprovalStore",
+    "needs_approval",
+]
+
+DECISIONS = ("approve", "reject", "edit")
+PENDING, APPROVED, REJECTED, RUNNING, DONE = "pending", "approved", "rejected", "running", "done"
+
+ApprovalPolicy = Callable[[Any], "bool | None"]
+
+
+class ApprovalDecisionError(ToolError, error_type="validation"):
+    """A decision that cannot be taken: `status` is what the HTTP API answers (404 unknown or foreign
+    approval, 409 already decided, 422 a bad decision or edit arguments that do not validate)."""
+
+    def __init__(self, message: str, *, status: int, field: str, approval_id: str) -> None:
+        super().__init__(message, field=field)
+        self.status = status
+        self.approval_id = approval_id
+
+
+def now_text() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class ApprovalRecord:
+    """One call waiting for (or past) a decision. `kind` is `call` (decided and run by `decide`) or `run`
+    (a paused graph run, carried on by resuming it)."""
+
+    approval_id: str
+    tool_id: str
+    tool_name: str
+    args: dict[str, Any]
+    context: dict[str, Any]
+    kind: str = "call"
+    status: str = PENDING
+    owner: str | None = None
+    created_at: str = field(default_factory=now_text)
+    decided_at: str | None = None
+    decided_by: str | None = None
+    decision: str | None = None
+    comment: str | None = None
+    result: dict[str, Any] | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        value = self.context.get("run_id")
+        return value if isinstance(value, str) else None
+
+    @property
+    def agent_name(self) -> str | None:
+        value = self.context.get("agent_name")
+        return value if isinstance(value, str) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON (what `GET /tools/approvals` lists); the context is reduced to its ids."""
+        data = asdict(self)
+        data["context"] = {k: v for k, v in self.context.items() if k in _SHOWN_CONTEXT and v is not None}
+        data["run_id"], data["agent_name"] = self.run_id, self.agent_name
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @classmethod
+    def from_json(cls, text: str | bytes | dict[str, Any]) -> ApprovalRecord:
+        data = text if isinstance(text, dict) else json.loads(text)
+        return cls(**{k: v for k, v in data.items() if k in _FIELDS})
+
+
+_FIELDS = frozenset(ApprovalRecord.__dataclass_fields__)
+_SHOWN_CONTEXT = ("agent_id", "agent_name", "workflow_id", "run_id", "node_id", "tool_call_id", "user_id")
+
+
+def needs_approval(tool: ToolDef, call: Any, policy: ApprovalPolicy | None) -> bool:
+    """Whether `call` of `tool` waits for a person: the executor's policy first, else the tool's setting."""
+    if policy is not None:
+        verdict = policy(call)
+        if verdict is not None:
+            return bool(verdict)
+    if tool.approval is Approval.ALWAYS:
+        return True
+    return tool.approval is Approval.EXTERNAL and tool.side_effect is SideEffect.EXTERNAL
+
+
+def graph_approval_id(thread: str, task: str, tool_call_id: str | None, tool_id: str, args: Any) -> str:
+    """The id of a call's approval inside a graph run: the same when the paused node runs again on resume
+    (the run, the node's task, the call's id or else its tool and arguments), so it is found again."""
+    text = json.dumps([thread, task, tool_call_id or "", tool_id, args], sort_keys=True, default=str)
+    return "apr_" + hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def new_approval_id() -> str:
+    return "apr_" + uuid.uuid4().hex[:24]
+
+
+class ApprovalStore(Protocol):
+    """Where approvals live. Every change of status is one conditional step (`decide`, `claim`), so two
+    processes deciding or running the same approval cannot both succeed."""
+
+    blocking: bool
+
+    def add(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Keep `record` unless one with its id exists; returns the stored one."""
+
+    def get(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    def pending(self, limit: int = 100) -> list[ApprovalRecord]: ...
+
+    def decide(self, record: ApprovalRecord) -> bool:
+        """Store `record` (decided) if its stored copy is still pending; False when it was not."""
+
+    def claim(self, approval_id: str) -> bool:
+        """Move an approved approval to running; False when it is not (already run, or running)."""
+
+    def finish(self, approval_id: str, result: dict[str, Any]) -> None:
+        """Keep the result of the call that ran under `approval_id` (status `done`)."""
+
+
+class MemoryApprovalStore:
+    """Approvals of this process only (the default of a `ToolExecutor`)."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self._records: dict[str, ApprovalRecord] = {}
+        self._lock = threading.Lock()
+
+    def add(self, record: ApprovalRecord) -> ApprovalRecord:
+        with self._lock:
+            return ApprovalRecord(**asdict(self._records.setdefault(record.approval_id, record)))
+
+    def get(self, approval_id: str) -> ApprovalRecord | None:
+        with self._lock:
+            found = self._records.get(approval_id)
+            return ApprovalRecord(**asdict(found)) if found is not None else None
+
+    def pending(self, limit: int = 100) -> list[ApprovalRecord]:
+        with self._lock:
+            return [ApprovalRecord(**asdict(r)) for r in self._records.values() if r.status == PENDING][
+                :limit
+            ]
+
+    def decide(self, record: ApprovalRecord) -> bool:
+        return self._move(record.approval_id, PENDING, record)
+
+    def claim(self, approval_id: str) -> bool:
+        return self._move(approval_id, APPROVED, None, RUNNING)
+
+    def finish(self, approval_id: str, result: dict[str, Any]) -> None:
+        with self._lock:
+            found = self._records.get(approval_id)
+            if found is not None:
+                found.status, found.result = DONE, result
+
+    def _move(self, approval_id: str, old: str, record: ApprovalRecord | None, new: str = "") -> bool:
+        with self._lock:
+            found = self._records.get(approval_id)
+            if found is None or found.status != old:
+                return False
+            if record is not None:
+                self._records[approval_id] = ApprovalRecord(**asdict(record))
+            else:
+                found.status = new
+            return True
+
+
+class SqlApprovalStore:
+    """The SQL both database stores share: one `approvals` row per approval, its record as JSON."""
+
+    blocking = True
+    table = "echo_approvals"
+    mark = "%s"
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _change(self, sql: str, params: tuple[Any, ...]) -> int:
+        raise NotImplementedError
+
+    def add(self, record: ApprovalRecord) -> ApprovalRecord:
+        m = self.mark
+        self._change(
+            f"INSERT INTO {self.table} (approval_id, status, run_id, created, record) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (approval_id) DO NOTHING",
+            (record.approval_id, record.status, record.run_id, record.created_at, record.to_json()),
+        )
+        stored = self.get(record.approval_id)
+        assert stored is not None
+        return stored
+
+    def get(self, approval_id: str) -> ApprovalRecord | None:
+        rows = self._rows(f"SELECT record FROM {self.table} WHERE approval_id = {self.mark}", (approval_id,))
+        return ApprovalRecord.from_json(rows[0][0]) if rows else None
+
+    def pending(self, limit: int = 100) -> list[ApprovalRecord]:
+        rows = self._rows(
+            f"SELECT record FROM {self.table} WHERE status = {self.mark} ORDER BY created, approval_id "
+            f"LIMIT {self.mark}",
+            (PENDING, limit),
+        )
+        return [ApprovalRecord.from_json(r[0]) for r in rows]
+
+    def decide(self, record: ApprovalRecord) -> bool:
+        m = self.mark
+        changed = self._change(
+            f"UPDATE {self.table} SET status = {m}, record = {m} WHERE approval_id = {m} AND status = {m}",
+            (record.status, record.to_json(), record.approval_id, PENDING),
+        )
+        return changed == 1
+
+    def claim(self, approval_id: str) -> bool:
+        m = self.mark
+        changed = self._change(
+            f"UPDATE {self.table} SET status = {m} WHERE approval_id = {m} AND status = {m}",
+            (RUNNING, approval_id, APPROVED),
+        )
+        return changed == 1
+
+    def finish(self, approval_id: str, result: dict[str, Any]) -> None:
+        record = self.get(approval_id)
+        if record is None:
+            return
+        record.status, record.result = DONE, result
+        m = self.mark
+        self._change(
+            f"UPDATE {self.table} SET status = {m}, record = {m} WHERE approval_id = {m}",
+            (DONE, record.to_json(), approval_id),
+        )
+
+
+TABLE_SQL = """CREATE TABLE IF NOT EXISTS {table} (
+    approval_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    run_id TEXT,
+    created TEXT NOT NULL,
+    record TEXT NOT NULL
+)"""
+
+
+class SqliteApprovalStore(SqlApprovalStore):
+    """Approvals in the embedded run history's file (`<storage>/runs.sqlite`), shared by every process on
+    the storage folder: `echo-tools approvals approve` decides what a paused `echo-tools run` asked.
+
+    Args:
+        path: the history file, or the storage folder holding `runs.sqlite`.
+    """
+
+    mark = "?"
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        self.path = path if path.suffix and not path.is_dir() else path / "runs.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(TABLE_SQL.format(table=self.table))
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _change(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._lock:
+            return self._db.execute(sql, params).rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,172 @@
+"""Hooks: code of the host that sees every call inside the executor's pipeline, and may stop or change it.
+
+A hook is any object with `before(call)` and/or `after(call, result)` (`executor.add_hook(hook)`):
+
+- `before(call)` runs after the input is validated, before the tool runs. It returns None (go on),
+  `Deny(reason)` (the call fails with `error_type="denied"`, naming the hook and the reason) or
+  `Replace(args)` (the call goes on with these arguments, validated again against the tool's schema).
+- `after(call, result)` runs once the output has been checked. It returns None (keep the result) or a
+  `ToolResult` that the caller gets instead.
+
+Hooks run in the order they were added; a later hook sees the arguments an earlier one replaced. A hook
+that raises fails the call closed: the tool does not run (or its result is withheld), and the error names
+the hook. Guardrails, redaction and approval policies are hooks a user can write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from echo_tools.errors import ToolDeniedError, ToolError
+from echo_tools.events import format_call_id
+from echo_tools.models import ToolContext, ToolDef, ToolResult
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One call as hooks, approval policies and quotas see it: the tool, its validated arguments, the
+    caller's context (ids, `user_id`, grants) and the call's id."""
+
+    tool: ToolDef
+    args: dict[str, Any]
+    context: ToolContext
+    number: str | int = ""  # the executor's call id (a number until it is read, as events do)
+    # set by the governance stage: the approval this call runs under, once approved
+    approval_id: str | None = field(default=None, repr=False)
+
+    @property
+    def call_id(self) -> str:
+        """The call's id, as its events carry it."""
+        number = self.number
+        return number if isinstance(number, str) else format_call_id(number)
+
+    @property
+    def tool_id(self) -> str:
+        return self.tool.tool_id
+
+    @property
+    def user_id(self) -> str | None:
+        return self.context.user_id
+
+    @property
+    def run_id(self) -> str | None:
+        return self.context.run_id
+
+
+@dataclass(frozen=True)
+class Deny:
+    """A hook's answer: do not run the call; `reason` is what the caller (and the model) reads."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Replace:
+    """A hook's answer: run the call with `args` instead (validated again against the tool's schema)."""
+
+    args: Mapping[str, Any]
+
+
+class Hook(Protocol):
+    """What `executor.add_hook` takes: an object with `before` and/or `after` (both optional)."""
+
+    def before(self, call: ToolCall) -> Deny | Replace | None: ...
+
+    def after(self, call: ToolCall, result: ToolResult) -> ToolResult | None: ...
+
+
+def hook_name(hook: Any) -> str:
+    """The name a hook is reported by: its `name` attribute, else its class name."""
+    name = getattr(hook, "name", None)
+    return name if isinstance(name, str) and name else type(hook).__name__
+
+
+def check_hook(hook: Any) -> Any:
+    """Return `hook` when it has a callable `before` or `after`, else raise `TypeError` saying so."""
+    if not callable(getattr(hook, "before", None)) and not callable(getattr(hook, "after", None)):
+        raise TypeError(
+            f"a hook needs a before(call) and/or an after(call, result) method; {hook!r:.80} has neither"
+        )
+    return hook
+
+
+def run_before(
+    hooks: Sequence[Any],
+    call: ToolCall,
+    validate: Callable[[dict[str, Any]], dict[str, Any] | ToolError],
+) -> dict[str, Any] | ToolError:
+    """The arguments the call runs with once every `before` hook has seen it, or the error that stops it.
+
+    `validate` checks replaced arguments against the tool's schema (steps 3-4 again).
+    """
+    for hook in hooks:
+        before = getattr(hook, "before", None)
+        if before is None:
+            continue
+        try:
+            verdict = before(call)
+        except Exception as exc:  # boundary: a failing hook fails the call closed, named
+            return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")
+        if verdict is None:
+            continue
+        if isinstance(verdict, Deny):
+            return _denied(call, hook, verdict.reason, denied=True)
+        if isinstance(verdict, Replace):
+            checked = validate(dict(verdict.args))
+            if isinstance(checked, ToolError):
+                checked.message = f"{checked.message} (arguments replaced by hook {hook_name(hook)!r})"
+                checked.args = (checked.message,)
+                return checked
+            call.args = checked
+            continue
+        what = f"returned {verdict!r:.80}; before() must return None, Deny(reason) or Replace(args)"
+        return _denied(call, hook, f"{what}; the call was not run")
+    return call.args
+
+
+def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> ToolDeniedError:
+    name = hook_name(hook)
+    tool_id = call.tool.tool_id
+    message = (
+        f"Tool {tool_id!r}: denied by hook {name!r}: {text}"
+        if denied
+        else f"Tool {tool_id!r}: hook {name!r} {text}"
+    )
+    return ToolDeniedError(message, tool_id=tool_id, field="hook", hook=name)
+
+
+def run_after(hooks: Sequence[Any], call: ToolCall, result: ToolResult) -> ToolResult:
+    """The result the caller gets once every `after` hook has seen it (a raising hook withholds it)."""
+    for hook in hooks:
+        after = getattr(hook, "after", None)
+        if after is None:
+            continue
+        try:
+            replaced = after(call, result)
+        except Exception as exc:  # boundary: a failing hook fails the call closed, named
+            replaced = _withheld(result, hook_name(hook), f"raised {type(exc).__name__}: {exc}")
+        if replaced is None:
+            continue
+        if not isinstance(replaced, ToolResult):
+            what = f"returned {replaced!r:.80} instead of a ToolResult or None"
+            replaced = _withheld(result, hook_name(hook), what)
+        result = replaced
+    return result
+
+
+def _withheld(result: ToolResult, name: str, what: str) -> ToolResult:
+    return result.model_copy(
+        update={
+            "success": False,
+            "output": None,
+            "error": f"Tool {result.tool_id!r}: hook {name!r} {what}; the result was withheld",
+            "error_type": "denied",
+            "error_field": "hook",
+            "metadata": {**result.metadata, "hook": name},
+        }
+    )

@@ -1,0 +1,353 @@
+"""The governance stage of the executor's pipeline: hooks, approvals and quotas, in that order.
+
+`ToolExecutor` calls `Governance.before` once the input is validated (step 4) and before the tool runs,
+and `Governance.after` once the result is made (steps 7-9). Nothing else runs them: there is no second
+pipeline. Before: every hook's `before` (Deny / Replace, replaced arguments validated again), then the
+approval (a pause inside a graph, `approval_required` outside one, or the approved call claimed in one
+step), then the quotas (a refused call is not counted). After: every hook's `after`, then the result kept
+with the approval it ran under, so a repeat of the call gets that result instead of running again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from echo_tools.errors import (
+    ApprovalRejectedError,
+    ApprovalRequiredError,
+    ToolDeniedError,
+    ToolError,
+)
+from echo_tools.governance import approvals as ap
+from echo_tools.governance.hooks import ToolCall, check_hook, run_after, run_before
+from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter, QuotaPlan, quota_plan, take_all
+from echo_tools.models import Approval, Quota, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from echo_tools.models import ToolDef
+
+Validate = Callable[[dict[str, Any]], "dict[str, Any] | ToolError"]
+
+
+class _Grant:
+    """The approval `decide` runs a call under: used by the first call of its tool, once."""
+
+    __slots__ = ("approval_id", "tool_id", "used")
+
+    def __init__(self, approval_id: str, tool_id: str) -> None:
+        self.approval_id, self.tool_id, self.used = approval_id, tool_id, False
+
+
+OFF_LOOP = object()  # `before`'s answer when the rest must wait for a database, off the event loop
+_GRANT: contextvars.ContextVar[_Grant | None] = contextvars.ContextVar(
+    "echo_tools_approval_grant", default=None
+)
+
+
+class Governance:
+    """Hooks, the approval policy and store, and quotas of one executor (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        approval_policy: ap.ApprovalPolicy | None = None,
+        approvals: ap.ApprovalStore | None = None,
+        quotas: Iterable[Quota] = (),
+        quota_counter: QuotaCounter | None = None,
+    ) -> None:
+        self.hooks: list[Any] = []
+        self.approval_policy = approval_policy
+        self.approvals: ap.ApprovalStore = approvals if approvals is not None else ap.MemoryApprovalStore()
+        self.quotas = tuple(Quota.model_validate(q) for q in quotas)
+        self.counter: QuotaCounter = quota_counter if quota_counter is not None else MemoryQuotaCounter()
+        self.active = False
+        self._plans: dict[str, tuple[ToolDef, QuotaPlan]] = {}  # per tool version: what it is counted against
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.active = bool(self.hooks or self.approval_policy or self.quotas)
+
+    def add_hook(self, hook: Any) -> None:
+        self.hooks.append(check_hook(hook))
+        self._refresh()
+
+    def remove_hook(self, hook: Any) -> None:
+        self.hooks.remove(hook)
+        self._refresh()
+
+    def applies(self, tool: ToolDef) -> bool:
+        """Whether a call of `tool` passes this stage at all (else the pipeline skips it)."""
+        return self.active or tool.approval is not Approval.NEVER or bool(tool.quotas)
+
+    # -- before the tool runs ------------------------------------------------------------------------
+
+    def before(
+        self, call: ToolCall, validate: Validate, on_loop: bool
+    ) -> dict[str, Any] | ToolError | ToolResult | object:
+        """The arguments the call runs with, the error that stops it, or the result it already had; or
+        `OFF_LOOP` when the rest must wait for a database: then await `before_off_loop`."""
+        if self.hooks:
+            checked = run_before(self.hooks, call, validate)
+            if isinstance(checked, ToolError):
+                return checked
+        if on_loop and (self.approvals.blocking or self.counter.blocking) and self._asks(call):
+            return OFF_LOOP
+        return self._approve_and_count(call, validate)
+
+    async def before_off_loop(
+        self, call: ToolCall, validate: Validate
+    ) -> dict[str, Any] | ToolError | ToolResult:
+        """The approval and quota part of `before`, in a worker thread (in the caller's context)."""
+        return await asyncio.to_thread(
+            contextvars.copy_context().run, self._approve_and_count, call, validate
+        )
+
+    def _asks(self, call: ToolCall) -> bool:
+        """Whether the call needs the approval store or the quota counter at all."""
+        tool = call.tool
+        return bool(
+            self.quotas
+            or tool.quotas
+            or self.approval_policy
+            or tool.approval is not Approval.NEVER
+            or _GRANT.get() is not None
+        )
+
+    def _approve_and_count(
+        self, call: ToolCall, validate: Validate
+    ) -> dict[str, Any] | ToolError | ToolResult:
+        grant = _GRANT.get()
+        tool = call.tool
+        if grant is not None and not grant.used and grant.tool_id == tool.tool_id:
+            grant.used = True  # the call `decide` approved; the tools it calls in turn ask for themselves
+            call.approval_id = grant.approval_id
+        elif self.approval_policy is not None or tool.approval is not Approval.NEVER:
+            try:
+                asks = ap.needs_approval(tool, call, self.approval_policy)
+            except Exception as exc:  # boundary: a failing policy fails the call closed, named
+                return ToolDeniedError(
+                    f"Tool {tool.tool_id!r}: the approval policy raised {type(exc).__name__}: {exc}; "
+                    "the call was not run",
+                    tool_id=tool.tool_id,
+                    field="approval",
+                )
+            if asks:
+                answer = self._approval(call, validate)
+                if answer is not None:
+                    return answer
+        if call.approval_id is not None:  # a graph node running again after the resume: ran already?
+            record = self.approvals.get(call.approval_id)
+            if record is not None and record.status == ap.DONE:
+                return self._ran_already(call)
+        if self.quotas or tool.quotas:
+            plan = self._plans.get(tool.tool_id)
+            if plan is None or plan[0] is not tool:  # a new tool, or a new version of it
+                plan = self._plans[tool.tool_id] = (tool, quota_plan(tool.tool_id, tool.quotas, self.quotas))
+            over = take_all(self.counter, call, plan[1])
+            if over is not None:
+                return over
+        if call.approval_id is not None and not self.approvals.claim(call.approval_id):
+            return self._ran_already(call)
+        return call.args
+
+    def _approval(self, call: ToolCall, validate: Validate) -> ToolError | ToolResult | None:
+        """None when the call may go on (approved: `call.approval_id` set), else why it may not."""
+        from echo_tools.governance.pause import graph_position, pause
+
+        position = graph_position()
+        context = call.context.model_dump(mode="json", exclude_none=True)
+        owner = _owner(call.context)
+        if position is None:  # nobody can be asked now: the call waits for `decide`
+            record = ap.ApprovalRecord(
+                ap.new_approval_id(), call.tool_id, call.tool.name, call.args, context, owner=owner
+            )
+            self.approvals.add(record)
+            return ApprovalRequiredError(
+                f"Tool {call.tool_id!r} needs a person's approval before it runs; approval "
+                f"{record.approval_id!r} is pending (echo-tools approvals approve {record.approval_id})",
+                tool_id=call.tool_id,
+                field="approval",
+                approval_id=record.approval_id,
+            )
+        thread, task = position
+        context.setdefault("run_id", thread)  # the run to resume is the graph's thread
+        approval_id = ap.graph_approval_id(thread, task, call.context.tool_call_id, call.tool_id, call.args)
+        record = ap.ApprovalRecord(
+            approval_id, call.tool_id, call.tool.name, call.args, context, kind="run", owner=owner
+        )
+        self.approvals.add(record)
+        payload = {
+            "type": "tool_approval",
+            "approval_id": approval_id,
+            "tool": call.tool_id,
+            "args": call.args,
+            "agent_name": call.context.agent_name,
+        }
+        resumed = pause(payload)  # pauses the run the first time; the decision when it runs again
+        if resumed is None or resumed == "decided":  # decided in the store (`echo-tools approvals`)
+            resumed = self._stored_decision(approval_id)
+            if isinstance(resumed, ToolError):
+                return resumed
+        decision, args, comment = _parse_decision(resumed)
+        if decision == "reject":
+            record.status, record.decision, record.comment = ap.REJECTED, "reject", comment
+            self.approvals.decide(record)
+            said = f": {comment}" if comment else ""
+            return ApprovalRejectedError(
+                f"Tool {call.tool_id!r}: a reviewer rejected this call{said}; it did not run",
+                tool_id=call.tool_id,
+                field="approval",
+                approval_id=approval_id,
+            )
+        if decision == "edit" and args is not None:
+            checked = validate(dict(args))
+            if isinstance(checked, ToolError):
+                return checked
+            call.args = record.args = checked
+        record.status, record.decision, record.comment = ap.APPROVED, decision, comment
+        self.approvals.decide(record)  # already approved by `echo-tools approvals`: nothing changes
+        stored = self.approvals.get(approval_id)
+        if stored is not None and stored.args and decision != "edit":
+            call.args = stored.args  # an edit decided through the store
+        call.approval_id = approval_id
+        return None
+
+    def _stored_decision(self, approval_id: str) -> dict[str, Any] | ToolError:
+        """The decision kept in the store for a run resumed with "decided" (or nothing)."""
+        record = self.approvals.get(approval_id)
+        if record is None or record.status == ap.PENDING:
+            return ApprovalRequiredError(
+                f"approval {approval_id!r} is not decided yet; the call did not run "
+                f"(echo-tools approvals approve {approval_id})",
+                field="approval",
+                approval_id=approval_id,
+            )
+        if record.status == ap.REJECTED:
+            return {"decision": "reject", "comment": record.comment}
+        return {"decision": "approve", "args": record.args, "comment": record.comment}
+
+    def _ran_already(self, call: ToolCall) -> ToolError | ToolResult:
+        """The approved call has run (its result comes back) or is running elsewhere (refused)."""
+        record = self.approvals.get(call.approval_id or "")
+        if record is not None and record.status == ap.DONE and record.result is not None:
+            result = ToolResult.model_validate(record.result)
+            result.metadata = {**result.metadata, "approval_id": record.approval_id, "ran_before": True}
+            return result
+        status = record.status if record is not None else "unknown"
+        return ToolDeniedError(
+            f"Tool {call.tool_id!r}: approval {call.approval_id!r} is {status}; an approved call runs once",
+            tool_id=call.tool_id,
+            field="approval",
+            approval_id=call.approval_id,
+        )
+
+    # -- after the tool ran --------------------------------------------------------------------------
+
+    def after(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """The result the caller gets (every `after` hook applied); kept with the call's approval (one
+        update of the store, for an approved call only)."""
+        if self.hooks:
+            result = run_after(self.hooks, call, result)
+        if call.approval_id is not None:
+            self.approvals.finish(call.approval_id, result.model_dump(mode="json"))
+            result.metadata = {**result.metadata, "approval_id": call.approval_id}
+        return result
+
+    # -- decisions -----------------------------------------------------------------------------------
+
+    def decide(
+        self,
+        approval_id: str,
+        decision: str,
+        *,
+        args: Mapping[str, Any] | None,
+        validate: Callable[[str], Validate],
+        run: Callable[[ap.ApprovalRecord], ToolResult],
+        by: str | None = None,
+        comment: str | None = None,
+        principal: str | None = None,
+        admin: bool = True,
+    ) -> tuple[ap.ApprovalRecord, ToolResult | None]:
+        """Decide a pending approval; an approved `call` approval runs (`run`), once. See `ToolExecutor.decide`."""
+        if decision not in ap.DECISIONS:
+            raise ap.ApprovalDecisionError(
+                f"decision must be one of {', '.join(ap.DECISIONS)}, got {decision!r:.80}",
+                status=422, field="decision", approval_id=approval_id,
+            )  # fmt: skip
+        record = self.approvals.get(approval_id)
+        if record is None or (not admin and record.owner != principal):
+            raise ap.ApprovalDecisionError(
+                f"no approval has id {approval_id!r}",
+                status=404,
+                field="approval_id",
+                approval_id=approval_id,
+            )
+        if record.status != ap.PENDING:
+            raise _decided(record)
+        if decision == "edit":
+            if not isinstance(args, Mapping):
+                raise ap.ApprovalDecisionError(
+                    f"an 'edit' decision needs args (a JSON object), got {args!r:.80}; approval "
+                    f"{approval_id!r} is still pending",
+                    status=422, field="args", approval_id=approval_id,
+                )  # fmt: skip
+            checked = validate(record.tool_id)(dict(args))
+            if isinstance(checked, ToolError):
+                raise ap.ApprovalDecisionError(
+                    f"{checked.message}; approval {approval_id!r} is still pending",
+                    status=422, field=checked.field or "args", approval_id=approval_id,
+                )  # fmt: skip
+            record.args = checked
+        elif args is not None:
+            raise ap.ApprovalDecisionError(
+                f"args are only taken with an 'edit' decision, not with {decision!r}",
+                status=422, field="args", approval_id=approval_id,
+            )  # fmt: skip
+        record.status = ap.REJECTED if decision == "reject" else ap.APPROVED
+        record.decision, record.decided_by, record.comment = decision, by or principal, comment
+        record.decided_at = ap.now_text()
+        if not self.approvals.decide(record):  # another decision came first
+            latest = self.approvals.get(approval_id)
+            raise _decided(latest if latest is not None else record)
+        if record.kind != "call" or record.status != ap.APPROVED:
+            return record, None
+        token = _GRANT.set(_Grant(approval_id, record.tool_id))
+        try:
+            return record, run(record)
+        finally:
+            _GRANT.reset(token)
+
+
+def _decided(record: ap.ApprovalRecord) -> ap.ApprovalDecisionError:
+    by = f" by {record.decided_by!r}" if record.decided_by else ""
+    return ap.ApprovalDecisionError(
+        f"approval {record.approval_id!r} is already {record.status}{by}; only a pending approval can be decided",
+        status=409,
+        field="approval_id",
+        approval_id=record.approval_id,
+    )
+
+
+def _owner(context: ToolContext) -> str | None:
+    principal = getattr(context, "principal", None)  # set by the gate (`echo_tools.gate`) when present
+    name = getattr(principal, "name", principal)
+    return str(name) if name else None
+
+
+def _parse_decision(value: Any) -> tuple[str, Mapping[str, Any] | None, str | None]:
+    """(decision, edited args, comment) from a LangGraph resume value (a word, or a decision object)."""
+    if isinstance(value, str):
+        value = {"decision": value}
+    if not isinstance(value, Mapping):
+        return "reject", None, f"the resume value {value!r:.80} is not a decision"
+    decision = value.get("decision", value.get("action"))
+    if decision not in ap.DECISIONS:
+        return "reject", None, f"the decision {decision!r:.80} is not one of {', '.join(ap.DECISIONS)}"
+    args = next(
+        (value[k] for k in ("args", "edits", "edited_output") if isinstance(value.get(k), Mapping)), None
+    )
+    comment = value.get("comment")
+    return str(decision), args, comment if isinstance(comment, str) else None

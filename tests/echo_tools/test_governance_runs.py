@@ -1,0 +1,90 @@
+"""A workflow run whose CrewAI agent calls a tool needing approval pauses (`echo-tools run` exits 0,
+interrupted); `echo-tools approvals approve` from another process decides it and carries the run on; the
+tool ran once; a second decision is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from echo_tools import ToolRegistry
+from echo_tools.history import RunHistory
+from tests.workflow_bridge._compiler_support import agent, chain
+
+from ._cli_support import InProcessCli, cli
+from .test_governance_approvals import LINE_SCHEMA, SIDE
+
+FIXTURES = "tests.echo_tools.fixture_tools"
+
+
+def approval_workflow(folder: Path, out: Path) -> Path:
+    """An agent bound to a tool that needs approval, then the end; the task names the arguments."""
+    task = json.dumps({"path": str(out), "line": "approved line"})
+    wf, agents = chain(
+        agent("scribe", name="Scribe", tools=["tool_write"], prompt=f"Write: {task}"),
+        agent("end", "End", output_schema=["result"]),
+        workflow_id="wf_approval",
+    )
+    path = folder / "approval.json"
+    path.write_text(json.dumps({"workflow": wf, "agents": agents}), encoding="utf-8")
+    return path
+
+
+def catalogue(home: Path) -> None:
+    registry = ToolRegistry(storage_dir=home, allowed_modules=[FIXTURES])
+    registry.register(
+        {
+            "name": "Write",
+            "description": "Append a line to a file.",
+            "tool_type": "local",
+            "input_schema": LINE_SCHEMA,
+            "execution_config": {"module": SIDE, "function": "append_line"},
+            "approval": "always",
+        }
+    )
+
+
+@pytest.mark.slow  # a fresh interpreter importing CrewAI and LangGraph
+def test_a_run_paused_for_approval_is_carried_on_by_approvals_approve_from_another_process(
+    run_cli: InProcessCli, tmp_path: Path
+) -> None:
+    home, out = tmp_path / "home", tmp_path / "out.txt"
+    catalogue(home)
+    allow = ("--allow-module", FIXTURES)
+    paused = run_cli(home, *allow, "run", str(approval_workflow(tmp_path, out)), "--run-id", "run_appr")
+    assert paused.returncode == 0, paused.stderr[-2000:]
+    assert "run run_appr interrupted" in paused.stdout
+    assert not out.exists()
+    (pending,) = json.loads(run_cli(home, *allow, "approvals", "list", "--json").stdout)["approvals"]
+    assert pending["run_id"] == "run_appr" and pending["agent_name"] == "Scribe"
+    assert pending["args"] == {"path": str(out), "line": "approved line"}
+
+    approved = cli(home, *allow, "approvals", "approve", pending["approval_id"], timeout=300)
+    assert approved.returncode == 0, approved.stderr[-2000:]
+    assert f"approval {pending['approval_id']} approved" in approved.stdout
+    assert "run.resumed" in approved.stdout and "== crew_result (run run_appr) ==" in approved.stdout
+    assert out.read_text().splitlines() == ["approved line"]
+    assert RunHistory(home).run("run_appr")["status"] == "completed"  # type: ignore[index]
+
+    again = run_cli(home, *allow, "approvals", "approve", pending["approval_id"])
+    assert again.returncode == 1 and "already" in again.stderr
+    assert out.read_text().splitlines() == ["approved line"]
+
+
+def test_a_rejected_approval_carries_the_run_on_without_the_call(
+    run_cli: InProcessCli, tmp_path: Path
+) -> None:
+    home, out = tmp_path / "home", tmp_path / "out.txt"
+    catalogue(home)
+    allow = ("--allow-module", FIXTURES)
+    run_cli(home, *allow, "run", str(approval_workflow(tmp_path, out)), "--run-id", "run_rej")
+    (pending,) = json.loads(run_cli(home, *allow, "approvals", "list", "--json").stdout)["approvals"]
+    rejected = run_cli(home, *allow, "approvals", "reject", pending["approval_id"], "--comment", "not now")
+    assert "run.resumed" in rejected.stdout, rejected.stderr[-2000:]
+    assert "rejected" in rejected.stdout
+    assert not out.exists()
+    # the refused call is a failed tool call of the run, as any refusal is: the run says so
+    assert rejected.returncode == 1
+    assert RunHistory(home).run("run_rej")["status"] == "failed"  # type: ignore[index]
