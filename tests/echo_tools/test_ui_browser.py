@@ -62,6 +62,7 @@ GATED: dict[str, Any] = {
         },
     },
 }
+APPROVED_ECHO = support.local_tool("Approved Echo", "echo", {"text": {"type": "string"}}, approval="always")
 HOSTILE_TEXT = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 HOSTILE_AGENT = '<img src=y onerror="window.pwned = 3">Agent'
 
@@ -90,7 +91,7 @@ def hostile_workflow() -> dict[str, Any]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RunHistory]]:
     """A server with the shipped tools, a run history and an API key, on 127.0.0.1 for this module."""
     storage = tmp_path_factory.mktemp("viewer") / "tools"
-    registry = support.make_registry(storage, support.WAITER)
+    registry = support.make_registry(storage, support.WAITER, APPROVED_ECHO)
     registry.discover_local_tools([ROOT / "AgentTools"])
     history = RunHistory(storage)
     executor = ToolExecutor(registry, event_sinks=[history])
@@ -129,8 +130,11 @@ def open_viewer(browser: Any, url: str, fragment: str = "#/") -> None:
 
 
 def status_in(browser: Any, selector: str) -> str:
-    found = css(browser, selector)
-    return found[0].text if found else ""
+    """The text of the first element matching `selector`, read in one step (the page redraws live)."""
+    found = browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e && e.textContent", selector
+    )
+    return found or ""
 
 
 def test_a_run_appears_live_opens_as_a_timeline_and_completes_when_its_pause_is_approved(
@@ -202,6 +206,26 @@ def test_a_running_runs_calls_and_status_change_on_its_page_as_they_happen(
     )
     wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
     assert history.run("run_waiting")["status"] == "completed"
+
+
+def test_a_tool_call_waiting_for_approval_is_approved_from_the_page(
+    served: tuple[str, RunHistory], browser: Any
+) -> None:
+    url, _ = served
+    keyed = {"X-API-Key": KEY}
+    asked = httpx.post(f"{url}/tools/invoke/Approved Echo", json={"text": "<b>ship it</b>"}, headers=keyed)
+    assert asked.status_code == 202, asked.text
+    approval_id = asked.json()["result"]["metadata"]["approval_id"]
+    open_viewer(browser, url)
+    item = f'li.approval[data-approval-id="{approval_id}"]'
+
+    asking = wait_for(browser, lambda d: css(d, item), "the approval")[0]
+    assert "Approved Echo waits for approval" in asking.text and "<b>ship it</b>" in asking.text
+    asking.find_element("css selector", 'button[data-decision="approve"]').click()
+
+    wait_for(browser, lambda d: not css(d, item), "the approval decided")
+    record = httpx.get(f"{url}/tools/approvals/{approval_id}", headers=keyed).json()
+    assert record["status"] == "done" and record["result"]["output"] == {"echo": "<b>ship it</b>"}
 
 
 def test_hostile_strings_in_tool_inputs_outputs_and_names_render_as_text(
