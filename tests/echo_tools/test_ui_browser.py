@@ -228,6 +228,40 @@ def test_a_tool_call_waiting_for_approval_is_approved_from_the_page(
     assert record["status"] == "done" and record["result"]["output"] == {"echo": "<b>ship it</b>"}
 
 
+def test_a_runs_tool_call_waiting_for_approval_is_decided_on_the_runs_page(
+    served: tuple[str, RunHistory], browser: Any
+) -> None:
+    url, history = served
+    source = copy.deepcopy(GATED)
+    source["workflow"].update(workflow_id="wf_approve", agents=["poster", "end"])
+    source["workflow"]["connections"] = [{"from": "poster", "to": "end"}]
+    source["agents"] = {
+        "poster": {
+            "agent_id": "poster",
+            "name": "Poster",
+            "role": "Poster",
+            "prompt": 'Post: {"text": "deploy at noon"}',
+            "tools": ["tool_approved_echo"],
+            "metadata": {"node_type": "Agent"},
+        },
+        "end": GATED["agents"]["end"],
+    }
+    start_run(url, source, "run_tool_approval")
+    assert history.run("run_tool_approval")["status"] == "interrupted"
+    open_viewer(browser, url, "#/run/run_tool_approval")
+
+    form = wait_for(browser, lambda d: css(d, 'form.pause[data-kind="tool_approval"]'), "the approval form")[
+        0
+    ]
+    assert "tool_approved_echo waits for approval (asked by Poster)" in form.text
+    assert "deploy at noon" in form.text
+    form.find_element("css selector", 'button[data-decision="approve"]').click()
+
+    wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
+    calls = [c.text for c in css(browser, "#timeline details.call")]
+    assert any("Approved Echo" in text and "completed" in text for text in calls)
+
+
 def test_hostile_strings_in_tool_inputs_outputs_and_names_render_as_text(
     served: tuple[str, RunHistory], browser: Any
 ) -> None:
