@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -271,22 +270,24 @@ def _also_to_file(printer: Any, path: Path) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Discover AgentTools into a fresh storage and run the sample workflow offline (or, without the
-    workflow runner, list the tools and invoke the calculator once)."""
+    """Discover AgentTools into the storage and run the sample workflow offline, recorded in its run
+    history (or, without the workflow runner, list the tools and invoke the calculator once)."""
     from echo_tools.cli.catalogue import open_executor, open_registry
-    from echo_tools.cli.common import print_json
+    from echo_tools.cli.common import print_json, storage_dir
     from echo_tools.cli.main import cmd_list
 
-    if not args.storage:
-        args.storage = tempfile.mkdtemp(prefix="echo-tools-demo-")
-    sys.stdout.write(f"echo-tools demo: storage {args.storage}\n")
+    # the default storage (or --storage): its run is then where `echo-tools runs` looks
+    sys.stdout.write(f"echo-tools demo: storage {storage_dir(args)}\n")
     registry = open_registry(args)
     found = registry.discover_local_tools()
     sys.stdout.write(f"Discovered {len(found)} AgentTools: {', '.join(t.tool_id for t in found)}\n")
     sample = _sample_path(args.sample)
     if sample is not None:
-        args.file, args.input, args.llm, args.run_id = str(sample), None, None, None
-        return cmd_run(args)
+        run_id = f"run_demo_{uuid.uuid4().hex[:8]}"
+        args.file, args.input, args.llm, args.run_id = str(sample), None, None, run_id
+        code = cmd_run(args)
+        sys.stdout.write(f"\nsee this run again: echo-tools runs show {run_id} (all runs: echo-tools runs)\n")
+        return code
     cmd_list(argparse.Namespace(**{**vars(args), "type": None, "json": False}))
     executor = open_executor(registry, args)
     data = {"operation": "add", "values": [2, 3, 4.5]}

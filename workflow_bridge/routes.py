@@ -63,6 +63,8 @@ def make_workflow_router(state: ApiState) -> APIRouter:
     gate = state.gate
     router = APIRouter(prefix="/workflows", tags=["workflows"], route_class=contract_route_class())
     histories = _Histories(state)
+    pool = RunPool()
+    state.run_pool = pool  # `/tools/health` reports it
 
     @router.post("/compile", summary="Map and compile a canvas or {workflow, agents}")
     async def compile_workflow(
@@ -107,14 +109,10 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         history = histories.get(required=False)
         if run_id is not None and history is not None:
             await anyio.to_thread.run_sync(_refuse_taken, history, run_id)
-        stream = _run_stream(
-            state,
-            source,
-            user_input,
-            run_id or f"run_{uuid.uuid4().hex[:16]}",
-            history,
-            principal,
-        )
+        run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
+        pool.take()  # 503 `busy` when every run slot is taken; the run starts now, whoever reads the stream
+        queue, task = _start_run(state, pool, source, user_input, run_id, history, principal)
+        stream = _relay(queue, task, run_id)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
     @router.get("/runs/{run_id}", summary="A recorded run: status and last state")
@@ -165,7 +163,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             return {**answer, "state": final}
 
         try:
-            answer = await anyio.to_thread.run_sync(work)
+            answer = await pool.run(work)  # the run's own pool: a long resume takes no route's thread
         except runner.RunResumeError as exc:
             raise _resume_error(exc) from exc
         except ValueError as exc:  # the stored source no longer compiles against this catalogue
@@ -173,6 +171,87 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         return _plain(answer)
 
     return router
+
+
+RUN_SLOTS_ENV = "ECHO_TOOLS_RUN_SLOTS"
+DEFAULT_RUN_SLOTS = 8
+
+
+class RunPool:
+    """The worker threads of workflow runs and resumes: a bounded pool of their own (`slots`, from
+    `ECHO_TOOLS_RUN_SLOTS`, default 8), so runs blocked for minutes in agents and tools (or left running by
+    clients that went away) never take the anyio worker threads every other route needs. A slot is held
+    until the run's thread ends; a run asked for while every slot is busy is refused (503 `busy`).
+    `/tools/health` reports `stats()`.
+    """
+
+    def __init__(self, slots: int | None = None) -> None:
+        self.slots = slots if slots is not None else _slots_from_env()
+        self.busy = 0
+        self._lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(self.slots)
+
+    def take(self) -> None:
+        """Hold a slot for one run, or 503 `busy` naming the limit when none is free."""
+        with self._lock:
+            if self.busy >= self.slots:
+                raise ApiError(
+                    503,
+                    "busy",
+                    f"all {self.slots} workflow run slots are busy (runs in progress; {RUN_SLOTS_ENV} sets "
+                    "how many): retry when one ends",
+                )
+            self.busy += 1
+
+    def give(self) -> None:
+        with self._lock:
+            self.busy -= 1
+
+    async def run(self, work: Any) -> Any:
+        """`work()` in a thread of this pool, a slot held (taken here: 503 when none is free) until it ends."""
+        self.take()
+        return await self.run_taken(work)
+
+    async def run_taken(self, work: Any, *, abandon_on_cancel: bool = False) -> Any:
+        """`work()` in a thread of this pool, for a slot already taken: given back when `work` returns
+        (a run abandoned by its client keeps it until then), or at once if the thread never started."""
+        started = False
+
+        def held() -> Any:
+            nonlocal started
+            started = True
+            try:
+                return work()
+            finally:
+                self.give()
+
+        try:
+            return await anyio.to_thread.run_sync(
+                held, abandon_on_cancel=abandon_on_cancel, limiter=self._limiter
+            )
+        finally:
+            if not started:
+                self.give()
+
+    def stats(self) -> dict[str, Any]:
+        """`{"slots", "busy", "saturated"}` (what `/tools/health` reports)."""
+        with self._lock:
+            return {"slots": self.slots, "busy": self.busy, "saturated": self.busy >= self.slots}
+
+
+def _slots_from_env() -> int:
+    import os
+
+    text = os.environ.get(RUN_SLOTS_ENV, "")
+    if not text:
+        return DEFAULT_RUN_SLOTS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1024:
+        raise ValueError(f"{RUN_SLOTS_ENV} must be a whole number from 1 to 1024, got {text!r}")
+    return value
 
 
 class _Histories:
@@ -250,15 +329,17 @@ def _both(first: Any, second: Any) -> Iterator[None]:
         yield
 
 
-async def _run_stream(
+def _start_run(
     state: ApiState,
+    pool: RunPool,
     source: dict[str, Any],
     user_input: str | None,
     run_id: str,
-    history: Any = None,
-    principal: Principal | None = None,
-) -> AsyncIterator[str]:
-    """Start the run in a worker thread and relay its events as they happen, then the final state."""
+    history: Any,
+    principal: Principal | None,
+) -> tuple[asyncio.Queue[tuple[str, Any]], asyncio.Task[None]]:
+    """Start the run (its slot in `pool` already taken) in a worker thread of the pool; its events, then
+    its final state or its error, arrive on the queue."""
     runner = _runner()
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -283,36 +364,40 @@ async def _run_stream(
 
     async def job() -> None:
         try:
-            final = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            final = await pool.run_taken(work, abandon_on_cancel=True)
             queue.put_nowait(("final", final))
         except Exception as exc:  # boundary: a failed run is reported in the stream, not as a crash
             queue.put_nowait(("error", exc))
 
     task = asyncio.create_task(job())
+    # the client may leave: the run goes on in its thread (holding its slot) and nobody reads its end
+    task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+    return queue, task
+
+
+async def _relay(
+    queue: asyncio.Queue[tuple[str, Any]], task: asyncio.Task[None], run_id: str
+) -> AsyncIterator[str]:
+    """The run's events as Server-Sent Events as they happen, then its final state (or its error)."""
     seen: set[str] = set()
     status = "running"
-    try:
-        yield format_sse("run.started", {"run_id": run_id})
-        while True:
-            kind, item = await queue.get()
-            if kind == "event":
-                if item.get("type") == "run.finished":
-                    status = str(item.get("status") or status)
-                event_id = item.get("event_id")
-                if event_id:
-                    if event_id in seen:  # never relay one event twice
-                        continue
-                    seen.add(event_id)
-                yield format_sse(str(item.get("type", "event")), item, event_id)
-            elif kind == "final":
-                state_ = _plain({"state": item})["state"]
-                yield format_sse("run.completed", {"run_id": run_id, "status": status, "state": state_})
-                return
-            else:
-                stopped = status if status in ("failed", "cancelled") else "failed"
-                yield format_sse("run.failed", {"run_id": run_id, "status": stopped, **_failure(item)})
-                return
-    finally:
-        if not task.done():
-            # the client left: the worker thread cannot be interrupted and finishes on its own
-            task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+    yield format_sse("run.started", {"run_id": run_id})
+    while True:
+        kind, item = await queue.get()
+        if kind == "event":
+            if item.get("type") == "run.finished":
+                status = str(item.get("status") or status)
+            event_id = item.get("event_id")
+            if event_id:
+                if event_id in seen:  # never relay one event twice
+                    continue
+                seen.add(event_id)
+            yield format_sse(str(item.get("type", "event")), item, event_id)
+        elif kind == "final":
+            state_ = _plain({"state": item})["state"]
+            yield format_sse("run.completed", {"run_id": run_id, "status": status, "state": state_})
+            return
+        else:
+            stopped = status if status in ("failed", "cancelled") else "failed"
+            yield format_sse("run.failed", {"run_id": run_id, "status": stopped, **_failure(item)})
+            return

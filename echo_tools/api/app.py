@@ -62,6 +62,7 @@ class ApiState:
     broadcaster: EventBroadcaster
     gate: Gatekeeper
     history: Any = None  # the run history (`/workflows` records and resumes runs in it), when kept
+    run_pool: Any = None  # the workflow runs' own worker threads (`/workflows`), reported by health
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
@@ -179,11 +180,13 @@ def make_router(
     # Declared before `/{tool_id}`: EchoAI's `/health` was shadowed by it and answered 404.
     @router.get("/health", dependencies=[gate.requires(PUBLIC)], summary="Liveness (needs no API key)")
     async def health() -> dict[str, Any]:
+        runs = state.run_pool.stats() if state.run_pool is not None else None
         return {
-            "status": "healthy",
+            "status": "saturated" if runs and runs["saturated"] else "healthy",
             "service": "echo-tools",
             "version": echo_tools.__version__,
             "tool_count": len(registry),
+            **({"workflow_runs": runs} if runs else {}),
         }
 
     @router.get(

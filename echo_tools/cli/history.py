@@ -207,13 +207,14 @@ def cancel_run(args: argparse.Namespace) -> int:
 
 def show_run(args: argparse.Namespace) -> int:
     """`runs show RUN_ID`: one run (see `echo_tools.cli.run_view`)."""
-    from echo_tools.cli.common import CliError
+    from echo_tools.cli.run_view import show_run as show
 
-    raise CliError("runs show is not available yet", code=2)
+    return show(run_history(args), args.run_id, as_json=args.json)
 
 
 def cmd_events_history(args: argparse.Namespace) -> int:
-    """`echo-tools events [--run ID] [--tool ID] [--agent ID] [--since T] [--limit N]`: the history."""
+    """`echo-tools events [--run ID] [--tool ID] [--agent ID] [--since T] [--limit N] [--oldest-first]`:
+    the history, newest first (the latest N events)."""
     from echo_tools.cli.common import CliError, print_json
     from echo_tools.cli.output import format_event_line
 
@@ -225,6 +226,7 @@ def cmd_events_history(args: argparse.Namespace) -> int:
             agent_id=args.agent,
             since=args.since,
             limit=args.limit if args.limit is not None else 100,
+            newest_first=not getattr(args, "oldest_first", False),
         )
     except ValueError as exc:
         option = "--since" if str(exc).startswith("since") else "--limit"

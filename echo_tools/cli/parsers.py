@@ -175,6 +175,9 @@ def add_history_parsers(sub: SubParsers, *, events: Handler, runs: Handler, migr
     p.add_argument("--since", metavar="TIME", help="only events at or after this ISO 8601 time (history)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N events, 1..10000 (history; default 100)")
     p.add_argument("--json", action="store_true", help='print {"events": [...]} (history)')
+    p.add_argument(
+        "--oldest-first", action="store_true", help="the oldest events first (history; default: newest first)"
+    )
     p.set_defaults(func=events)
 
     p = sub.add_parser(

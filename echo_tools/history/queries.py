@@ -170,8 +170,10 @@ class HistoryQueries:
         agent_id: str | None = None,
         since: str | None = None,
         limit: int = DEFAULT_LIMIT,
+        newest_first: bool = False,
     ) -> list[ToolEvent]:
-        """The kept events matching every filter given, oldest first, at most `limit` (1..10,000).
+        """The kept events matching every filter given, oldest first (`newest_first`: the latest `limit`,
+        newest first), at most `limit` (1..10,000).
 
         Raises:
             ValueError: `limit` or `since` is out of range or malformed (the message names it).
@@ -187,16 +189,23 @@ class HistoryQueries:
             clauses.append("timestamp >= ?")
             params.append(since)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._read(f"SELECT body FROM {{events}} {where} ORDER BY seq LIMIT ?", (*params, limit))
+        order = "DESC" if newest_first else ""
+        rows = self._read(
+            f"SELECT body FROM {{events}} {where} ORDER BY seq {order} LIMIT ?", (*params, limit)
+        )
         return [event_from_json(body) for (body,) in rows]
 
-    def run_events(self, run_id: str) -> Iterator[ToolEvent]:
-        """Every kept event of one run, oldest first, read a page at a time (no limit)."""
+    def run_events(self, run_id: str, *, nested: bool = False) -> Iterator[ToolEvent]:
+        """Every kept event of one run, oldest first, read a page at a time (no limit); `nested`: with
+        the events of its sub-runs (`RUN_ID/...`: the runs of workflow and agent tools it called)."""
         after = 0
+        # run ids from "R/" up to "R0" ('0' follows '/') are exactly those starting with "R/"
+        where = "(run_id = ? OR (run_id >= ? AND run_id < ?))" if nested else "run_id = ?"
+        ids = (run_id, f"{run_id}/", f"{run_id}0") if nested else (run_id,)
         while True:
             rows = self._read(
-                "SELECT seq, body FROM {events} WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (run_id, after, _PAGE),
+                f"SELECT seq, body FROM {{events}} WHERE {where} AND seq > ? ORDER BY seq LIMIT ?",
+                (*ids, after, _PAGE),
             )
             for seq, body in rows:
                 after = seq
@@ -212,7 +221,8 @@ class HistoryQueries:
         self, *, workflow_id: str | None = None, status: str | None = None, limit: int = DEFAULT_LIMIT
     ) -> list[RunSummary]:
         """The runs, newest activity first, at most `limit`: the workflow runs recorded (with their status)
-        and the other run ids the kept events carry (direct calls with a `run_id`; status None).
+        and the other run ids the kept events carry (direct calls with a `run_id`; status None). Sub-runs
+        (`RUN_ID/...`, of the workflow and agent tools a run called) are part of their run, not listed.
 
         Raises:
             ValueError: `limit` is out of range, or `status` is not one of `RUN_STATUSES`.
@@ -235,7 +245,8 @@ class HistoryQueries:
             " SELECT run_id, MAX(workflow_id) AS workflow_id, MIN(timestamp) AS first,"
             " MAX(timestamp) AS last, SUM(CASE WHEN type = 'tool.invoked' THEN 1 ELSE 0 END) AS calls,"
             " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') THEN 1 ELSE 0 END) AS failed"
-            f" FROM {{events}} WHERE run_id IS NOT NULL {events_where} GROUP BY run_id"
+            f" FROM {{events}} WHERE run_id IS NOT NULL AND run_id NOT LIKE '%/%' {events_where}"
+            " GROUP BY run_id"
             " UNION ALL SELECT run_id, workflow_id, created, NULL, 0, 0"
             f" FROM {{runs}} {runs_where}"
             f") u LEFT JOIN {{runs}} r ON r.run_id = u.run_id {status_where}"

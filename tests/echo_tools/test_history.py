@@ -223,3 +223,11 @@ def test_a_run_id_already_recorded_is_not_recorded_again(tmp_path: Path) -> None
     )
     assert history.start_run("r1", {"source": {"b": 2}}, replace=True) is True
     assert history.run("r1")["owner"] == "operator"  # type: ignore[index]  # no owner kept: the operator's
+
+
+def test_events_come_newest_first_when_asked(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path)
+    for index in range(5):
+        history(_event(run_id="r", tool_id=f"t{index}"))
+    assert [e.tool_id for e in history.events(limit=2, newest_first=True)] == ["t4", "t3"]
+    assert [e.tool_id for e in history.events(limit=2)] == ["t0", "t1"]
