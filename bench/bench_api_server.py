@@ -2,15 +2,22 @@
 
 Each server runs in its own process (uvicorn on 127.0.0.1) so the client does not share its GIL. The stock
 baseline is a plain FastAPI route calling the same function, served the same way and measured in the same
-run; the ratio is what echo-tools' API (auth check, validation, executor, events, metrics) costs on top.
+run; the ratio is what echo-tools' API (the gate with three principals, validation, executor, events,
+metrics) costs on top. The servers are measured in turns, run after run (the order alternating), so a
+machine whose load changes meanwhile weighs on both alike; every run is reported, and the worst ratio.
 
-    .venv/bin/python bench/bench_api_server.py [--requests 2000] [--clients 50]
+    .venv/bin/python bench/bench_api_server.py [--runs 5] [--requests 2000] [--clients 50]
+    .venv/bin/python bench/bench_api_server.py --soak [--soak-requests 100000]
+
+`--soak`: one echo-tools server with the history on and SSE subscribers attached, 100,000 requests at 50
+concurrent clients; reports the server's RSS after warm-up and at the end, failed requests and p99.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -18,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -25,7 +33,12 @@ sys.path.insert(0, str(HERE.parent))
 
 from _common import report  # noqa: E402
 
-KEY = "bench-api-key-123"
+# the three principals of a gated server: the operator, an IDE key (invoke + run, restricted permissions,
+# the key the gated runs use) and a read-only key
+OPERATOR_KEY = "bench-operator-key-123"
+IDE_KEY = "bench-ide-key-123456"
+READER_KEY = "bench-reader-key-1234"
+KEY = OPERATOR_KEY
 TOOL = {
     "name": "Bench Add",
     "tool_id": "tool_bench_add",
@@ -38,9 +51,26 @@ TOOL = {
     },
     "execution_config": {"module": "_common", "function": "add"},
 }
+INVOKE = "/tools/invoke/bench_add"
 
 
-def build_app(mode: str, storage: str):
+def principals() -> dict[str, Any]:
+    from echo_tools.gate import hash_key, principals_from
+
+    return principals_from(
+        {
+            "principals": [
+                {"name": "ide", "key_sha256": hash_key(IDE_KEY), "actions": ["invoke", "run"],
+                 "permissions": ["net:outbound", "fs:read"]},
+                {"name": "reader", "key_sha256": hash_key(READER_KEY), "actions": ["history"]},
+            ]
+        }
+    )  # fmt: skip
+
+
+def build_app(mode: str, storage: str) -> Any:
+    """`stock`: a bare FastAPI route; `operator`: echo-tools with one key; `gate`: three principals;
+    `soak`: three principals, the run history kept in `storage`."""
     if mode == "stock":
         from _common import add
         from fastapi import Body, FastAPI
@@ -63,7 +93,15 @@ def build_app(mode: str, storage: str):
 
     registry = ToolRegistry(storage_dir=storage, allowed_modules=("_common",))
     registry.register(TOOL)
-    return create_app(registry, ToolExecutor(registry), ApiSettings(api_key=KEY))
+    settings = ApiSettings(api_key=OPERATOR_KEY, principals=principals() if mode != "operator" else None)
+    executor = ToolExecutor(registry)
+    history = None
+    if mode == "soak":
+        from echo_tools.history import RunHistory
+
+        history = RunHistory(storage)
+        executor.add_sink(history)
+    return create_app(registry, executor, settings, history=history)
 
 
 def serve(port: int, mode: str) -> None:
@@ -81,13 +119,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(mode: str) -> tuple[subprocess.Popen, str]:
+def start_server(mode: str) -> tuple[subprocess.Popen[bytes], str]:
     import httpx
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), mode], cwd=HERE.parent)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:  # bounded wait for readiness
         try:
             if httpx.get(f"{url}/tools/health", timeout=1).status_code == 200:
@@ -98,61 +136,159 @@ def start_server(mode: str) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"the {mode} server did not start (exit code {proc.poll()})")
 
 
-async def hammer(url: str, path: str, total: int, clients: int) -> tuple[float, float]:
-    """Requests per second and median latency (ms) with `clients` concurrent workers."""
+async def hammer(url: str, path: str, total: int, clients: int, key: str = KEY) -> dict[str, float]:
+    """Requests per second, median and 99th-percentile latency (ms), and failures, with `clients`
+    concurrent workers sending `total` requests."""
     import httpx
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     latencies: list[float] = []
+    failed = 0
     remaining = total
     async with httpx.AsyncClient(
-        base_url=url, limits=limits, headers={"X-API-Key": KEY}, timeout=30
+        base_url=url, limits=limits, headers={"X-API-Key": key}, timeout=60
     ) as client:
         for _ in range(20):  # warm-up: connections and the tool's first import
             (await client.post(path, json={"a": 1, "b": 2})).raise_for_status()
 
         async def worker() -> None:
-            nonlocal remaining
+            nonlocal remaining, failed
             while remaining > 0:
                 remaining -= 1
                 started = time.perf_counter()
-                response = await client.post(path, json={"a": 1, "b": 2})
+                try:
+                    response = await client.post(path, json={"a": 1, "b": 2})
+                    failed += response.status_code != 200
+                except httpx.HTTPError:
+                    failed += 1
                 latencies.append(time.perf_counter() - started)
-                response.raise_for_status()
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
         elapsed = time.perf_counter() - started
     latencies.sort()
-    return total / elapsed, latencies[len(latencies) // 2] * 1000
+    return {
+        "rps": total / elapsed,
+        "p50": latencies[len(latencies) // 2] * 1000,
+        "p99": latencies[int(len(latencies) * 0.99)] * 1000,
+        "failed": failed,
+    }
+
+
+def compare(
+    modes: list[tuple[str, str, str, str]], runs: int, total: int, clients: int
+) -> list[dict[str, Any]]:
+    """Each `(label, server mode, path, key)` measured once per run, the order alternating run by run."""
+    servers = {label: start_server(mode) for label, mode, _, _ in modes}
+    rows: list[dict[str, Any]] = []
+    try:
+        for run in range(1, runs + 1):
+            order = modes if run % 2 else list(reversed(modes))
+            for label, _, path, key in order:
+                proc, url = servers[label]
+                cpu = cpu_seconds(proc.pid)
+                measured = asyncio.run(hammer(url, path, total, clients, key))
+                # CPU the server spent per request (warm-up included): steadier than req/s on a busy machine
+                cpu_us = (cpu_seconds(proc.pid) - cpu) / (total + 20) * 1e6
+                rows.append({"run": run, "label": label, **measured, "cpu_us": cpu_us})
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait(10)
+    return rows
+
+
+def ratio_rows(rows: list[dict[str, Any]], base: str, other: str) -> list[tuple[Any, ...]]:
+    """Per run: base and other req/s, other/base req/s, both p50 and their ratio, other's p99, the server CPU
+    microseconds per request of both and base/other (the share of stock's speed by CPU), failures."""
+    out = []
+    for run in sorted({r["run"] for r in rows}):
+        a = next(r for r in rows if r["run"] == run and r["label"] == base)
+        b = next(r for r in rows if r["run"] == run and r["label"] == other)
+        out.append((run, a["rps"], b["rps"], b["rps"] / a["rps"], a["p50"], b["p50"], b["p50"] / a["p50"],
+                    b["p99"], a["cpu_us"], b["cpu_us"], a["cpu_us"] / b["cpu_us"], a["failed"] + b["failed"]))  # fmt: skip
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process `pid` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def subscriber(url: str, stop: asyncio.Event, seen: list[int]) -> None:
+    """An SSE client of `/tools/events` reading until `stop`."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, headers={"X-API-Key": OPERATOR_KEY}, timeout=None) as client:
+        async with client.stream("GET", "/tools/events") as stream:
+            async for line in stream.aiter_lines():
+                if line.startswith("data:"):
+                    seen[0] += 1
+                if stop.is_set():
+                    return
+
+
+async def soak(total: int, clients: int, subscribers: int) -> dict[str, Any]:
+    proc, url = start_server("soak")
+    try:
+        stop = asyncio.Event()
+        seen = [0]
+        streams = [asyncio.create_task(subscriber(url, stop, seen)) for _ in range(subscribers)]
+        warm = await hammer(url, INVOKE, min(10_000, total // 10), clients, IDE_KEY)
+        before = rss_kb(proc.pid)
+        measured = await hammer(url, INVOKE, total, clients, IDE_KEY)
+        after = rss_kb(proc.pid)
+        stop.set()
+        await asyncio.sleep(0.5)  # a last frame lets each stream see `stop`
+        for task in streams:
+            task.cancel()
+        await asyncio.gather(*streams, return_exceptions=True)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {**measured, "warm_failed": warm["failed"], "rss_before_mb": before / 1024, "rss_after_mb": after / 1024,
+            "growth_mb": (after - before) / 1024, "sse_events_seen": seen[0]}  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--soak", action="store_true", help="the bounded soak instead of the comparison")
+    parser.add_argument("--soak-requests", type=int, default=100_000)
+    parser.add_argument("--subscribers", type=int, default=3)
     parser.add_argument("--serve", nargs=2, metavar=("PORT", "MODE"))
     args = parser.parse_args()
     if args.serve:
         serve(int(args.serve[0]), args.serve[1])
         return 0
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    rows = []
-    results = {}
-    for mode, path in (("stock", "/add"), ("echo-tools", "/tools/invoke/bench_add")):
-        proc, url = start_server(mode)
-        try:
-            rps, p50 = asyncio.run(hammer(url, path, args.requests, args.clients))
-        finally:
-            proc.terminate()
-            proc.wait(10)
-        results[mode] = rps
-        rows.append((mode, rps, p50))
+    if args.soak:
+        result = asyncio.run(soak(args.soak_requests, args.clients, args.subscribers))
+        print(
+            json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}, indent=2)
+        )
+        return 0 if result["failed"] == 0 and result["growth_mb"] < 20 else 1
+    modes = [("stock", "stock", "/add", KEY), ("echo-tools (gate, 3 principals)", "gate", INVOKE, IDE_KEY)]
+    rows = compare(modes, args.runs, args.requests, args.clients)
+    table = ratio_rows(rows, "stock", modes[1][0])
     report(
-        [(m, r, p, results["stock"] / r) for m, r, p in rows],
-        title=f"HTTP invoke, {args.clients} concurrent clients, {args.requests} requests, uvicorn on 127.0.0.1",
-        headers=("server", "req/s", "p50 ms", "stock/this"),
-    )
+        table,
+        title=f"HTTP invoke, {args.clients} concurrent clients, {args.requests} requests per run, uvicorn on 127.0.0.1",
+        headers=("run", "stock req/s", "echo req/s", "echo/stock", "stock p50", "echo p50", "p50 x", "echo p99",
+                 "stock cpu us", "echo cpu us", "stock/echo cpu", "failed"),
+    )  # fmt: skip
+    worst = min(r[3] for r in table)
+    print(f"worst echo/stock req/s: {worst:.2f}; worst p50 ratio: {max(r[6] for r in table):.2f}")
     return 0
 
 

@@ -14,9 +14,9 @@ import itertools
 import json
 import logging
 import os
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -352,14 +352,21 @@ class EventBus:
         self._all: tuple[EventSink, ...] = ()
         self._in_place: tuple[EventSink, ...] = ()  # inline sinks: in the emitting thread, even on a loop
         self._later: tuple[EventSink, ...] = ()  # the others: from the delivery thread when on a loop
-        # unbounded itself (no lock of its own on the way in): `_pending` holds it to `queue_size`
-        self._queue: queue.SimpleQueue[tuple[tuple[EventSink, ...], Any]] = queue.SimpleQueue()
+        # handed off in batches: an emitter appends (atomic, no lock) and wakes the delivery thread only
+        # when it is not already awake; the thread delivers everything queued, then sleeps again. An entry
+        # leaves the queue once delivered, so `_pending` counts the one in delivery too.
+        self._queue: deque[tuple[tuple[EventSink, ...], Any]] = deque()
+        self._wake = threading.Event()
         self.queue_size = queue_size
         self._worker: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._pending = 0  # events queued and not yet delivered
+        self._lock = threading.Lock()  # starting the thread, and counting drops
         for sink in sinks:
             self.add(sink)
+
+    @property
+    def _pending(self) -> int:
+        """Events queued and not yet delivered."""
+        return len(self._queue)
 
     def add(self, sink: EventSink, *, inline: bool | None = None) -> None:
         """Deliver future events to `sink` too.
@@ -427,7 +434,8 @@ class EventBus:
         if self._worker is None or threading.current_thread() is self._worker:
             return True
         done = threading.Event()
-        self._queue.put(((), done))
+        self._queue.append(((), done))
+        self._wake.set()
         return done.wait(timeout)
 
     def _enqueue(self, sinks: tuple[EventSink, ...], event: ToolEvent) -> None:
@@ -436,33 +444,35 @@ class EventBus:
                 if self._worker is None:
                     self._worker = threading.Thread(target=self._drain, name="echo-tools-events", daemon=True)
                     self._worker.start()
-        with self._lock:
-            # one in delivery and `queue_size` waiting, as a bounded queue behind a busy consumer
-            full = self._pending > self.queue_size
-            if full:
+        # one in delivery and `queue_size` waiting, as a bounded queue behind a busy consumer
+        if len(self._queue) > self.queue_size:
+            with self._lock:
                 self.dropped += 1
                 first = self.dropped == 1
-            else:
-                self._pending += 1
-        if not full:
-            self._queue.put((sinks, event))
-        elif first:
-            logger.warning(
-                "event queue full (%d events): a sink is slower than the calls; dropping events "
-                "(counted in EventBus.dropped)",
-                self.queue_size,
-            )
+            if first:
+                logger.warning(
+                    "event queue full (%d events): a sink is slower than the calls; dropping events "
+                    "(counted in EventBus.dropped)",
+                    self.queue_size,
+                )
+            return
+        self._queue.append((sinks, event))
+        if not self._wake.is_set():  # the thread sleeps: wake it (once for everything queued meanwhile)
+            self._wake.set()
 
     def _drain(self) -> None:
+        queue = self._queue
         while True:
-            sinks, item = self._queue.get()
-            if isinstance(item, threading.Event):
-                item.set()
-            else:
-                _deliver(sinks, item)
-                with self._lock:
-                    self._pending -= 1
-            del sinks, item  # keep nothing alive while idle
+            self._wake.wait()
+            self._wake.clear()  # before reading: an event appended from now on wakes the next round
+            while queue:
+                sinks, item = queue[0]
+                if isinstance(item, threading.Event):
+                    item.set()
+                else:
+                    _deliver(sinks, item)
+                queue.popleft()  # after delivery: `_pending` still counted it while it was delivered
+                del sinks, item  # keep nothing alive while idle
 
 
 def _deliver(sinks: tuple[EventSink, ...], event: ToolEvent) -> None:

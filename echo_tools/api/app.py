@@ -21,6 +21,7 @@ import anyio
 from fastapi import APIRouter, Body, Depends, FastAPI, Query
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.requests import Request
 
 import echo_tools
 from echo_tools.api.errors import (
@@ -94,23 +95,54 @@ def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
                 ) from exc
 
 
-async def call_context(
-    run_id: str | None = Query(None, max_length=200, description="carried into the call's events"),
-    agent_id: str | None = Query(None, max_length=200),
-    workflow_id: str | None = Query(None, max_length=200),
-    node_id: str | None = Query(None, max_length=200),
-    trace_id: str | None = Query(None, max_length=200),
-    timeout_ms: int | None = Query(None, gt=0, le=3_600_000, description="overrides the tool's timeout"),
-) -> dict[str, Any]:
-    """The `ToolContext` fields an HTTP caller may set (query parameters)."""
-    return {
-        "run_id": run_id,
-        "agent_id": agent_id,
-        "workflow_id": workflow_id,
-        "node_id": node_id,
-        "trace_id": trace_id,
-        "timeout_ms": timeout_ms,
-    }
+_CONTEXT_IDS = ("run_id", "agent_id", "workflow_id", "node_id", "trace_id")
+_MAX_TIMEOUT_MS = 3_600_000
+# the query parameters `call_context` reads, for the OpenAPI document (read by hand: FastAPI would validate
+# six parameters on every call, present or not)
+CONTEXT_PARAMETERS = [
+    *(
+        {"name": n, "in": "query", "required": False, "schema": {"type": "string", "maxLength": 200},
+         "description": "carried into the call's events"}
+        for n in _CONTEXT_IDS
+    ),
+    {"name": "timeout_ms", "in": "query", "required": False,
+     "schema": {"type": "integer", "exclusiveMinimum": 0, "maximum": _MAX_TIMEOUT_MS},
+     "description": "overrides the tool's timeout"},
+]  # fmt: skip
+
+
+INPUT_BODY = {
+    "required": False,
+    "content": {"application/json": {"schema": {"type": "object", "description": "the tool's input"}}},
+}
+
+
+async def call_context(request: Request) -> dict[str, Any]:
+    """The `ToolContext` fields an HTTP caller may set (query parameters `run_id`, `agent_id`,
+    `workflow_id`, `node_id`, `trace_id`, at most 200 characters, and `timeout_ms`)."""
+    query = request.query_params
+    if not query:
+        return {}
+    context: dict[str, Any] = {}
+    for name in _CONTEXT_IDS:
+        value = query.get(name)
+        if value is not None:
+            if len(value) > 200:
+                raise ApiError(
+                    422, "validation", f"query.{name} must be at most 200 characters, got {len(value)}",
+                    field=f"query.{name}",
+                )  # fmt: skip
+            context[name] = value
+    raw = query.get("timeout_ms")
+    if raw is not None:
+        timeout = int(raw) if raw.strip().isdigit() else 0
+        if not 0 < timeout <= _MAX_TIMEOUT_MS:
+            raise ApiError(
+                422, "validation", f"query.timeout_ms must be an integer from 1 to {_MAX_TIMEOUT_MS}, got {raw!r:.40}",
+                field="query.timeout_ms",
+            )  # fmt: skip
+        context["timeout_ms"] = timeout
+    return context
 
 
 @dataclass
@@ -121,11 +153,27 @@ class CallRequest:
     context: dict[str, Any]
 
 
-async def call_request(
-    input_data: dict[str, Any] | None = Body(None), context: dict[str, Any] = Depends(call_context)
-) -> CallRequest:
-    """The `CallRequest` of an invoke route (a missing body is an empty input)."""
-    return CallRequest(input_data or {}, context)
+async def call_request(request: Request) -> CallRequest:
+    """The `CallRequest` of an invoke route: the JSON object body (missing or null: an empty input) and
+    the query's context, read in one step (no parameter of FastAPI's to validate on every call)."""
+    raw = await request.body()
+    input_data: Any = None
+    if raw.strip():
+        try:
+            input_data = json.loads(raw)
+        except ValueError as exc:  # UnicodeDecodeError is one too
+            raise ApiError(
+                422, "validation", f"The request body is not valid JSON: {exc}", field="body"
+            ) from exc
+    if input_data is None:
+        input_data = {}
+    elif not isinstance(input_data, dict):
+        raise ApiError(
+            422, "validation",
+            f"The request body must be a JSON object (the tool's input), got {type(input_data).__name__}",
+            field="body",
+        )  # fmt: skip
+    return CallRequest(input_data, await call_context(request))
 
 
 def make_router(
@@ -149,6 +197,30 @@ def make_router(
     secured = [gate.requires(READ)]
     router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
     router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
+
+    # the hot routes first: a request is matched against the routes in order
+    invoker = gate.requires("invoke")
+
+    context_query = {"parameters": CONTEXT_PARAMETERS, "requestBody": INPUT_BODY}
+
+    @router.post("/invoke/id/{tool_id}", summary="Invoke a tool by its exact id", openapi_extra=context_query)
+    async def invoke_by_id(
+        tool_id: str = PathParam(..., max_length=128),
+        principal: Principal = invoker,  # before the body is read: an unknown key is 401 whatever it sends
+        call: CallRequest = Depends(call_request),
+    ) -> Response:
+        tool = registry.get(tool_id)
+        if tool is None:
+            raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
+        return await _invoke(state, tool, call, principal)
+
+    @router.post("/invoke/{name}", summary="Invoke a tool by name or id", openapi_extra=context_query)
+    async def invoke_by_name(
+        name: str = PathParam(..., max_length=200),
+        principal: Principal = invoker,  # before the body is read: an unknown key is 401 whatever it sends
+        call: CallRequest = Depends(call_request),
+    ) -> Response:
+        return await _invoke(state, name, call, principal)
 
     @router.post("/register", summary="Register or update a tool (source 'remote')")
     async def register(
@@ -253,27 +325,6 @@ def make_router(
             "tool_count": len(tools),
             "unresolved": left_out,
         }
-
-    invoker = gate.requires("invoke")
-
-    @router.post("/invoke/id/{tool_id}", summary="Invoke a tool by its exact id")
-    async def invoke_by_id(
-        tool_id: str = PathParam(..., max_length=128),
-        call: CallRequest = Depends(call_request),
-        principal: Principal = invoker,
-    ) -> Response:
-        tool = registry.get(tool_id)
-        if tool is None:
-            raise ApiError(404, "not_found", f"No tool has the id {tool_id!r}", tool_id=tool_id)
-        return await _invoke(state, tool, call, principal)
-
-    @router.post("/invoke/{name}", summary="Invoke a tool by name or id")
-    async def invoke_by_name(
-        name: str = PathParam(..., max_length=200),
-        call: CallRequest = Depends(call_request),
-        principal: Principal = invoker,
-    ) -> Response:
-        return await _invoke(state, name, call, principal)
 
     @router.post("/validate/{tool_id}", dependencies=secured, summary="Check input against a tool's schema")
     async def validate(
