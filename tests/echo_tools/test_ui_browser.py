@@ -258,8 +258,10 @@ def test_a_runs_tool_call_waiting_for_approval_is_decided_on_the_runs_page(
     form.find_element("css selector", 'button[data-decision="approve"]').click()
 
     wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
-    calls = [c.text for c in css(browser, "#timeline details.call")]
-    assert any("Approved Echo" in text and "completed" in text for text in calls)
+    calls = browser.execute_script(  # read in one step: the page may still be redrawing the finished run
+        "return [...document.querySelectorAll('#timeline details.call summary')].map((e) => e.textContent)"
+    )
+    assert any("Approved Echo" in text and "completed" in text for text in calls), calls
 
 
 def test_hostile_strings_in_tool_inputs_outputs_and_names_render_as_text(
