@@ -599,6 +599,7 @@ function report(error) {
 
 async function route() {
   fail("");
+  clearTimeout(state.refresh); // a refresh asked for by the view being left
   delete document.body.dataset.painted;
   const hash = location.hash || "#/";
   $("logout").hidden = !sessionStorage.getItem(KEY);

@@ -22,7 +22,15 @@ from echo_tools.api import create_app
 from echo_tools.history import RunHistory
 from echo_tools.settings import ApiSettings
 from tests.echo_tools import _api_support as support
-from tests.echo_tools._browser_support import browser_or_skip, css, save_png, sign_in, wait_for
+from tests.echo_tools._browser_support import (
+    browser_or_skip,
+    click,
+    css,
+    save_png,
+    sign_in,
+    text_of,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -130,11 +138,7 @@ def open_viewer(browser: Any, url: str, fragment: str = "#/") -> None:
 
 
 def status_in(browser: Any, selector: str) -> str:
-    """The text of the first element matching `selector`, read in one step (the page redraws live)."""
-    found = browser.execute_script(
-        "const e = document.querySelector(arguments[0]); return e && e.textContent", selector
-    )
-    return found or ""
+    return text_of(browser, selector)
 
 
 def test_a_run_appears_live_opens_as_a_timeline_and_completes_when_its_pause_is_approved(
@@ -161,7 +165,7 @@ def test_a_run_appears_live_opens_as_a_timeline_and_completes_when_its_pause_is_
     assert any('"operation": "add"' in text for text in shown)  # its input
     assert any('"result": 5' in text for text in shown)  # its output
 
-    css(browser, 'form.pause button[data-decision="approve"]')[0].click()
+    click(browser, 'form.pause button[data-decision="approve"]', "the approve button")
 
     wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
     assert css(browser, "form.pause") == []
@@ -219,9 +223,10 @@ def test_a_tool_call_waiting_for_approval_is_approved_from_the_page(
     open_viewer(browser, url)
     item = f'li.approval[data-approval-id="{approval_id}"]'
 
-    asking = wait_for(browser, lambda d: css(d, item), "the approval")[0]
-    assert "Approved Echo waits for approval" in asking.text and "<b>ship it</b>" in asking.text
-    asking.find_element("css selector", 'button[data-decision="approve"]').click()
+    wait_for(browser, lambda d: css(d, item), "the approval")
+    assert "Approved Echo waits for approval" in text_of(browser, item)
+    assert "<b>ship it</b>" in text_of(browser, item)
+    click(browser, f'{item} button[data-decision="approve"]', "the approve button")
 
     wait_for(browser, lambda d: not css(d, item), "the approval decided")
     record = httpx.get(f"{url}/tools/approvals/{approval_id}", headers=keyed).json()
@@ -250,12 +255,11 @@ def test_a_runs_tool_call_waiting_for_approval_is_decided_on_the_runs_page(
     assert history.run("run_tool_approval")["status"] == "interrupted"
     open_viewer(browser, url, "#/run/run_tool_approval")
 
-    form = wait_for(browser, lambda d: css(d, 'form.pause[data-kind="tool_approval"]'), "the approval form")[
-        0
-    ]
-    assert "tool_approved_echo waits for approval (asked by Poster)" in form.text
-    assert "deploy at noon" in form.text
-    form.find_element("css selector", 'button[data-decision="approve"]').click()
+    form = 'form.pause[data-kind="tool_approval"]'
+    wait_for(browser, lambda d: css(d, form), "the approval form")
+    assert "tool_approved_echo waits for approval (asked by Poster)" in text_of(browser, form)
+    assert "deploy at noon" in text_of(browser, form)
+    click(browser, f'{form} button[data-decision="approve"]', "the approve button")
 
     wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
     calls = browser.execute_script(  # read in one step: the page may still be redrawing the finished run
