@@ -217,7 +217,7 @@ def mount(
     settings: Any = None,
     **options: Any,
 ) -> ToolLayer:
-    """Add the `/tools` and `/workflows` routes to the host's FastAPI app.
+    """Add the `/tools` and `/workflows` routes, and the run viewer at `/ui/`, to the host's FastAPI app.
 
     With a key (`api_key`, else `ECHO_TOOLS_API_KEY`), every mounted route but `/tools/health` needs it,
     whatever host the app is served on. Without one, the routes answer only requests whose `Host` is a

@@ -95,12 +95,13 @@ def make_ui_router(state: ApiState, history: Any) -> APIRouter:
         allowed(request)  # code, no data: loaded before the login form can send the key
         return Response(files[name], headers=PAGE_HEADERS, media_type=ASSETS[name])
 
-    def browser() -> Any:
+    def kept() -> Any:
+        """The history (its `browser` is read on a worker thread: the first read makes its indexes)."""
         if history is None:
             raise ApiError(
                 503, "storage", "This server keeps no run history: the run viewer has nothing to show"
             )
-        return history.browser
+        return history
 
     @router.get("/api/runs", dependencies=secured, summary="A page of recorded runs, newest first")
     async def runs(
@@ -118,11 +119,11 @@ def make_ui_router(state: ApiState, history: Any) -> APIRouter:
                 field="status",
             )
         count = _page_limit(limit)
-        queries = browser()
+        queries = kept()
         now = timestamp_now()  # a stream opened with `since=now` misses no change made after this page
         try:
             page = await anyio.to_thread.run_sync(
-                lambda: queries.run_page(
+                lambda: queries.browser.run_page(
                     status=status, workflow_id=workflow_id, agent_id=agent_id, before=before, limit=count
                 )
             )
@@ -134,11 +135,11 @@ def make_ui_router(state: ApiState, history: Any) -> APIRouter:
         "/api/runs/{run_id}", dependencies=secured, summary="One run and its tool events, oldest first"
     )
     async def run(run_id: str = PathParam(..., max_length=RUN_ID_MAX)) -> Response:
-        queries = browser()
+        queries = kept()
 
         def read() -> tuple[dict[str, Any] | None, list[str], bool]:
-            record = queries.run_record(run_id)
-            bodies, truncated = queries.run_events_json(run_id)
+            record = queries.browser.run_record(run_id)
+            bodies, truncated = queries.browser.run_events_json(run_id)
             return record, bodies, truncated
 
         now = timestamp_now()
@@ -157,7 +158,7 @@ def make_ui_router(state: ApiState, history: Any) -> APIRouter:
         run_id: str | None = Query(None, max_length=RUN_ID_MAX, description="its (and its sub-runs') events"),
         since: str | None = Query(None, max_length=40, description="changes after this `now` of a page"),
     ) -> StreamingResponse:
-        queries = browser()
+        queries = kept()
         try:
             client = state.broadcaster.add_client(None) if run_id is not None else None
         except TooManyClientsError as exc:
@@ -205,7 +206,7 @@ async def _frames(
                 client.pending_drop = 0
             if loop.time() - last_look >= STATUS_POLL_S:
                 last_look = loop.time()
-                changed = await anyio.to_thread.run_sync(queries.runs_changed, since)
+                changed = await anyio.to_thread.run_sync(_changes, queries, since)
                 for record in changed:
                     since = max(since, record["updated"])
                     chosen.append(format_sse("run", record))
@@ -218,6 +219,10 @@ async def _frames(
     finally:
         if client is not None:
             state.broadcaster.remove_client(client)
+
+
+def _changes(history: Any, since: str) -> list[dict[str, Any]]:
+    return history.browser.runs_changed(since)  # type: ignore[no-any-return]
 
 
 async def _pause(seconds: float) -> list[Any]:

@@ -257,7 +257,41 @@ async function loadPending() {
       el("li", {}, el("a", { href: runLink(run.run_id) }, run.run_id), ` (${run.workflow_id || "no workflow id"}) paused since `, when(run.updated)),
     ),
   );
-  $("pending").hidden = page.runs.length === 0;
+  const approvals = await loadApprovals();
+  $("pending").hidden = page.runs.length === 0 && approvals === 0;
+}
+
+// Tool calls waiting for a person (GET /tools/approvals; a principal without `approve` sees none).
+async function loadApprovals() {
+  let answer;
+  try {
+    answer = await api("../tools/approvals?limit=50");
+  } catch (error) {
+    if (error instanceof Unauthorized) throw error;
+    $("pending-approvals").replaceChildren();
+    return 0;
+  }
+  $("pending-approvals").replaceChildren(...answer.approvals.map(approvalItem));
+  return answer.approvals.length;
+}
+
+function approvalItem(record, index) {
+  const who = record.agent_name ? ` asked by ${record.agent_name}` : "";
+  const item = el("li", { className: "approval", dataset: { approvalId: record.approval_id } });
+  if (record.kind === "run" && record.run_id) {
+    // a paused run's call: decided on the run's page, which carries the run on
+    item.append(`${record.tool_name || record.tool_id}${who} in run `, el("a", { href: runLink(record.run_id) }, record.run_id));
+    return item;
+  }
+  const ask = { type: "tool_approval", title: `${record.tool_name || record.tool_id} waits for approval${who}`, args: record.args };
+  const send = (body) =>
+    api("../tools/approvals/" + encodeURIComponent(record.approval_id), {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  item.append(pauseForm(ask, `approval-${index}`, send, () => loadPending()));
+  return item;
 }
 
 // -- one run ---------------------------------------------------------------------------------------
@@ -473,15 +507,27 @@ async function renderPauses(run) {
   if (run.status !== "interrupted") return box.replaceChildren();
   const answer = await api("../workflows/runs/" + encodeURIComponent(run.run_id));
   const asks = (answer.state && answer.state.__interrupt__) || [];
-  box.replaceChildren(...asks.map((ask, index) => pauseForm(run.run_id, ask, index)));
+  const send = (body) =>
+    api("../workflows/runs/" + encodeURIComponent(run.run_id) + "/resume", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  box.replaceChildren(...asks.map((ask, index) => pauseForm(ask, `pause-${index}`, send, () => loadRun(run.run_id))));
 }
 
-function pauseForm(runId, ask, index) {
+// The decision form of one pause: `send(body)` posts the decision, `done()` redraws what it changed.
+function pauseForm(ask, index, send, done) {
   const kind = ask.type || "pause";
   const edit = el("textarea", { id: `edit-${index}`, rows: 6, cols: 60 });
   const comment = el("input", { id: `comment-${index}`, type: "text", size: 40 });
   const message = el("p", { className: "error", role: "alert" });
-  const title = el("h3", {}, ask.title || (kind === "mcp_elicitation" ? "A tool's server asks" : "Waiting for a decision"));
+  const asker = ask.agent_name ? ` (asked by ${ask.agent_name})` : "";
+  const heading =
+    ask.title ||
+    { mcp_elicitation: "A tool's server asks", tool_approval: `${ask.tool} waits for approval${asker}` }[kind] ||
+    "Waiting for a decision";
+  const title = el("h3", {}, heading);
   const form = el("form", { className: "pause", dataset: { kind } }, title);
   if (ask.message) form.append(el("p", {}, ask.message));
   const shown = kind === "hitl" ? ask.crew_result : kind === "tool_approval" ? ask.args : ask;
@@ -516,12 +562,8 @@ function pauseForm(runId, ask, index) {
     try {
       const body = decisionBody(kind, decision, edit.value, comment.value);
       buttons.forEach((b) => (b.disabled = true));
-      await api("../workflows/runs/" + encodeURIComponent(runId) + "/resume", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      await loadRun(runId);
+      await send(body);
+      await done();
     } catch (error) {
       buttons.forEach((b) => (b.disabled = false));
       if (!(error instanceof Unauthorized)) message.textContent = error.message;
@@ -557,6 +599,7 @@ function report(error) {
 
 async function route() {
   fail("");
+  clearTimeout(state.refresh); // a refresh asked for by the view being left
   delete document.body.dataset.painted;
   const hash = location.hash || "#/";
   $("logout").hidden = !sessionStorage.getItem(KEY);

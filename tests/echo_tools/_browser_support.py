@@ -110,6 +110,30 @@ def css(driver: Any, selector: str) -> list[Any]:
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
+def click(driver: Any, selector: str, what: str) -> None:
+    """Click the element matching `selector`, found again if the live page redrew it meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def clicked(d: Any) -> bool:
+        try:
+            found = css(d, selector)
+            if found:
+                found[0].click()
+            return bool(found)
+        except StaleElementReferenceException:
+            return False
+
+    wait_for(driver, clicked, what)
+
+
+def text_of(driver: Any, selector: str) -> str:
+    """The text of the first element matching `selector`, read in one step (the page redraws live)."""
+    found = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e && e.textContent", selector
+    )
+    return found or ""
+
+
 def sign_in(driver: Any, key: str) -> None:
     """Type the key into the page's login form and send it."""
     field = wait_for(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,15 @@ from echo_tools.api import create_app
 from echo_tools.history import RunHistory
 from echo_tools.settings import ApiSettings
 from tests.echo_tools import _api_support as support
-from tests.echo_tools._browser_support import browser_or_skip, css, save_png, sign_in, wait_for
+from tests.echo_tools._browser_support import (
+    browser_or_skip,
+    click,
+    css,
+    save_png,
+    sign_in,
+    text_of,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +70,7 @@ GATED: dict[str, Any] = {
         },
     },
 }
+APPROVED_ECHO = support.local_tool("Approved Echo", "echo", {"text": {"type": "string"}}, approval="always")
 HOSTILE_TEXT = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 HOSTILE_AGENT = '<img src=y onerror="window.pwned = 3">Agent'
 
@@ -89,7 +99,7 @@ def hostile_workflow() -> dict[str, Any]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RunHistory]]:
     """A server with the shipped tools, a run history and an API key, on 127.0.0.1 for this module."""
     storage = tmp_path_factory.mktemp("viewer") / "tools"
-    registry = support.make_registry(storage)
+    registry = support.make_registry(storage, support.WAITER, APPROVED_ECHO)
     registry.discover_local_tools([ROOT / "AgentTools"])
     history = RunHistory(storage)
     executor = ToolExecutor(registry, event_sinks=[history])
@@ -128,8 +138,7 @@ def open_viewer(browser: Any, url: str, fragment: str = "#/") -> None:
 
 
 def status_in(browser: Any, selector: str) -> str:
-    found = css(browser, selector)
-    return found[0].text if found else ""
+    return text_of(browser, selector)
 
 
 def test_a_run_appears_live_opens_as_a_timeline_and_completes_when_its_pause_is_approved(
@@ -156,11 +165,107 @@ def test_a_run_appears_live_opens_as_a_timeline_and_completes_when_its_pause_is_
     assert any('"operation": "add"' in text for text in shown)  # its input
     assert any('"result": 5' in text for text in shown)  # its output
 
-    css(browser, 'form.pause button[data-decision="approve"]')[0].click()
+    click(browser, 'form.pause button[data-decision="approve"]', "the approve button")
 
     wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
     assert css(browser, "form.pause") == []
     assert history.run("run_gated_live")["status"] == "completed"
+
+
+def test_a_running_runs_calls_and_status_change_on_its_page_as_they_happen(
+    served: tuple[str, RunHistory], browser: Any
+) -> None:
+    url, history = served
+    waiting = copy.deepcopy(GATED)
+    waiting["workflow"].update(workflow_id="wf_wait", agents=["waiter", "end"])
+    waiting["workflow"]["connections"] = [{"from": "waiter", "to": "end"}]
+    waiting["agents"] = {
+        "waiter": {
+            "agent_id": "waiter",
+            "name": "Waiter",
+            "role": "Waiter",
+            "prompt": "Call the waiter tool.",
+            "tools": ["tool_waiter"],
+            "metadata": {"node_type": "Agent"},
+        },
+        "end": GATED["agents"]["end"],
+    }
+    support.RELEASE.clear()
+    support.ENTERED.clear()
+    runner = threading.Thread(target=start_run, args=(url, waiting, "run_waiting"), daemon=True)
+    runner.start()
+    try:
+        assert support.ENTERED.wait(120), "the waiter tool was never called"
+        open_viewer(browser, url, "#/run/run_waiting")
+        assert status_in(browser, "#run-facts .badge") == "running"
+        wait_for(
+            browser, lambda d: status_in(d, "#timeline details.call .badge") == "running", "the call running"
+        )
+    finally:
+        support.RELEASE.set()  # the tool returns: its call and then the run finish while the page is open
+    runner.join(120)
+
+    wait_for(
+        browser, lambda d: status_in(d, "#timeline details.call .badge") == "completed", "the call completed"
+    )
+    wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
+    assert history.run("run_waiting")["status"] == "completed"
+
+
+def test_a_tool_call_waiting_for_approval_is_approved_from_the_page(
+    served: tuple[str, RunHistory], browser: Any
+) -> None:
+    url, _ = served
+    keyed = {"X-API-Key": KEY}
+    asked = httpx.post(f"{url}/tools/invoke/Approved Echo", json={"text": "<b>ship it</b>"}, headers=keyed)
+    assert asked.status_code == 202, asked.text
+    approval_id = asked.json()["result"]["metadata"]["approval_id"]
+    open_viewer(browser, url)
+    item = f'li.approval[data-approval-id="{approval_id}"]'
+
+    wait_for(browser, lambda d: css(d, item), "the approval")
+    assert "Approved Echo waits for approval" in text_of(browser, item)
+    assert "<b>ship it</b>" in text_of(browser, item)
+    click(browser, f'{item} button[data-decision="approve"]', "the approve button")
+
+    wait_for(browser, lambda d: not css(d, item), "the approval decided")
+    record = httpx.get(f"{url}/tools/approvals/{approval_id}", headers=keyed).json()
+    assert record["status"] == "done" and record["result"]["output"] == {"echo": "<b>ship it</b>"}
+
+
+def test_a_runs_tool_call_waiting_for_approval_is_decided_on_the_runs_page(
+    served: tuple[str, RunHistory], browser: Any
+) -> None:
+    url, history = served
+    source = copy.deepcopy(GATED)
+    source["workflow"].update(workflow_id="wf_approve", agents=["poster", "end"])
+    source["workflow"]["connections"] = [{"from": "poster", "to": "end"}]
+    source["agents"] = {
+        "poster": {
+            "agent_id": "poster",
+            "name": "Poster",
+            "role": "Poster",
+            "prompt": 'Post: {"text": "deploy at noon"}',
+            "tools": ["tool_approved_echo"],
+            "metadata": {"node_type": "Agent"},
+        },
+        "end": GATED["agents"]["end"],
+    }
+    start_run(url, source, "run_tool_approval")
+    assert history.run("run_tool_approval")["status"] == "interrupted"
+    open_viewer(browser, url, "#/run/run_tool_approval")
+
+    form = 'form.pause[data-kind="tool_approval"]'
+    wait_for(browser, lambda d: css(d, form), "the approval form")
+    assert "tool_approved_echo waits for approval (asked by Poster)" in text_of(browser, form)
+    assert "deploy at noon" in text_of(browser, form)
+    click(browser, f'{form} button[data-decision="approve"]', "the approve button")
+
+    wait_for(browser, lambda d: status_in(d, "#run-facts .badge") == "completed", "the run completed")
+    calls = browser.execute_script(  # read in one step: the page may still be redrawing the finished run
+        "return [...document.querySelectorAll('#timeline details.call summary')].map((e) => e.textContent)"
+    )
+    assert any("Approved Echo" in text and "completed" in text for text in calls), calls
 
 
 def test_hostile_strings_in_tool_inputs_outputs_and_names_render_as_text(
