@@ -143,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     from workflow_bridge.local_llm import LocalModelServer, missing_reason
 
     reason = missing_reason()
-    if reason:
-        print(f"bench_real_model: {reason}")
-        return 1
+    if reason:  # `make bench` runs every bench: without the model this one is skipped, saying why
+        print(f"bench_real_model: skipped: {reason}")
+        return 0
     chosen = set(filter(None, args.tasks.split(",")))
     tasks = [t for t in TASKS if not chosen or t["id"] in chosen]
     report: dict[str, Any] = {}

@@ -196,6 +196,22 @@ def _threads() -> int:
     return int(raw)
 
 
+@contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """Put back this process's SIGINT / SIGTERM handlers after llama.cpp's server installs its own
+    (with them, Ctrl-C and `kill` would no longer stop the Python process)."""
+    import signal
+
+    kept = {}
+    if threading.current_thread() is threading.main_thread():
+        kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 class LocalModelServer:
     """llama.cpp's OpenAI-compatible server for the local model, on 127.0.0.1, in this process.
 
@@ -277,10 +293,13 @@ class LocalModelServer:
         import xllamacpp
 
         self.port = self.port or _free_port(self.host)
-        try:
-            self._server = xllamacpp.Server(self._params(path))
-        except Exception as exc:  # boundary: the C++ server reports failures as plain exceptions
-            raise LocalModelError(f"the local model server did not start on port {self.port}: {exc}") from exc
+        with _signal_handlers_kept():
+            try:
+                self._server = xllamacpp.Server(self._params(path))
+            except Exception as exc:  # boundary: the C++ server reports failures as plain exceptions
+                raise LocalModelError(
+                    f"the local model server did not start on port {self.port}: {exc}"
+                ) from exc
         self._wait_healthy()
         return self
 

@@ -9,7 +9,8 @@ of your own, `model.bind_tools(...)`. On each turn it
 - tells the model when it named a tool that does not exist or wrote arguments that are not JSON, with
   the closest real names ("did you mean"), and lets it try again (`max_corrections` times);
 - when a tool call failed (a wrong name, arguments that failed validation: the tool result says what to
-  fix) and the model answers with an explanation instead of a new call, asks it once to call again;
+  fix) and the model answers with an explanation instead of a new call, sends it back once with the
+  call to write (`tool_call_recovery.retry_instruction`: the closest tool name, or the tool's fields);
 - stops a loop: a call repeating the previous one with the same arguments is not made again; the model
   is asked to answer from the result it already has, without tools.
 

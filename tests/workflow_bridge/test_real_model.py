@@ -145,3 +145,25 @@ def test_a_canvas_workflow_of_two_crewai_agents_pauses_for_review_and_resumes(se
     assert "__interrupt__" not in final
     notes = [args["text"] for name, args in tools.CALLS if name == "save_note"]
     assert notes and any(391 in numbers_in(text) for text in notes)
+
+
+def test_a_process_serving_the_model_still_stops_on_sigterm():
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "from workflow_bridge.local_llm import LocalModelServer\n"
+        "server = LocalModelServer().start()\n"
+        "print('ready', flush=True)\n"
+        "import threading; threading.Event().wait(600)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == -signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
