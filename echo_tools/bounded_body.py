@@ -12,7 +12,7 @@ import zlib
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 try:
     import zstandard
@@ -150,37 +150,3 @@ class BoundedDecoder:
             data, self.exceeded = data[:room], True
         self.produced[-1] += len(data)
         return data
-
-
-def content_encoding_of(response: httpx.Response) -> str | None:
-    """The `Content-Encoding` the server sent (the egress transport decodes it and drops the header)."""
-    from echo_tools.egress_transport import DECODED_FROM
-
-    return response.extensions.get(DECODED_FROM) or response.headers.get("content-encoding")
-
-
-async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """The decoded body of a streamed response, at most `limit` bytes, and whether it was cut there.
-
-    A response of the egress client arrives decoded already, under the client's own bound; this bound
-    (often smaller) applies on top.
-
-    Raises:
-        UndecodableBodyError: the encoding is refused or the bytes do not decode.
-    """
-    from echo_tools.egress_transport import RefusedEncodingError, ResponseTooLargeError
-
-    decoder = BoundedDecoder(response.headers.get("content-encoding"), limit)
-    parts: list[bytes] = []
-    raw_total = 0
-    try:
-        async for chunk in response.aiter_raw():
-            raw_total += len(chunk)
-            parts.append(decoder.feed(chunk))
-            if decoder.exceeded or raw_total > limit:
-                return b"".join(parts)[:limit], True
-    except ResponseTooLargeError:
-        return b"".join(parts)[:limit], True
-    except RefusedEncodingError as exc:
-        raise UndecodableBodyError(str(exc)) from exc
-    return b"".join(parts), False

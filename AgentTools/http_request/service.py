@@ -21,7 +21,8 @@ from urllib.parse import urljoin
 import httpx
 
 from AgentTools._http import egress_policy, shared_client
-from echo_tools.bounded_body import UndecodableBodyError, content_encoding_of, read_bounded
+from echo_tools.bounded_body import UndecodableBodyError
+from echo_tools.bounded_read import content_encoding_of, read_bounded
 from echo_tools.errors import ToolExecutionError
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")

@@ -32,7 +32,7 @@ from echo_tools.api.errors import (
     install_error_handlers,
 )
 from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
-from echo_tools.api.owners import refuse_unowned
+from echo_tools.api.owners import owned_copy, refuse_unowned
 from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
 from echo_tools.api.ui import make_ui_router
@@ -227,7 +227,7 @@ def make_router(
         tool: ToolDef = Body(...), principal: Principal = gate.requires("register")
     ) -> dict[str, Any]:
         refuse_forbidden(state, tool)
-        tool = owned_copy(state, tool, principal)
+        tool = owned_copy(state.registry, tool, principal)
         outcome = await anyio.to_thread.run_sync(
             lambda: registry.register_remote(tool, allowed_env=settings.allowed_env)
         )
@@ -393,21 +393,6 @@ async def _invoke(state: ApiState, ref: str | ToolDef, call: CallRequest, princi
         raise from_failed_result(result)
     # serialised by pydantic in one pass (FastAPI's generic encoder would walk the output again)
     return Response(result.model_dump_json(), media_type="application/json")
-
-
-def owned_copy(state: ApiState, tool: ToolDef, principal: Principal) -> ToolDef:
-    """`tool` owned by `principal`, after checking it may replace the tool of that id and lend the credential
-    the tool names (409 `owned` naming the owner otherwise)."""
-    current = state.registry.get(tool.tool_id)
-    if current is not None:
-        refuse_unowned(
-            principal, current.owner, f"Tool {tool.tool_id!r}", field="tool_id", tool_id=tool.tool_id
-        )
-    name = tool.execution_config.get("credential")
-    if isinstance(name, str) and name in state.registry.credentials:
-        owner = state.registry.credentials.owner_of(name)
-        refuse_unowned(principal, owner, f"Credential {name!r}", field="execution_config.credential")
-    return tool.model_copy(update={"owner": principal.name})
 
 
 def principal_context(principal: Principal) -> dict[str, Any]:

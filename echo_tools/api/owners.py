@@ -13,9 +13,10 @@ from echo_tools.api.errors import ApiError
 
 if TYPE_CHECKING:
     from echo_tools.gate import Principal
+    from echo_tools.models import ToolDef
     from echo_tools.registry import ToolRegistry
 
-__all__ = ["refuse_unowned", "refuse_unowned_provider"]
+__all__ = ["owned_copy", "refuse_unowned", "refuse_unowned_provider"]
 
 
 def refuse_unowned(
@@ -43,3 +44,18 @@ def refuse_unowned_provider(principal: Principal, registry: ToolRegistry, provid
             refuse_unowned(
                 principal, tool.owner, f"Provider {provider!r}", field="provider", tool_id=tool.tool_id
             )
+
+
+def owned_copy(registry: ToolRegistry, tool: ToolDef, principal: Principal) -> ToolDef:
+    """`tool` owned by `principal`, after checking it may replace the tool of that id and lend the credential
+    the tool names (409 `owned` naming the owner otherwise)."""
+    current = registry.get(tool.tool_id)
+    if current is not None:
+        refuse_unowned(
+            principal, current.owner, f"Tool {tool.tool_id!r}", field="tool_id", tool_id=tool.tool_id
+        )
+    name = tool.execution_config.get("credential")
+    if isinstance(name, str) and name in registry.credentials:
+        owner = registry.credentials.owner_of(name)
+        refuse_unowned(principal, owner, f"Credential {name!r}", field="execution_config.credential")
+    return tool.model_copy(update={"owner": principal.name})

@@ -62,7 +62,7 @@ def skill_of(found: Plan, inputs: dict[str, Any], registration: PlanRegistration
 
 def add_planning_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
     """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them)."""
-    from echo_tools.api.app import owned_copy
+    from echo_tools.api.owners import owned_copy
 
     reader = state.gate.requires(READ)
 
@@ -80,7 +80,9 @@ def add_planning_routes(router: APIRouter, state: ApiState, secured: list[Any]) 
         )
         answer = found.execution_config()
         if request.registration is not None:
-            skill = owned_copy(state, skill_of(found, request.inputs, request.registration), principal)
+            skill = owned_copy(
+                state.registry, skill_of(found, request.inputs, request.registration), principal
+            )
             outcome = await anyio.to_thread.run_sync(
                 lambda: state.registry.register_remote(skill, allowed_env=state.settings.allowed_env)
             )

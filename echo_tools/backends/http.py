@@ -24,10 +24,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
 
-import httpx
-
 from echo_tools.backends.base import BackendOutput, ToolBackend, config_error
-from echo_tools.bounded_body import UndecodableBodyError, content_encoding_of, read_bounded
+from echo_tools.bounded_body import UndecodableBodyError
+from echo_tools.bounded_read import content_encoding_of, read_bounded
 from echo_tools.credentials import credential_for
 from echo_tools.egress import check_tool_headers
 from echo_tools.env_refs import ENV_REFERENCE, expand
@@ -36,6 +35,8 @@ from echo_tools.redaction import hide_secret_values, is_secret_key, redact
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    import httpx
 
     from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
@@ -210,6 +211,8 @@ class HttpBackend(ToolBackend):
         return client
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> BackendOutput:
+        import httpx  # not at module load: registering an `api` tool checks its config without httpx
+
         config = tool.execution_config
         if "arguments" in config:  # imported tools say where each argument goes (echo_tools.openapi.request)
             from echo_tools.openapi.request import build_mapped_request
@@ -288,6 +291,8 @@ class HttpBackend(ToolBackend):
         # parsing a URL is a good part of httpx's per-request cost; tools call the same few URLs again
         found = self._parsed.get(url)
         if found is None:
+            import httpx  # not at module load: registering an `api` tool checks its config without httpx
+
             found = httpx.URL(url)
             if len(self._parsed) < _CACHE_SIZE:
                 self._parsed[url] = found

@@ -261,7 +261,7 @@ def result_size(result: types.CallToolResult) -> int:
 
 def check_result_size(tool: ToolDef, server: str, size: int, config: Mapping[str, Any]) -> None:
     """Fail the call when its answer passed the server's `max_result_bytes` (nothing of it is kept)."""
-    from echo_tools.mcp.config import max_result_bytes
+    from echo_tools.mcp.limits import max_result_bytes
 
     limit = max_result_bytes(config)
     if size > limit:

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from echo_tools.cli.common import CliError, print_json
+from echo_tools.cli.common import PROG, CliError, print_json
 
 _GLOBAL_OPTIONS = (
     "storage", "allow_module", "allow_module_late", "database_url", "history_days", "debug", "cli_opened",
@@ -107,11 +107,13 @@ def _edits(text: str | None) -> dict[str, Any] | None:
 
 def _resume(args: argparse.Namespace, run_id: str, decision: str, edits: dict[str, Any] | None) -> int:
     """Carry the paused run on with the decision, through the `resume` command the workflow bridge adds."""
-    from echo_tools.cli.main import build_parser
+    from echo_tools.cli.parsers import add_plugin_parsers
 
     flag = {"approve": ["--approve"], "reject": ["--reject"], "edit": ["--edit", json.dumps(edits)]}[decision]
+    parser = argparse.ArgumentParser(prog=f"{PROG} approvals")
+    add_plugin_parsers(parser.add_subparsers(dest="command"))  # `resume` comes from the workflow bridge
     try:
-        resume = build_parser().parse_args(["resume", run_id, *flag])
+        resume = parser.parse_args(["resume", run_id, *flag])
     except SystemExit as exc:  # no `resume` command: the workflow bridge is not installed
         raise CliError(
             f"run {run_id!r} stays paused: resuming it needs the workflow bridge (echo-tools resume)"

@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint, require_tool
 from echo_tools.cli.common import PROG, CliError, print_json, read_input, use_rich
@@ -262,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_history_parsers(sub, events=cmd_events, runs=cmd_runs, migrate=cmd_migrate)
 
+    from echo_tools.cli.parsers import add_plugin_parsers
+
     add_plugin_parsers(sub)
     add_serve_parser(sub, cmd_serve)
     from echo_tools.cli.thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
@@ -272,18 +273,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_approvals_parser(sub)  # approvals list | approve | reject (echo_tools.governance)
     allow_module_after_command(sub)
     return parser
-
-
-COMMANDS_GROUP = "echo_tools.commands"
-
-
-def add_plugin_parsers(sub: Any) -> None:
-    """Commands other installed packages add (entry points of the group `echo_tools.commands`, each a
-    function taking the subparsers): the workflow bridge adds `run`, `resume`, `replay`, `compile`, `demo`."""
-    from importlib.metadata import entry_points
-
-    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
-        entry.load()(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

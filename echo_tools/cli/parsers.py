@@ -204,3 +204,15 @@ def add_history_parsers(sub: SubParsers, *, events: Handler, runs: Handler, migr
     )
     p.add_argument("--to", dest="target", required=True, metavar="URL|DIR", help="copy to here")
     p.set_defaults(func=migrate)
+
+
+COMMANDS_GROUP = "echo_tools.commands"
+
+
+def add_plugin_parsers(sub: Any) -> None:
+    """Commands other installed packages add (entry points of the group `echo_tools.commands`, each a
+    function taking the subparsers): the workflow bridge adds `run`, `resume`, `replay`, `compile`, `demo`."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        entry.load()(sub)

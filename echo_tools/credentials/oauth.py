@@ -41,7 +41,8 @@ async def fetch_token(
     """
     import httpx
 
-    from echo_tools.bounded_body import UndecodableBodyError, read_bounded
+    from echo_tools.bounded_body import UndecodableBodyError
+    from echo_tools.bounded_read import read_bounded
     from echo_tools.egress import EgressPolicy, egress_client
 
     url = cred["token_url"]

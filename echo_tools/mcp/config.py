@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
 from echo_tools.mcp.auth import bind, check_auth_config, check_registration, set_server_auth
+from echo_tools.mcp.limits import DEFAULT_MAX_RESULT_BYTES
 from echo_tools.models import SideEffect, ToolDef, ToolPermission, ToolSource, ToolStatus, ToolType, slugify
 from echo_tools.redaction import hide_values
 
@@ -113,14 +114,6 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
         raise fail("max_concurrency", f"'max_concurrency' must be a positive integer, got {limit!r}")
     _check_max_result_bytes(out, fail)
     return out
-
-
-DEFAULT_MAX_RESULT_BYTES = 8 * 1024 * 1024
-
-
-def max_result_bytes(config: Mapping[str, Any]) -> int:
-    """The largest answer a server's session reads and keeps (`max_result_bytes`, default 8 MiB)."""
-    return int(config.get("max_result_bytes") or DEFAULT_MAX_RESULT_BYTES)
 
 
 def _check_max_result_bytes(config: dict[str, Any], fail: Any) -> None:

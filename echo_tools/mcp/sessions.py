@@ -30,7 +30,7 @@ from echo_tools.egress import egress_client
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
 from echo_tools.mcp.callbacks import SessionCallbacks
-from echo_tools.mcp.config import max_result_bytes
+from echo_tools.mcp.limits import max_result_bytes
 from echo_tools.runtime import background_loop
 
 if TYPE_CHECKING:

@@ -100,7 +100,8 @@ def _fetch(url: str, egress: EgressPolicy | None) -> tuple[bytes, str]:
 async def _fetch_async(url: str, policy: EgressPolicy) -> tuple[bytes, str]:
     import httpx
 
-    from echo_tools.bounded_body import UndecodableBodyError, read_bounded
+    from echo_tools.bounded_body import UndecodableBodyError
+    from echo_tools.bounded_read import read_bounded
     from echo_tools.egress import egress_client
     from echo_tools.errors import EgressDeniedError
 
