@@ -150,24 +150,47 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             )
         decision = {k: body[k] for k in RESUME_FIELDS if k in body}
         history = histories.get()
-
-        def work() -> dict[str, Any]:
-            with under_principal(run_id, principal):
-                final = runner.resume_run(
-                    run_id, decision, storage=history, registry=state.registry, executor=state.executor
-                )
-            record = history.run(run_id) or {}
-            return {"run_id": run_id, "status": record.get("status"), "state": final}
-
         try:
-            answer = await anyio.to_thread.run_sync(work)
+            answer = await anyio.to_thread.run_sync(
+                lambda: _resume(state, history, run_id, decision, principal)
+            )
         except runner.RunResumeError as exc:
             raise _resume_error(exc) from exc
         except ValueError as exc:  # the stored source no longer compiles against this catalogue
             raise ApiError(422, "validation", f"run {run_id!r} cannot be resumed: {exc}") from exc
         return _plain(answer)
 
+    def carry_on(run_id: str, decision: Any, principal: Principal) -> dict[str, Any] | None:
+        # `POST /tools/approvals/{id}` deciding a paused recorded run carries it on here (in its thread)
+        history = histories.get(required=False)
+        if history is None or history.run(run_id) is None:
+            return None  # not a recorded workflow run: a graph of the host's own, resumed by the host
+        try:
+            return _plain(_resume(state, history, run_id, decision, principal))
+        except runner_errors() as exc:
+            return {"run_id": run_id, "error": _resume_error(exc).body()}
+        except ValueError as exc:  # the stored source no longer compiles against this catalogue
+            message = f"run {run_id!r} cannot be resumed: {exc}"
+            return {"run_id": run_id, "error": ApiError(422, "validation", message).body()}
+
+    state.run_resumer = carry_on
     return router
+
+
+def runner_errors() -> type[Exception]:
+    return _runner().RunResumeError  # type: ignore[no-any-return]
+
+
+def _resume(
+    state: ApiState, history: Any, run_id: str, decision: Any, principal: Principal
+) -> dict[str, Any]:
+    """Resume run `run_id` with `decision` as `principal` (in a worker thread): `{run_id, status, state}`."""
+    with under_principal(run_id, principal):
+        final = _runner().resume_run(
+            run_id, decision, storage=history, registry=state.registry, executor=state.executor
+        )
+    record = history.run(run_id) or {}
+    return {"run_id": run_id, "status": record.get("status"), "state": final}
 
 
 class _Histories:

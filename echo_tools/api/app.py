@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,8 @@ class ApiState:
     settings: ApiSettings
     broadcaster: EventBroadcaster
     gate: Gatekeeper
+    # set by the workflow bridge's router: carry a paused recorded run on (`POST /tools/approvals/{id}`)
+    run_resumer: Callable[[str, Any, Principal], dict[str, Any] | None] | None = None
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
