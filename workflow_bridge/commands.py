@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -89,9 +88,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the workflow, printing `run.*`, `node.*` and `tool.*` events as they happen (the model in use
     first, the rehearsal notice among them when no LLM is configured), then the final `crew_result`.
 
-    Exit code 0 when the run completed (or paused at a HITL node: the run id and `interrupted` are
-    printed; `echo-tools resume RUN_ID` carries it on), 1 when a tool call or a node failed, or the run
-    stopped on an error. The run is recorded in `<storage>/runs.sqlite`.
+    Exit code 0 when the run is `completed` or `interrupted` (paused at a HITL node: the run id is printed;
+    `echo-tools resume RUN_ID` carries it on), 1 otherwise (`completed_with_errors`, `failed`,
+    `cancelled`). The run is recorded in `<storage>/runs.sqlite` (or PostgreSQL, `--database-url`).
     """
     source = load_source(args.file)
     run_id = getattr(args, "run_id", None) or f"run_{uuid.uuid4().hex[:12]}"
@@ -165,33 +164,53 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
     and print how the run ended; the shared body of `run`, `resume` and `replay`. `live` holds the runner's
     keyword arguments they share: `registry`, `executor`, `llm` (`--llm`) and `on_event` (a live printer)."""
     from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint
-    from echo_tools.cli.common import CliError, storage_dir, use_rich
+    from echo_tools.cli.common import CliError, use_rich
+    from echo_tools.cli.history import run_history
     from echo_tools.cli.output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
-    from echo_tools.history import RunHistory
 
     registry = open_registry(args)
     events_file = getattr(args, "events", None)
     # the run's events file is written from the run's stream, where tool events carry the agent's name
     executor = open_executor(registry, argparse.Namespace(**{**vars(args), "events": None}))
     printer = LivePrinter(use_rich())
-    on_event = printer if not events_file else _also_to_file(printer, Path(events_file))
+    finished: dict[str, Any] = {}  # the last `run.finished` event: how the run ended, in the one vocabulary
+    shown = printer if not events_file else _also_to_file(printer, Path(events_file))
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("type") == "run.finished":
+            finished.clear()
+            finished.update(event)
+        shown(event)
+
     module = runner()
     quiet_rehearsal_log()  # the runner also logs the notice; the printer shows it once, from the event
     quiet_framework_logs()
-    history = RunHistory(storage_dir(args))
+    history = run_history(args)  # PostgreSQL's with --database-url, else <storage>/runs.sqlite
     live = {"registry": registry, "executor": executor, "llm": args.llm, "on_event": on_event}
     try:
         state = go(module, history, live)
+    except KeyboardInterrupt:
+        if finished.get("status") != "cancelled":
+            raise
+        printer.note(f"run {run_id} cancelled (interrupted)")
+        return 1
     except Exception as exc:  # boundary: the run's own errors become the command's one-line error
-        if not _is_run_error(exc):
+        stopped = finished.get("status")
+        if not (_is_run_error(exc) or stopped):
             raise
         hint = refused_hint(registry)
-        message = str(exc) + (f" (note: {hint})" if hint else "")
-        raise CliError(message) from exc
+        message = (f"run {run_id} {stopped}: " if stopped else "") + str(exc)
+        raise CliError(message + (f" (note: {hint})" if hint else "")) from exc
     finally:
-        executor.close()
-        history.close()
-    if isinstance(state, dict) and state.get("__interrupt__"):
+        executor.close()  # the history is closed with the command's other stores (`close_stores`)
+    status = finished.get("status") or ("interrupted" if state.get("__interrupt__") else "completed")
+    _report(printer, run_id, status, state, finished)
+    return int(module.exit_code(status))
+
+
+def _report(printer: Any, run_id: str, status: str, state: Any, finished: dict[str, Any]) -> None:
+    """How the run ended: the resume hint of a paused run, else its `crew_result`, and the failures."""
+    if status == "interrupted":
         printer.note(
             f"run {run_id} interrupted (paused at a HITL node, waiting for a decision): "
             f"echo-tools resume {run_id} --approve | --reject | --edit JSON"
@@ -200,13 +219,12 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
         result = state.get("crew_result") if isinstance(state, dict) else state
         body = result if isinstance(result, str) else json.dumps(result, indent=2, default=str)
         printer.panel(f"crew_result (run {run_id})", body)
-    if printer.failures:
+    if status == "completed_with_errors":
+        failures = printer.failures or [str(finished.get("error"))]
         printer.note(
-            f"run {run_id}: {len(printer.failures)} failure(s): {', '.join(printer.failures)}; "
+            f"run {run_id} completed_with_errors: {len(failures)} failure(s): {', '.join(failures)}; "
             "see the lines marked above"
         )
-        return 1
-    return 0
 
 
 def _is_run_error(exc: BaseException) -> bool:
@@ -252,22 +270,24 @@ def _also_to_file(printer: Any, path: Path) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Discover AgentTools into a fresh storage and run the sample workflow offline (or, without the
-    workflow runner, list the tools and invoke the calculator once)."""
+    """Discover AgentTools into the storage and run the sample workflow offline, recorded in its run
+    history (or, without the workflow runner, list the tools and invoke the calculator once)."""
     from echo_tools.cli.catalogue import open_executor, open_registry
-    from echo_tools.cli.common import print_json
+    from echo_tools.cli.common import print_json, storage_dir
     from echo_tools.cli.main import cmd_list
 
-    if not args.storage:
-        args.storage = tempfile.mkdtemp(prefix="echo-tools-demo-")
-    sys.stdout.write(f"echo-tools demo: storage {args.storage}\n")
+    # the default storage (or --storage): its run is then where `echo-tools runs` looks
+    sys.stdout.write(f"echo-tools demo: storage {storage_dir(args)}\n")
     registry = open_registry(args)
     found = registry.discover_local_tools()
     sys.stdout.write(f"Discovered {len(found)} AgentTools: {', '.join(t.tool_id for t in found)}\n")
     sample = _sample_path(args.sample)
     if sample is not None:
-        args.file, args.input, args.llm, args.run_id = str(sample), None, None, None
-        return cmd_run(args)
+        run_id = f"run_demo_{uuid.uuid4().hex[:8]}"
+        args.file, args.input, args.llm, args.run_id = str(sample), None, None, run_id
+        code = cmd_run(args)
+        sys.stdout.write(f"\nsee this run again: echo-tools runs show {run_id} (all runs: echo-tools runs)\n")
+        return code
     cmd_list(argparse.Namespace(**{**vars(args), "type": None, "json": False}))
     executor = open_executor(registry, args)
     data = {"operation": "add", "values": [2, 3, 4.5]}

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from workflow_bridge import runner
-from workflow_bridge.echoai_host import _note_pause, _outcome, off_the_loop
+from workflow_bridge.echoai_host import _note_pause, _outcome, off_the_loop, recorded_status
 
 # `changes` keys that mean EchoAI's other `modify`: an edit of the agent's configuration, not of its result
 AGENT_CONFIG_KEYS = ("agent_id", "llm", "prompt", "model", "role", "goal", "tools", "system_prompt")
@@ -70,8 +70,9 @@ class EchoAIHitl:
             "run_id": run_id,
             "actor": actor,
             "status": {"approve": "approved", "reject": "rejected", "modify": "modified"}[action],
-            "run_status": (self.layer.history.run(run_id) or {}).get("status"),
             **{k: v for k, v in outcome.items() if k != "status"},
+            "run_status": (recorded_status(self.layer.history, run_id) or {}).get("status"),
+            "failed_calls": (recorded_status(self.layer.history, run_id) or {}).get("failed_calls", []),
         }
 
     def approve(self, run_id: str, actor: str = "unknown", rationale: str | None = None) -> dict[str, Any]:
@@ -157,6 +158,7 @@ class EchoAIHitl:
         state = "waiting_for_human" if status == "interrupted" else (status or "unknown")
         answer = {
             "run_id": run_id,
+            "run_status": status,  # the run history's word (docs/runs.md), whatever EchoAI's state says
             "state": "deferred" if deferral is not None else state,
             "blocked_at": request.get("node_id"),
             "allowed_actions": ["approve", "reject", "modify", "defer"],

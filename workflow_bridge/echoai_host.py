@@ -79,8 +79,9 @@ class EchoAIWorkflowExecutor:
         version: str | None = None,
         input_payload: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Run a stored workflow; EchoAI's answer: `run_id`, `workflow_id`, `status` (`completed`,
-        `interrupted`, `failed`), `execution_mode`, `output` (the final state), `messages`."""
+        """Run a stored workflow; EchoAI's answer: `run_id`, `workflow_id`, `status` (the run history's word:
+        `completed`, `completed_with_errors`, `interrupted`, `failed`, `cancelled`), `failed_calls` (the
+        failed tool calls, listed), `execution_mode`, `output` (the final state), `messages`."""
         mode = "draft" if execution_mode == "draft" else execution_mode
         try:
             workflow = self.load_for_execution(workflow_id, mode, version)
@@ -111,10 +112,20 @@ class EchoAIWorkflowExecutor:
         try:
             final = off_the_loop(work)
         except Exception as exc:  # EchoAI's contract: a failed run is an answer, not an HTTP error
-            return {**answer, "status": "failed", "error": f"{type(exc).__name__}: {exc}", "output": {}}
+            status = recorded_status(self.layer.history, run_id) or {"status": "failed"}
+            return {**answer, **status, "error": f"{type(exc).__name__}: {exc}", "output": {}}
         outcome = _outcome(final)
         _note_pause(self.layer.history, run_id, workflow_id, outcome)
-        return {**answer, **outcome}
+        return {**answer, **outcome, **(recorded_status(self.layer.history, run_id) or {})}
+
+
+def recorded_status(history: Any, run_id: str) -> dict[str, Any] | None:
+    """`{"status", "failed_calls"}` as the run history records the run (None: not recorded)."""
+    record = history.run(run_id)
+    if record is None:
+        return None
+    stored = record.get("source") if isinstance(record.get("source"), Mapping) else {}
+    return {"status": record["status"], "failed_calls": list(stored.get("failed_calls") or [])}
 
 
 def _note_pause(history: Any, run_id: str, workflow_id: Any, outcome: Mapping[str, Any]) -> None:

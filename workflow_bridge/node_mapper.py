@@ -6,7 +6,10 @@ workflow and agent shapes (echoai-notes §1.4, §1.6), fixing what EchoAI's mapp
 
 * Agent ids are stable: `agt_` + sha256(workflow_id + ":" + canvas node id)[:32]; a node loaded back from
   the backend keeps its `backend_id` / `agentId` when that is an `agt_` id. A payload without
-  `workflow_id` gets a fresh `wf_<uuid4 hex>`, reported in `.workflow`.
+  `workflow_id` gets a fresh `wf_<uuid4 hex>`, reported in `.workflow` (each save of an unsaved canvas is
+  a new workflow, as in EchoAI), while its agent ids come from the canvas itself (a digest
+  of its nodes and connections in place of the workflow id): compiling the same canvas twice gives the
+  same graph node names, so a run paused in one process resumes in another.
 * Tool entries (all five shapes of §1.10) resolve through `registry.resolve`: `tool_id` first, then
   `name` (exact, any case, slug, the round-tripped "Tool Web Search"), then the entry's `id`. An unknown
   tool is an error diagnostic naming the node and the tool, never a placeholder id. `enabled: false`
@@ -37,6 +40,7 @@ workflow and agent shapes (echoai-notes §1.4, §1.6), fixing what EchoAI's mapp
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Mapping
@@ -82,6 +86,16 @@ def agent_id_for(workflow_id: str, node_id: Any) -> str:
     """The stable agent id of canvas node `node_id` in workflow `workflow_id`."""
     digest = hashlib.sha256(f"{workflow_id}:{node_id}".encode()).hexdigest()
     return f"agt_{digest[:32]}"
+
+
+def _canvas_key(payload: Mapping[str, Any]) -> str:
+    """What the agent ids of a canvas without `workflow_id` are derived from: a digest of its nodes and
+    connections, so the same canvas always maps to the same agent ids (and graph node names)."""
+    nodes = payload.get("canvas_nodes") if "canvas_nodes" in payload else payload.get("nodes")
+    content = json.dumps(
+        {"nodes": nodes, "connections": payload.get("connections")}, sort_keys=True, default=str
+    )
+    return "canvas_" + hashlib.sha256(content.encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -139,7 +153,7 @@ class NodeMapper:
             raise TypeError(f"a canvas payload must be a JSON object, got {type(payload).__name__}")
         diags = Diagnostics()
         now = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-        workflow_id = self._workflow_id(payload.get("workflow_id"), diags)
+        workflow_id, minted = self._workflow_id(payload.get("workflow_id"), diags)
         nodes_key = "canvas_nodes" if "canvas_nodes" in payload else "nodes"
         raw_nodes = payload.get(nodes_key)
         if not isinstance(raw_nodes, list):
@@ -148,7 +162,9 @@ class NodeMapper:
             )
             raw_nodes = []
 
-        nodes = self._collect_nodes(raw_nodes, nodes_key, workflow_id, diags)
+        # a minted workflow id changes with every save: the agent ids of such a canvas come from its content
+        namespace = _canvas_key(payload) if minted else workflow_id
+        nodes = self._collect_nodes(raw_nodes, nodes_key, namespace, diags)
         node_ids = {key: agent_id for key, (_, agent_id) in nodes.items()}
         edges = self._collect_edges(payload.get("connections"), node_ids, diags)
         types = {key: _node_type(node) for key, (node, _) in nodes.items()}
@@ -166,9 +182,10 @@ class NodeMapper:
         return resolve_tool_entries(self.registry, entries, node_id=node_id, exclude=exclude or ())
 
     @staticmethod
-    def _workflow_id(value: Any, diags: Diagnostics) -> str:
+    def _workflow_id(value: Any, diags: Diagnostics) -> tuple[str, bool]:
+        """(the workflow id, True when it was minted here)."""
         if value in (None, ""):
-            return f"wf_{uuid.uuid4().hex}"
+            return f"wf_{uuid.uuid4().hex}", True
         text = str(value)
         if not _WORKFLOW_ID.fullmatch(text) or ".." in text:
             diags.error(
@@ -176,8 +193,8 @@ class NodeMapper:
                 "workflow_id",
                 f"workflow_id {value!r} is not a safe id (letters, digits, '_', '.', '-'); a new one was minted",
             )
-            return f"wf_{uuid.uuid4().hex}"
-        return text
+            return f"wf_{uuid.uuid4().hex}", True
+        return text, False
 
     @staticmethod
     def _collect_nodes(

@@ -63,6 +63,8 @@ def make_workflow_router(state: ApiState) -> APIRouter:
     gate = state.gate
     router = APIRouter(prefix="/workflows", tags=["workflows"], route_class=contract_route_class())
     histories = _Histories(state)
+    pool = RunPool()
+    state.run_pool = pool  # `/tools/health` reports it
 
     @router.post("/compile", summary="Map and compile a canvas or {workflow, agents}")
     async def compile_workflow(
@@ -104,26 +106,27 @@ def make_workflow_router(state: ApiState) -> APIRouter:
                 422, "validation", f"run_id must be a short string, got {run_id!r:.60}", field="body.run_id"
             )
         source = {k: v for k, v in body.items() if k not in RUN_OPTIONS}
-        stream = _run_stream(
-            state,
-            source,
-            user_input,
-            run_id or f"run_{uuid.uuid4().hex[:16]}",
-            histories.get(required=False),
-            principal,
-        )
+        history = histories.get(required=False)
+        if run_id is not None and history is not None:
+            await anyio.to_thread.run_sync(_refuse_taken, history, run_id)
+        run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
+        pool.take()  # 503 `busy` when every run slot is taken; the run starts now, whoever reads the stream
+        queue, task = _start_run(state, pool, source, user_input, run_id, history, principal)
+        stream = _relay(queue, task, run_id)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
-    @router.get(
-        "/runs/{run_id}",
-        dependencies=[gate.requires("history")],
-        summary="A recorded run: status and last state",
-    )
-    async def get_run(run_id: str) -> dict[str, Any]:
+    @router.get("/runs/{run_id}", summary="A recorded run: status and last state")
+    async def get_run(run_id: str, principal: Principal = gate.requires("history")) -> dict[str, Any]:
         runner = _runner()
         history = histories.get()
+
+        def work() -> dict[str, Any]:
+            answer: dict[str, Any] = runner.run_status(run_id, storage=history)
+            runner.check_owner(answer["owner"], principal, run_id, "read")  # its state is the owner's
+            return answer
+
         try:
-            answer = await anyio.to_thread.run_sync(lambda: runner.run_status(run_id, storage=history))
+            answer = await anyio.to_thread.run_sync(work)
         except runner.RunResumeError as exc:
             raise _resume_error(exc) from exc
         return _plain(answer)
@@ -150,51 +153,137 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             )
         decision = {k: body[k] for k in RESUME_FIELDS if k in body}
         history = histories.get()
+
+        def work() -> dict[str, Any]:
+            with under_principal(run_id, principal):
+                final = runner.resume_run(
+                    run_id, decision, storage=history, registry=state.registry, executor=state.executor
+                )
+            answer = runner.run_status(run_id, storage=history)
+            return {**answer, "state": final}
+
         try:
-            answer = await anyio.to_thread.run_sync(
-                lambda: _resume(state, history, run_id, decision, principal)
-            )
+            answer = await pool.run(work)  # the run's own pool: a long resume takes no route's thread
         except runner.RunResumeError as exc:
             raise _resume_error(exc) from exc
         except ValueError as exc:  # the stored source no longer compiles against this catalogue
             raise ApiError(422, "validation", f"run {run_id!r} cannot be resumed: {exc}") from exc
         return _plain(answer)
 
-    def carry_on(run_id: str, decision: Any, principal: Principal) -> dict[str, Any] | None:
-        # `POST /tools/approvals/{id}` deciding a paused recorded run carries it on here (in its thread)
+    async def carry_on(run_id: str, decision: Any, principal: Principal) -> dict[str, Any] | None:
+        """`POST /tools/approvals/{id}` deciding a paused recorded run carries it on here, as the resume
+        route does: `{run_id, status, state}`, `{run_id, error}`, or None when it is no recorded run."""
+        runner = _runner()
         history = histories.get(required=False)
-        if history is None or history.run(run_id) is None:
-            return None  # not a recorded workflow run: a graph of the host's own, resumed by the host
+
+        def work() -> dict[str, Any] | None:
+            if history is None or history.run(run_id) is None:
+                return None  # a graph of the host's own (create_agent, a StateGraph): the host resumes it
+            with under_principal(run_id, principal):
+                final = runner.resume_run(
+                    run_id, decision, storage=history, registry=state.registry, executor=state.executor
+                )
+            return {**runner.run_status(run_id, storage=history), "state": final}
+
         try:
-            return _plain(_resume(state, history, run_id, decision, principal))
-        except runner_errors() as exc:
+            answer = await pool.run(work)
+        except runner.RunResumeError as exc:  # the decision stands; the run says why it did not go on
             return {"run_id": run_id, "error": _resume_error(exc).body()}
+        except ApiError as exc:  # every run slot busy
+            return {"run_id": run_id, "error": exc.body()}
         except ValueError as exc:  # the stored source no longer compiles against this catalogue
             message = f"run {run_id!r} cannot be resumed: {exc}"
             return {"run_id": run_id, "error": ApiError(422, "validation", message).body()}
+        return None if answer is None else _plain(answer)
 
     state.run_resumer = carry_on
     return router
 
 
-def runner_errors() -> type[Exception]:
-    return _runner().RunResumeError  # type: ignore[no-any-return]
+RUN_SLOTS_ENV = "ECHO_TOOLS_RUN_SLOTS"
+DEFAULT_RUN_SLOTS = 8
 
 
-def _resume(
-    state: ApiState, history: Any, run_id: str, decision: Any, principal: Principal
-) -> dict[str, Any]:
-    """Resume run `run_id` with `decision` as `principal` (in a worker thread): `{run_id, status, state}`."""
-    with under_principal(run_id, principal):
-        final = _runner().resume_run(
-            run_id, decision, storage=history, registry=state.registry, executor=state.executor
-        )
-    record = history.run(run_id) or {}
-    return {"run_id": run_id, "status": record.get("status"), "state": final}
+class RunPool:
+    """The worker threads of workflow runs and resumes: a bounded pool of their own (`slots`, from
+    `ECHO_TOOLS_RUN_SLOTS`, default 8), so runs blocked for minutes in agents and tools (or left running by
+    clients that went away) never take the anyio worker threads every other route needs. A slot is held
+    until the run's thread ends; a run asked for while every slot is busy is refused (503 `busy`).
+    `/tools/health` reports `stats()`.
+    """
+
+    def __init__(self, slots: int | None = None) -> None:
+        self.slots = slots if slots is not None else _slots_from_env()
+        self.busy = 0
+        self._lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(self.slots)
+
+    def take(self) -> None:
+        """Hold a slot for one run, or 503 `busy` naming the limit when none is free."""
+        with self._lock:
+            if self.busy >= self.slots:
+                raise ApiError(
+                    503,
+                    "busy",
+                    f"all {self.slots} workflow run slots are busy (runs in progress; {RUN_SLOTS_ENV} sets "
+                    "how many): retry when one ends",
+                )
+            self.busy += 1
+
+    def give(self) -> None:
+        with self._lock:
+            self.busy -= 1
+
+    async def run(self, work: Any) -> Any:
+        """`work()` in a thread of this pool, a slot held (taken here: 503 when none is free) until it ends."""
+        self.take()
+        return await self.run_taken(work)
+
+    async def run_taken(self, work: Any, *, abandon_on_cancel: bool = False) -> Any:
+        """`work()` in a thread of this pool, for a slot already taken: given back when `work` returns
+        (a run abandoned by its client keeps it until then), or at once if the thread never started."""
+        started = False
+
+        def held() -> Any:
+            nonlocal started
+            started = True
+            try:
+                return work()
+            finally:
+                self.give()
+
+        try:
+            return await anyio.to_thread.run_sync(
+                held, abandon_on_cancel=abandon_on_cancel, limiter=self._limiter
+            )
+        finally:
+            if not started:
+                self.give()
+
+    def stats(self) -> dict[str, Any]:
+        """`{"slots", "busy", "saturated"}` (what `/tools/health` reports)."""
+        with self._lock:
+            return {"slots": self.slots, "busy": self.busy, "saturated": self.busy >= self.slots}
+
+
+def _slots_from_env() -> int:
+    import os
+
+    text = os.environ.get(RUN_SLOTS_ENV, "")
+    if not text:
+        return DEFAULT_RUN_SLOTS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1024:
+        raise ValueError(f"{RUN_SLOTS_ENV} must be a whole number from 1 to 1024, got {text!r}")
+    return value
 
 
 class _Histories:
-    """The run history of the catalogue's storage folder, opened on first use (one per router)."""
+    """The server's run history, or (an app built without one) the run history of the catalogue's storage
+    folder, opened on first use (one per router)."""
 
     def __init__(self, state: ApiState) -> None:
         self.state = state
@@ -202,10 +291,13 @@ class _Histories:
         self._lock = threading.Lock()
 
     def get(self, *, required: bool = True) -> Any:
+        kept = getattr(self.state, "history", None)
+        if kept is not None:  # the server's own (PostgreSQL's, shared by every replica, or runs.sqlite)
+            return kept
         with self._lock:
             if self._history is None:
                 storage = self.state.registry.storage
-                if storage is None:
+                if storage is None or getattr(storage, "directory", None) is None:
                     if not required:
                         return None
                     raise ApiError(
@@ -219,9 +311,23 @@ class _Histories:
             return self._history
 
 
+def _refuse_taken(history: Any, run_id: str) -> None:
+    """409 before the stream starts when `run_id` is already recorded: a run is never replaced (the runner
+    refuses it too, in one step, for two requests racing for one new id)."""
+    if history.run(run_id) is not None:
+        raise ApiError(
+            409,
+            "conflict",
+            f"run_id {run_id!r} is already recorded in the run history (a run is never replaced): choose "
+            "another run id, or leave it out to get a new one",
+            field="body.run_id",
+        )
+
+
 def _resume_error(exc: Any) -> ApiError:
     field = "body." + exc.field if exc.field in RESUME_FIELDS else exc.field
-    return ApiError(exc.status, _RESUME_ERROR_TYPES.get(exc.status, "validation"), str(exc), field=field)
+    kind = "owned" if exc.field == "owner" else _RESUME_ERROR_TYPES.get(exc.status, "validation")
+    return ApiError(exc.status, kind, str(exc), field=field)
 
 
 def _plain(answer: dict[str, Any]) -> dict[str, Any]:
@@ -250,15 +356,17 @@ def _both(first: Any, second: Any) -> Iterator[None]:
         yield
 
 
-async def _run_stream(
+def _start_run(
     state: ApiState,
+    pool: RunPool,
     source: dict[str, Any],
     user_input: str | None,
     run_id: str,
-    history: Any = None,
-    principal: Principal | None = None,
-) -> AsyncIterator[str]:
-    """Start the run in a worker thread and relay its events as they happen, then the final state."""
+    history: Any,
+    principal: Principal | None,
+) -> tuple[asyncio.Queue[tuple[str, Any]], asyncio.Task[None]]:
+    """Start the run (its slot in `pool` already taken) in a worker thread of the pool; its events, then
+    its final state or its error, arrive on the queue."""
     runner = _runner()
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -283,31 +391,40 @@ async def _run_stream(
 
     async def job() -> None:
         try:
-            final = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            final = await pool.run_taken(work, abandon_on_cancel=True)
             queue.put_nowait(("final", final))
         except Exception as exc:  # boundary: a failed run is reported in the stream, not as a crash
             queue.put_nowait(("error", exc))
 
     task = asyncio.create_task(job())
+    # the client may leave: the run goes on in its thread (holding its slot) and nobody reads its end
+    task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+    return queue, task
+
+
+async def _relay(
+    queue: asyncio.Queue[tuple[str, Any]], task: asyncio.Task[None], run_id: str
+) -> AsyncIterator[str]:
+    """The run's events as Server-Sent Events as they happen, then its final state (or its error)."""
     seen: set[str] = set()
-    try:
-        yield format_sse("run.started", {"run_id": run_id})
-        while True:
-            kind, item = await queue.get()
-            if kind == "event":
-                event_id = item.get("event_id")
-                if event_id:
-                    if event_id in seen:  # never relay one event twice
-                        continue
-                    seen.add(event_id)
-                yield format_sse(str(item.get("type", "event")), item, event_id)
-            elif kind == "final":
-                yield format_sse("run.completed", {"run_id": run_id, "state": item})
-                return
-            else:
-                yield format_sse("run.failed", {"run_id": run_id, **_failure(item)})
-                return
-    finally:
-        if not task.done():
-            # the client left: the worker thread cannot be interrupted and finishes on its own
-            task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+    status = "running"
+    yield format_sse("run.started", {"run_id": run_id})
+    while True:
+        kind, item = await queue.get()
+        if kind == "event":
+            if item.get("type") == "run.finished":
+                status = str(item.get("status") or status)
+            event_id = item.get("event_id")
+            if event_id:
+                if event_id in seen:  # never relay one event twice
+                    continue
+                seen.add(event_id)
+            yield format_sse(str(item.get("type", "event")), item, event_id)
+        elif kind == "final":
+            state_ = _plain({"state": item})["state"]
+            yield format_sse("run.completed", {"run_id": run_id, "status": status, "state": state_})
+            return
+        else:
+            stopped = status if status in ("failed", "cancelled") else "failed"
+            yield format_sse("run.failed", {"run_id": run_id, "status": stopped, **_failure(item)})
+            return

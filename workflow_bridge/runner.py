@@ -11,144 +11,70 @@ With a `RunHistory` the run is recorded (source, status, tool events) and checkp
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from echo_tools.events import ToolEvent
-from workflow_bridge.compiler import WorkflowCompiler
-from workflow_bridge.llm import check_llm, describe_llm
-from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
-from workflow_bridge.node_mapper import MappedWorkflow, NodeMapper
+from echo_tools.gate import acting
+from workflow_bridge.decisions import (
+    ELICITATION_ACTIONS,
+    HITL_DECISIONS,
+    RunResumeError,
+    check_allowed,
+    check_answer,
+    check_decision,
+    elicitation,
+)
+from workflow_bridge.llm import describe_llm
+from workflow_bridge.run_source import (
+    WorkflowSourceError,
+    check_models,
+    compile_source,
+    default_input,
+    load_source,
+    map_source,
+    models_of,
+    uses_rehearsal,
+)
+from workflow_bridge.run_stream import (
+    RUN_STATUSES,
+    EventCallback,
+    exit_code,
+    stream_run,
+)
 from workflow_bridge.state import initial_state
+
+__all__ = [
+    "ELICITATION_ACTIONS",
+    "HITL_DECISIONS",
+    "RUN_STATUSES",
+    "RunResumeError",
+    "WorkflowSourceError",
+    "check_answer",
+    "check_decision",
+    "check_models",
+    "check_owner",
+    "cancel_run",
+    "compile_source",
+    "exit_code",
+    "load_source",
+    "map_source",
+    "models_of",
+    "replay_run",
+    "resume_run",
+    "resume_workflow",
+    "run_status",
+    "run_workflow",
+    "stream_run",
+    "uses_rehearsal",
+]
 
 logger = logging.getLogger("workflow_bridge.runner")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-HITL_DECISIONS = ("approve", "reject", "edit")
-EventCallback = Callable[[dict[str, Any]], Any]
-_REHEARSAL: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-_MODELS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-class RunResumeError(ValueError):
-    """A run that cannot be resumed: `status` is the HTTP status the API answers (404 unknown run, 409 not
-    paused, 422 a decision that does not fit the HITL node), `field` what the message names."""
-
-    def __init__(self, message: str, *, status: int, field: str, run_id: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
-        self.run_id = run_id
-
-
-class WorkflowSourceError(ValueError):
-    """A workflow source that cannot be compiled; `diagnostics` lists NodeMapper's findings."""
-
-    def __init__(self, message: str, diagnostics: list[Any] | None = None) -> None:
-        super().__init__(message)
-        self.diagnostics = list(diagnostics or [])
-
-
-def load_source(source: Mapping[str, Any] | str | Path) -> dict[str, Any]:
-    """The source as a JSON object: a dict as given, or the contents of a JSON file."""
-    if isinstance(source, Mapping):
-        return dict(source)
-    path = Path(source)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise WorkflowSourceError(
-            f"workflow file {str(path)!r} cannot be read: {exc.strerror or exc}"
-        ) from exc
-    except json.JSONDecodeError as exc:
-        raise WorkflowSourceError(
-            f"workflow file {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}"
-        ) from exc
-    if not isinstance(data, dict):
-        raise WorkflowSourceError(
-            f"workflow file {str(path)!r} must hold a JSON object, got {type(data).__name__}"
-        )
-    return data
-
-
-def map_source(data: Mapping[str, Any], registry: Any) -> MappedWorkflow:
-    """A `MappedWorkflow` for a canvas payload / export (through NodeMapper) or a `{workflow, agents}` pair.
-
-    Raises:
-        WorkflowSourceError: the shape is not recognised, or NodeMapper reported errors (listed).
-    """
-    if isinstance(data.get("workflow"), Mapping) and "agents" in data:
-        agents = data["agents"]
-        if isinstance(agents, list):
-            agents = {str(a.get("agent_id")): a for a in agents if isinstance(a, Mapping)}
-        if not isinstance(agents, Mapping):
-            raise WorkflowSourceError(f"'agents' must map agent ids to agents, got {type(agents).__name__}")
-        return MappedWorkflow(workflow=dict(data["workflow"]), agents=dict(agents))
-    if "canvas_nodes" in data or "nodes" in data:
-        mapped = NodeMapper(registry).map_canvas(data)
-        if not mapped.ok:
-            lines = [f"  {d.level} {d.node_id or '-'}.{d.field or '-'}: {d.message}" for d in mapped.errors]
-            raise WorkflowSourceError(
-                f"the canvas has {len(lines)} error(s):\n" + "\n".join(lines), mapped.diagnostics
-            )
-        return mapped
-    if "connections" in data and "agents" in data:
-        raise WorkflowSourceError(
-            'this is a workflow JSON without its agent JSONs; give {"workflow": ..., "agents": {...}}'
-        )
-    raise WorkflowSourceError(
-        "unrecognised workflow source: expected a canvas payload (canvas_nodes), a canvas export (nodes), "
-        f'or {{"workflow", "agents"}}; got keys {sorted(data)[:10]}'
-    )
-
-
-def compile_source(
-    source: Mapping[str, Any] | str | Path, registry: Any, executor: Any, **options: Any
-) -> tuple[Any, MappedWorkflow]:
-    """Compile any accepted source; returns (compiled graph, mapped workflow).
-
-    `options` go to `WorkflowCompiler` (`llm`, `missing_agents`, `checkpointer`, `state_keys`). Give the
-    run's payload keys as `state_keys`: LangGraph would otherwise drop them before any node reads them.
-
-    Raises:
-        WorkflowSourceError: unreadable or unrecognised source, or canvas errors (listed).
-        WorkflowCompileError / ToolNotFoundError: the workflow cannot become a graph.
-    """
-    mapped = map_source(load_source(source), registry)
-    compiler = WorkflowCompiler(registry, executor, **options)
-    graph = compiler.compile(mapped.workflow, mapped.agents)
-    _REHEARSAL[graph] = compiler.uses_rehearsal
-    _MODELS[graph] = compiler.models
-    return graph, mapped
-
-
-def uses_rehearsal(graph: Any) -> bool:
-    """True when a graph from `compile_source` runs some agent on the offline rehearsal model."""
-    return _REHEARSAL.get(graph, False)
-
-
-def models_of(graph: Any) -> dict[str, Any]:
-    """The model of each agent of a graph from `compile_source` (agent id -> CrewAI LLM)."""
-    return dict(_MODELS.get(graph) or {})
-
-
-def check_models(graph: Any) -> None:
-    """Check every distinct model of a graph from `compile_source` before running it (`llm.check_llm`).
-
-    Raises:
-        LLMConfigError: a model's server does not answer or its API key is not set, in one sentence.
-    """
-    seen: set[str] = set()
-    for llm in models_of(graph).values():
-        label = describe_llm(llm)
-        if label not in seen:
-            seen.add(label)
-            check_llm(llm)
 
 
 def run_workflow(
@@ -164,6 +90,7 @@ def run_workflow(
     missing_agents: str = "error",
     check_llms: bool = False,
     history: Any = None,
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """Compile and run a workflow; returns the final state (with `__interrupt__` when a HITL node paused).
 
@@ -178,11 +105,16 @@ def run_workflow(
         check_llms: check every model before the run (`check_models`): an unreachable server or a
             missing API key fails in one sentence instead of once per agent call.
         history: a `echo_tools.history.RunHistory` (or an object with its API): the graph is checkpointed
-            with `history.checkpointer()`, and the run, its tool events and its final status (`interrupted`,
-            `completed`, `failed`) are recorded, so `resume_run` can carry it on from another process.
+            with `history.checkpointer()`, and the run, its tool events and its status (`RUN_STATUSES`,
+            see `run_stream`) are recorded, so `resume_run` can carry it on from another process.
+        owner: the principal name recorded as the run's owner (only it or an admin may resume or read
+            the run); default the principal acting now (`echo_tools.gate.acting()`: the operator in the
+            CLI and in-process Python, the request's principal over HTTP).
 
     Raises:
         LLMConfigError: `check_llms`, and a model cannot be used.
+        RunResumeError: 409 (`run_id`): the history already holds a run with this id (nothing runs, the
+            recorded run is left as it was).
     """
     data = load_source(source)
     graph, mapped = compile_source(
@@ -194,11 +126,9 @@ def run_workflow(
         checkpointer=history.checkpointer() if history is not None else None,
         state_keys=list(payload or {}),
     )
-    if check_llms:
-        check_models(graph)
     if user_input is None and not payload:
         # sample canvases carry a ready request, so `echo-tools run FILE` works without --input
-        user_input = _default_input(data) or _default_input(mapped.workflow)
+        user_input = default_input(data) or default_input(mapped.workflow)
     run_id = run_id or f"run_{uuid.uuid4().hex}"
     workflow_id = mapped.workflow.get("workflow_id")
     state = initial_state(user_input, workflow_id, run_id, **dict(payload or {}))
@@ -215,11 +145,34 @@ def run_workflow(
             "llm": llm if isinstance(llm, str) else None,
             "user_input": user_input,
             "payload": dict(payload or {}),
+            "owner": owner or acting().name,
         }
-        history.start_run(run_id, stored, workflow_id)
+        if not history.start_run(run_id, stored, workflow_id):  # one step: two runs never share an id
+            raise RunResumeError(
+                f"run_id {run_id!r} is already recorded in the run history (a run is never replaced): "
+                "choose another run id, or leave it out to get a new one",
+                status=409,
+                field="run_id",
+                run_id=run_id,
+            )
+    if check_llms:
+        _check_models_of_run(graph, run_id, history, on_event)
     return stream_run(
         graph, state, run_id, executor=executor, on_event=on_event, started=start, history=history
     )
+
+
+def _check_models_of_run(graph: Any, run_id: str, history: Any, on_event: EventCallback | None) -> None:
+    """`check_models`; a model that cannot be used fails the recorded run (`failed`, the reason kept)."""
+    try:
+        check_models(graph)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        if history is not None:
+            history.set_status(run_id, "failed", error)
+        if on_event is not None:
+            on_event({"type": "run.finished", "run_id": run_id, "status": "failed", "error": error})
+        raise
 
 
 def _owning_history(function: _F) -> _F:
@@ -265,6 +218,7 @@ def resume_run(
     executor: Any = None,
     llm: Any = None,
     on_event: EventCallback | None = None,
+    principal: Any = None,
 ) -> dict[str, Any]:
     """Resume a run a HITL node paused, from any process: the run's stored source is compiled again with
     the same checkpointer and carried on with the reviewer's decision.
@@ -277,31 +231,21 @@ def resume_run(
             `PgRunHistory`.
         registry, executor: default a registry on the storage folder and an executor on it.
         llm: a model or spec for every agent; default the one the run started with.
+        principal: who resumes (an `echo_tools.gate.Principal`); default the one acting now. Only the
+            run's owner or an admin may.
 
     Raises:
-        RunResumeError: the run is unknown (404), not paused (409), or the decision does not fit (422).
+        RunResumeError: the run is unknown (404), owned by another principal (409 `owner`), not paused
+            (409 `status`), paused at nodes the workflow
+            compiled again from its source does not have (409 `nodes`), or the decision does not fit (422).
     """
     from langgraph.types import Command
 
     history = _open_history(storage)
     record = _recorded_run(history, run_id)
-    if record["status"] != "interrupted":
-        raise RunResumeError(
-            f"run {run_id!r} is {record['status']!r}, not 'interrupted': only a run paused at a HITL node "
-            "can be resumed",
-            status=409,
-            field="status",
-            run_id=run_id,
-        )
-    paused = run_status(run_id, storage=history)["state"]
-    asking = _elicitation(paused)
-    if asking is not None:  # an MCP server asked the person something: the answer goes back to it
-        resume_value = check_answer(decision, asking, run_id)
-    else:
-        resume_value = check_decision(decision, run_id)
-        _check_allowed(resume_value["decision"], paused, run_id)
+    check_owner(record["owner"], principal, run_id, "resume")
+    resume_value = _checked_resume(history, record, decision, run_id)
     stored = record["source"]
-    source = stored.get("source", stored) if isinstance(stored, Mapping) else stored
     own_executor = executor is None
     if registry is None:
         registry = _storage_registry(history, run_id)
@@ -309,18 +253,9 @@ def resume_run(
         from echo_tools.executor import ToolExecutor
 
         executor = ToolExecutor(registry)
-    if llm is None and isinstance(stored, Mapping):
-        llm = stored.get("llm")
     try:
-        payload = stored.get("payload") if isinstance(stored, Mapping) else None
-        graph, _ = compile_source(
-            source,
-            registry,
-            executor,
-            llm=llm,
-            checkpointer=history.checkpointer(),
-            state_keys=list(payload or {}),
-        )
+        graph = _recompiled(history, stored, registry, executor, llm)
+        _check_paused_nodes(graph, stored, run_id)
         start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
         if not history.claim_run(run_id):  # one step: a second resume of the same pause loses here
             now = (history.run(run_id) or {}).get("status")
@@ -344,6 +279,84 @@ def resume_run(
     finally:
         if own_executor:
             executor.close()
+
+
+def check_owner(owner: str, principal: Any, run_id: str, doing: str) -> None:
+    """RunResumeError (409, `owner`) unless `principal` (default: the one acting now) owns run `run_id`
+    (started it) or is an admin."""
+    principal = principal if principal is not None else acting()
+    if principal.owns(owner):
+        return
+    raise RunResumeError(
+        f"run {run_id!r} is owned by {owner!r}; principal {principal.name!r} may not {doing} it (only its "
+        "owner or an admin may)",
+        status=409,
+        field="owner",
+        run_id=run_id,
+    )
+
+
+def _checked_resume(history: Any, record: Mapping[str, Any], decision: Any, run_id: str) -> dict[str, Any]:
+    """The decision as the paused node takes it, once the run is known to be paused (409 otherwise)."""
+    if record["status"] != "interrupted":
+        raise RunResumeError(
+            f"run {run_id!r} is {record['status']!r}, not 'interrupted': only a run paused at a HITL node "
+            "can be resumed",
+            status=409,
+            field="status",
+            run_id=run_id,
+        )
+    paused = run_status(run_id, storage=history)["state"]
+    asking = elicitation(paused)
+    if asking is not None:  # an MCP server asked the person something: the answer goes back to it
+        return check_answer(decision, asking, run_id)
+    value = check_decision(decision, run_id)
+    check_allowed(value["decision"], paused, run_id)
+    return value
+
+
+def _recompiled(history: Any, stored: Any, registry: Any, executor: Any, llm: Any) -> Any:
+    """The run's recorded source compiled again on the history's checkpointer."""
+    source = stored.get("source", stored) if isinstance(stored, Mapping) else stored
+    if llm is None and isinstance(stored, Mapping):
+        llm = stored.get("llm")
+    payload = stored.get("payload") if isinstance(stored, Mapping) else None
+    graph, _ = compile_source(
+        source,
+        registry,
+        executor,
+        llm=llm,
+        checkpointer=history.checkpointer(),
+        state_keys=list(payload or {}),
+    )
+    return graph
+
+
+def _check_paused_nodes(graph: Any, stored: Any, run_id: str) -> None:
+    """RunResumeError (409, `nodes`) when the checkpoint waits at nodes the recompiled graph lacks: carrying
+    on would run nothing and report `completed` for a run whose remaining nodes never ran."""
+    recorded = stored.get("paused_at") if isinstance(stored, Mapping) else None
+    waiting = [str(n) for n in recorded or ()]
+    if not waiting:  # a run recorded before `paused_at` was kept: what the new graph finds waiting
+        waiting = list(graph.get_state({"configurable": {"thread_id": run_id}}).next)
+        if not waiting:
+            raise RunResumeError(
+                f"run {run_id!r} cannot be resumed: its checkpoint waits at no node of the workflow compiled "
+                "again from its recorded source (the workflow's node ids changed since it paused)",
+                status=409,
+                field="nodes",
+                run_id=run_id,
+            )
+    missing = [n for n in waiting if n not in graph.nodes]
+    if missing:
+        raise RunResumeError(
+            f"run {run_id!r} cannot be resumed: it is paused at node(s) {', '.join(missing)}, and the "
+            "workflow compiled again from its recorded source has no node of that id (its node ids "
+            "changed since it paused); start a new run",
+            status=409,
+            field="nodes",
+            run_id=run_id,
+        )
 
 
 @_owning_history
@@ -389,7 +402,7 @@ def replay_run(
             llm=llm or stored.get("llm"),
             state_keys=list(stored.get("payload") or {}),
         )
-        workflow_id = mapped.workflow.get("workflow_id")
+        workflow_id = record.get("workflow_id") or mapped.workflow.get("workflow_id")
         state = initial_state(
             stored.get("user_input"), workflow_id, new_run_id, **dict(stored.get("payload") or {})
         )
@@ -412,55 +425,6 @@ def replay_run(
     return final
 
 
-def check_decision(decision: Any, run_id: str = "") -> dict[str, Any]:
-    """A reviewer's decision in the form the HITL node takes, or `RunResumeError` (422) naming the field.
-
-    `"approve"` / `"reject"` / `"edit"`, or `{"decision": ..., "edits": {...}, "comment": text}`; `edits`
-    (an object) is what an `edit` puts in place of the paused node's `crew_result`.
-    """
-    if isinstance(decision, str):
-        decision = {"decision": decision}
-    if not isinstance(decision, Mapping):
-        raise _unfit(
-            f"decision must be 'approve', 'reject' or 'edit', got {decision!r:.80}",
-            "decision",
-            run_id,
-        )
-    kind = decision.get("decision")
-    if kind not in ("approve", "reject", "edit"):
-        raise _unfit(
-            f"decision must be 'approve', 'reject' or 'edit', got {kind!r:.80}",
-            "decision",
-            run_id,
-        )
-    value = {k: v for k, v in decision.items() if k != "edits"}
-    edits = decision.get("edits")
-    if kind == "edit":
-        if not isinstance(edits, Mapping):
-            raise _unfit(
-                f"edits must be an object for an 'edit' decision, got {edits!r:.80}",
-                "edits",
-                run_id,
-            )
-        # `crew_result` in the edits replaces the paused result as it is; other edits replace it whole
-        value.setdefault("edited_output", edits["crew_result"] if "crew_result" in edits else dict(edits))
-    elif edits is not None:
-        raise _unfit(
-            f"edits are only taken with an 'edit' decision, not with {kind!r}",
-            "edits",
-            run_id,
-        )
-    comment = value.get("comment")
-    if comment is not None and not isinstance(comment, str):
-        raise _unfit(f"comment must be a string, got {comment!r:.80}", "comment", run_id)
-    return value
-
-
-def _unfit(message: str, field: str, run_id: str) -> RunResumeError:
-    # a decision that does not fit the paused HITL node: the API answers 422
-    return RunResumeError(message, status=422, field=field, run_id=run_id)
-
-
 def _recorded_run(history: Any, run_id: str) -> dict[str, Any]:
     """The history's record of `run_id`, or `RunResumeError` (404) naming it."""
     record = history.run(run_id)
@@ -471,73 +435,11 @@ def _recorded_run(history: Any, run_id: str) -> dict[str, Any]:
     return record
 
 
-ELICITATION_ACTIONS = ("accept", "decline", "cancel")
-
-
-def _elicitation(state: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The MCP elicitation request a run is paused at (the interrupt of `echo_tools.mcp.callbacks`), if any."""
-    for request in state.get("__interrupt__") or []:
-        if isinstance(request, Mapping) and request.get("type") == "mcp_elicitation":
-            return dict(request)
-    return None
-
-
-def check_answer(answer: Any, request: Mapping[str, Any], run_id: str = "") -> dict[str, Any]:
-    """A person's answer to an MCP server's elicitation request, or `RunResumeError` (422) naming the field.
-
-    `{"decision": "accept", "content": {...}}` (also `"action"` for `"decision"`), `"decline"` or
-    `"cancel"`; the server's schema checks `content` when the answer reaches it.
-    """
-    server = request.get("server")
-    if isinstance(answer, str):
-        answer = {"decision": answer}
-    if not isinstance(answer, Mapping):
-        raise _unfit(
-            f"run {run_id!r} is paused at MCP server {server!r}'s question; the answer must be an object "
-            f"with 'decision', got {answer!r:.80}",
-            "decision",
-            run_id,
-        )
-    action = answer.get("decision", answer.get("action"))
-    if action not in ELICITATION_ACTIONS:
-        raise _unfit(
-            f"run {run_id!r} is paused at MCP server {server!r}'s question; decision must be "
-            f"{', '.join(map(repr, ELICITATION_ACTIONS))}, got {action!r:.80}",
-            "decision",
-            run_id,
-        )
-    content = answer.get("content")
-    if action == "accept" and not isinstance(content, Mapping):
-        raise _unfit(
-            f"content must be an object answering MCP server {server!r}'s question, got {content!r:.80}",
-            "content",
-            run_id,
-        )
-    answered = dict(content) if action == "accept" and isinstance(content, Mapping) else None
-    return {"decision": action, "action": action, "content": answered}
-
-
-def _check_allowed(kind: str, state: Mapping[str, Any], run_id: str) -> None:
-    # the paused node says which decisions it takes (the canvas's allowedDecisions, allowEdit)
-    for request in state.get("__interrupt__") or []:
-        if not isinstance(request, Mapping):
-            continue
-        # a canvas may label its own decisions ("publish", "revise"): only the ones the node knows count
-        allowed = [d for d in request.get("decisions") or () if d in HITL_DECISIONS] or list(HITL_DECISIONS)
-        if kind == "edit" and request.get("allow_edit") is False:
-            allowed = [d for d in allowed if d != "edit"]
-        if kind not in allowed:
-            raise _unfit(
-                f"decision {kind!r} is not one the HITL node {request.get('node_id')!r} of run {run_id!r} "
-                f"takes; it takes {', '.join(allowed)}",
-                "decision",
-                run_id,
-            )
-
-
 @_owning_history
 def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
-    """`{"run_id", "status", "state"}` of a recorded run: its status and its last checkpointed state.
+    """`{"run_id", "status", "state", "error", "failed_calls", "owner"}` of a recorded run: its status (one of
+    `RUN_STATUSES`), its last checkpointed state, the error it stopped on or the summary of its failed
+    calls, and the failed tool calls listed (`completed_with_errors`).
 
     Raises:
         RunResumeError: no run has this id (404).
@@ -550,7 +452,35 @@ def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
     pending = [w for w in (checkpoint.pending_writes or []) if w[1] == "__interrupt__"] if checkpoint else []
     if pending:
         values["__interrupt__"] = [getattr(i, "value", i) for w in pending for i in _as_list(w[2])]
-    return {"run_id": run_id, "status": record["status"], "state": values}
+    stored = record["source"] if isinstance(record["source"], Mapping) else {}
+    return {
+        "run_id": run_id,
+        "status": record["status"],
+        "state": values,
+        "error": record.get("error"),
+        "failed_calls": list(stored.get("failed_calls") or []),
+        "owner": record["owner"],
+    }
+
+
+@_owning_history
+def cancel_run(run_id: str, *, storage: Any) -> dict[str, Any]:
+    """Cancel a run paused at a HITL node (it will not be resumed): its status becomes `cancelled`.
+
+    Raises:
+        RunResumeError: no run has this id (404), or it is not `interrupted` (409 naming its status).
+    """
+    history = _open_history(storage)
+    record = _recorded_run(history, run_id)
+    if not history.claim_run(run_id, "interrupted", "cancelled"):
+        now = (history.run(run_id) or record).get("status")
+        raise RunResumeError(
+            f"run {run_id!r} is {now!r}, not 'interrupted': only a paused run can be cancelled",
+            status=409,
+            field="status",
+            run_id=run_id,
+        )
+    return run_status(run_id, storage=history)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -577,83 +507,3 @@ def _storage_registry(history: Any, run_id: str) -> Any:
     from echo_tools.registry import ToolRegistry
 
     return ToolRegistry(storage_dir=Path(path).parent)
-
-
-def stream_run(
-    graph: Any,
-    graph_input: Any,
-    run_id: str,
-    *,
-    executor: Any,
-    on_event: EventCallback | None = None,
-    started: dict[str, Any] | None = None,
-    history: Any = None,
-) -> dict[str, Any]:
-    """Run a compiled graph on thread `run_id`, reporting progress to `on_event`; returns the final state.
-
-    With `history` (a `RunHistory`), the run's tool events are kept there and its status set at the end:
-    `interrupted`, `failed` (a tool call failed, or the run stopped on an error) or `completed`.
-    """
-    emit = _safe(on_event)
-    emit(started or {"type": "run.started", "run_id": run_id})
-    if uses_rehearsal(graph):
-        logger.warning(REHEARSAL_NOTICE)
-        emit({"type": "llm.rehearsal", "run_id": run_id, "message": REHEARSAL_NOTICE})
-    config = {"configurable": {"thread_id": run_id}}
-
-    nested = f"{run_id}/"  # sub-runs of `workflow` / `agent` tools called in this run (composite.py)
-
-    failures: list[str] = []
-
-    def forward(event: Any) -> None:
-        if event.run_id == run_id or (event.run_id or "").startswith(nested):
-            if history is not None:
-                history.record(event)
-            if event.type in ("tool.failed", "tool.timeout"):
-                failures.append(str(event.tool_id))
-            emit(event.to_dict())  # `agent_name` comes from the calling agent's context
-
-    executor.add_sink(forward)
-    interrupts: list[Any] = []
-    try:
-        for mode, chunk in graph.stream(graph_input, config, stream_mode=["updates", "custom"]):
-            if mode == "custom" and isinstance(chunk, dict):
-                emit({**chunk, "run_id": run_id})
-            elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
-                interrupts.extend(chunk["__interrupt__"])
-                values = [getattr(i, "value", i) for i in chunk["__interrupt__"]]
-                emit({"type": "run.interrupted", "run_id": run_id, "interrupts": values})
-    except BaseException as exc:
-        if history is not None:
-            history.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}"[:2000])
-        raise
-    finally:
-        executor.remove_sink(forward)
-    final = dict(graph.get_state(config).values)
-    if interrupts:
-        final["__interrupt__"] = interrupts
-    status = "interrupted" if interrupts else "completed"
-    if history is not None:
-        failed = not interrupts and failures
-        error = f"failed tool calls: {', '.join(failures)}" if failed else None
-        history.set_status(run_id, "failed" if failed else status, error)
-    emit({"type": "run.finished", "run_id": run_id, "status": status})
-    return final
-
-
-def _default_input(data: Mapping[str, Any]) -> str | None:
-    meta = data.get("metadata")
-    value = meta.get("default_input") if isinstance(meta, Mapping) else None
-    return value if isinstance(value, str) and value else None
-
-
-def _safe(on_event: EventCallback | None) -> EventCallback:
-    def emit(event: dict[str, Any]) -> None:
-        if on_event is None:
-            return
-        try:
-            on_event(event)
-        except Exception:  # boundary: a broken progress callback must not break the run
-            logger.exception("on_event callback raised on %s", event.get("type"))
-
-    return emit

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,8 +61,10 @@ class ApiState:
     settings: ApiSettings
     broadcaster: EventBroadcaster
     gate: Gatekeeper
+    history: Any = None  # the run history (`/workflows` records and resumes runs in it), when kept
+    run_pool: Any = None  # the workflow runs' own worker threads (`/workflows`), reported by health
     # set by the workflow bridge's router: carry a paused recorded run on (`POST /tools/approvals/{id}`)
-    run_resumer: Callable[[str, Any, Principal], dict[str, Any] | None] | None = None
+    run_resumer: Callable[[str, Any, Principal], Awaitable[dict[str, Any] | None]] | None = None
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
@@ -145,7 +147,7 @@ def make_router(
     executor.add_sink(broadcaster)
     registry.events.add(broadcaster)
     gate = Gatekeeper(settings)
-    state = ApiState(registry, executor, settings, broadcaster, gate)
+    state = ApiState(registry, executor, settings, broadcaster, gate, history)
     secured = [gate.requires(READ)]
     router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
     router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
@@ -180,11 +182,13 @@ def make_router(
     # Declared before `/{tool_id}`: EchoAI's `/health` was shadowed by it and answered 404.
     @router.get("/health", dependencies=[gate.requires(PUBLIC)], summary="Liveness (needs no API key)")
     async def health() -> dict[str, Any]:
+        runs = state.run_pool.stats() if state.run_pool is not None else None
         return {
-            "status": "healthy",
+            "status": "saturated" if runs and runs["saturated"] else "healthy",
             "service": "echo-tools",
             "version": echo_tools.__version__,
             "tool_count": len(registry),
+            **({"workflow_runs": runs} if runs else {}),
         }
 
     @router.get(

@@ -79,8 +79,7 @@ def add_approval_routes(router: APIRouter, state: Any) -> None:
             }  # args: in the store
             if comment is not None:
                 resume["comment"] = comment
-            run_id, carry_on = record.run_id, state.run_resumer
-            answer["run"] = await anyio.to_thread.run_sync(lambda: carry_on(run_id, resume, principal))
+            answer["run"] = await state.run_resumer(record.run_id, resume, principal)
         return answer
 
 

@@ -140,18 +140,33 @@ def where(args: argparse.Namespace) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """`echo-tools runs`: the runs with kept events, newest first."""
+    """`echo-tools runs [--status S] [--workflow ID]`: the runs, newest first; `runs show RUN_ID`: one run;
+    `runs cancel RUN_ID`: cancel a run paused at a HITL node."""
+    from echo_tools.cli.common import CliError
+
+    action = getattr(args, "action", None)
+    if action is not None:
+        if not getattr(args, "run_id", None):
+            raise CliError(f"runs {action} needs a RUN_ID", code=2)
+        return cancel_run(args) if action == "cancel" else show_run(args)
+    if getattr(args, "run_id", None):
+        raise CliError(f"runs takes show or cancel before a run id, got {args.run_id!r}", code=2)
+    return list_runs(args)
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    """The runs table (or `{"runs": [...]}` with `--json`)."""
     from echo_tools.cli.common import CliError, print_json
 
     history = run_history(args)
     try:
-        summaries = history.runs(workflow_id=args.workflow, limit=args.limit)
+        summaries = history.runs(
+            workflow_id=args.workflow, status=getattr(args, "status", None), limit=args.limit
+        )
     except ValueError as exc:
-        raise CliError(f"runs --limit: {exc}", code=2) from exc
-    rows = []
-    for summary in summaries:
-        record = history.run(summary.run_id)
-        rows.append({**summary.to_dict(), "status": record["status"] if record else None})
+        option = "--status" if str(exc).startswith("status") else "--limit"
+        raise CliError(f"runs {option}: {exc}", code=2) from exc
+    rows = [summary.to_dict() for summary in summaries]
     if args.json:
         print_json({"runs": rows})
         return 0
@@ -174,8 +189,32 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cancel_run(args: argparse.Namespace) -> int:
+    """`runs cancel RUN_ID`: a paused run becomes `cancelled` (it can no longer be resumed)."""
+    from echo_tools.cli.common import CliError
+
+    history = run_history(args)
+    run_id = args.run_id
+    record = history.run(run_id)
+    if record is None:
+        raise CliError(f"no recorded run has run_id {run_id!r}")
+    if not history.claim_run(run_id, "interrupted", "cancelled"):
+        now = (history.run(run_id) or record)["status"]
+        raise CliError(f"run {run_id!r} is {now!r}, not 'interrupted': only a paused run can be cancelled")
+    sys.stdout.write(f"run {run_id} cancelled\n")
+    return 0
+
+
+def show_run(args: argparse.Namespace) -> int:
+    """`runs show RUN_ID`: one run (see `echo_tools.cli.run_view`)."""
+    from echo_tools.cli.run_view import show_run as show
+
+    return show(run_history(args), args.run_id, as_json=args.json)
+
+
 def cmd_events_history(args: argparse.Namespace) -> int:
-    """`echo-tools events [--run ID] [--tool ID] [--agent ID] [--since T] [--limit N]`: the history."""
+    """`echo-tools events [--run ID] [--tool ID] [--agent ID] [--since T] [--limit N] [--oldest-first]`:
+    the history, newest first (the latest N events)."""
     from echo_tools.cli.common import CliError, print_json
     from echo_tools.cli.output import format_event_line
 
@@ -187,6 +226,7 @@ def cmd_events_history(args: argparse.Namespace) -> int:
             agent_id=args.agent,
             since=args.since,
             limit=args.limit if args.limit is not None else 100,
+            newest_first=not getattr(args, "oldest_first", False),
         )
     except ValueError as exc:
         option = "--since" if str(exc).startswith("since") else "--limit"

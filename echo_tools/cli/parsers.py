@@ -175,9 +175,19 @@ def add_history_parsers(sub: SubParsers, *, events: Handler, runs: Handler, migr
     p.add_argument("--since", metavar="TIME", help="only events at or after this ISO 8601 time (history)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N events, 1..10000 (history; default 100)")
     p.add_argument("--json", action="store_true", help='print {"events": [...]} (history)')
+    p.add_argument(
+        "--oldest-first", action="store_true", help="the oldest events first (history; default: newest first)"
+    )
     p.set_defaults(func=events)
 
-    p = sub.add_parser("runs", help="list the runs kept in the run history, newest first")
+    p = sub.add_parser(
+        "runs",
+        help="list the runs kept in the run history, newest first; `runs show RUN_ID`: one run; "
+        "`runs cancel RUN_ID`: cancel a paused run",
+    )
+    p.add_argument("action", nargs="?", choices=("show", "cancel"), help="show or cancel one run")
+    p.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run to show or cancel")
+    p.add_argument("--status", metavar="STATUS", help="only the runs with this status")
     p.add_argument("--workflow", metavar="ID", help="only the runs of this workflow")
     p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N runs (default 100)")
     p.add_argument("--json", action="store_true", help='print {"runs": [...]}')

@@ -10,7 +10,7 @@ first waits for the events this process already recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +22,8 @@ from echo_tools.history.writer import EventWriter
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 DEFAULT_RETENTION_DAYS = 30
-RUN_STATUSES = ("running", "interrupted", "completed", "failed")
+# a run's status, the same word everywhere (docs/runs.md has the table of when each happens)
+RUN_STATUSES = ("running", "interrupted", "completed", "completed_with_errors", "failed", "cancelled")
 
 
 def events_table_sql(table: str, seq_column: str) -> tuple[str, ...]:
@@ -76,6 +77,7 @@ class RunSummary:
     last_event: str
     calls: int
     failed: int
+    status: str | None = None  # None: events with this run id, but no workflow run recorded
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,8 +168,10 @@ class HistoryQueries:
         agent_id: str | None = None,
         since: str | None = None,
         limit: int = DEFAULT_LIMIT,
+        newest_first: bool = False,
     ) -> list[ToolEvent]:
-        """The kept events matching every filter given, oldest first, at most `limit` (1..10,000).
+        """The kept events matching every filter given, oldest first (`newest_first`: the latest `limit`,
+        newest first), at most `limit` (1..10,000).
 
         Raises:
             ValueError: `limit` or `since` is out of range or malformed (the message names it).
@@ -183,16 +187,23 @@ class HistoryQueries:
             clauses.append("timestamp >= ?")
             params.append(since)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._read(f"SELECT body FROM {{events}} {where} ORDER BY seq LIMIT ?", (*params, limit))
+        order = "DESC" if newest_first else ""
+        rows = self._read(
+            f"SELECT body FROM {{events}} {where} ORDER BY seq {order} LIMIT ?", (*params, limit)
+        )
         return [event_from_json(body) for (body,) in rows]
 
-    def run_events(self, run_id: str) -> Iterator[ToolEvent]:
-        """Every kept event of one run, oldest first, read a page at a time (no limit)."""
+    def run_events(self, run_id: str, *, nested: bool = False) -> Iterator[ToolEvent]:
+        """Every kept event of one run, oldest first, read a page at a time (no limit); `nested`: with
+        the events of its sub-runs (`RUN_ID/...`: the runs of workflow and agent tools it called)."""
         after = 0
+        # run ids from "R/" up to "R0" ('0' follows '/') are exactly those starting with "R/"
+        where = "(run_id = ? OR (run_id >= ? AND run_id < ?))" if nested else "run_id = ?"
+        ids = (run_id, f"{run_id}/", f"{run_id}0") if nested else (run_id,)
         while True:
             rows = self._read(
-                "SELECT seq, body FROM {events} WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (run_id, after, _PAGE),
+                f"SELECT seq, body FROM {{events}} WHERE {where} AND seq > ? ORDER BY seq LIMIT ?",
+                (*ids, after, _PAGE),
             )
             for seq, body in rows:
                 after = seq
@@ -204,19 +215,43 @@ class HistoryQueries:
         """The tool calls of a recorded run, for `ToolExecutor(..., replay=history.recording(run_id))`."""
         return Recording(self.run_events(run_id), run_id=run_id)
 
-    def runs(self, *, workflow_id: str | None = None, limit: int = DEFAULT_LIMIT) -> list[RunSummary]:
-        """The runs with kept events, newest first, at most `limit`."""
+    def runs(
+        self, *, workflow_id: str | None = None, status: str | None = None, limit: int = DEFAULT_LIMIT
+    ) -> list[RunSummary]:
+        """The runs, newest activity first, at most `limit`: the workflow runs recorded (with their status)
+        and the other run ids the kept events carry (direct calls with a `run_id`; status None). Sub-runs
+        (`RUN_ID/...`, of the workflow and agent tools a run called) are part of their run, not listed.
+
+        Raises:
+            ValueError: `limit` is out of range, or `status` is not one of `RUN_STATUSES`.
+        """
         check_limit(limit)
-        where, params = ("AND workflow_id = ?", (workflow_id,)) if workflow_id is not None else ("", ())
+        if status is not None:
+            _check_status(status)
+        events_where, runs_where, params = "", "", []
+        if workflow_id is not None:
+            events_where, runs_where = "AND workflow_id = ?", "WHERE workflow_id = ?"
+            params = [workflow_id, workflow_id]
+        status_where = ""
+        if status is not None:
+            status_where = "WHERE r.status = ?"
+            params.append(status)
         rows = self._read(
-            "SELECT run_id, MAX(workflow_id), MIN(timestamp), MAX(timestamp),"
-            " SUM(CASE WHEN type = 'tool.invoked' THEN 1 ELSE 0 END),"
-            " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') THEN 1 ELSE 0 END)"
-            f" FROM {{events}} WHERE run_id IS NOT NULL {where}"
-            " GROUP BY run_id ORDER BY MAX(seq) DESC LIMIT ?",
+            "SELECT u.run_id, MAX(u.workflow_id), MIN(u.first), COALESCE(MAX(u.last), MIN(u.first)),"
+            " SUM(u.calls), SUM(u.failed),"
+            " MAX(r.status) FROM ("
+            " SELECT run_id, MAX(workflow_id) AS workflow_id, MIN(timestamp) AS first,"
+            " MAX(timestamp) AS last, SUM(CASE WHEN type = 'tool.invoked' THEN 1 ELSE 0 END) AS calls,"
+            " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') THEN 1 ELSE 0 END) AS failed"
+            f" FROM {{events}} WHERE run_id IS NOT NULL AND run_id NOT LIKE '%/%' {events_where}"
+            " GROUP BY run_id"
+            " UNION ALL SELECT run_id, workflow_id, created, NULL, 0, 0"
+            f" FROM {{runs}} {runs_where}"
+            f") u LEFT JOIN {{runs}} r ON r.run_id = u.run_id {status_where}"
+            " GROUP BY u.run_id ORDER BY COALESCE(MAX(u.last), MIN(u.first)) DESC, u.run_id LIMIT ?",
             (*params, limit),
         )
-        return [RunSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0)) for r in rows]
+        return [RunSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0), r[6]) for r in rows]
 
     def prune(
         self, *, days: float = DEFAULT_RETENTION_DAYS, now: Callable[[], datetime] | None = None
@@ -236,21 +271,47 @@ class HistoryQueries:
 
     # -- runs ----------------------------------------------------------------------------------------
 
-    def start_run(self, run_id: str, source: dict[str, Any], workflow_id: str | None = None) -> None:
-        """Record a run as `running`, with the source it was compiled from (so it can be compiled again)."""
+    def start_run(
+        self, run_id: str, source: dict[str, Any], workflow_id: str | None = None, *, replace: bool = False
+    ) -> bool:
+        """Record a run as `running`, with the source it was compiled from (so it can be compiled again);
+        False (and nothing changed) when a run with this id is already recorded, unless `replace`."""
         now = timestamp_now()
-        self._change(
+        on_conflict = (
+            "DO UPDATE SET status = 'running', source = excluded.source, error = NULL,"
+            " updated = excluded.updated"
+            if replace
+            else "DO NOTHING"
+        )
+        added = self._change(
             self._sql(
                 "INSERT INTO {runs} (run_id, workflow_id, status, source, created, updated)"
-                " VALUES (?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
-                " status = 'running', source = excluded.source, error = NULL, updated = excluded.updated"
+                f" VALUES (?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id) {on_conflict}"
             ),
             (run_id, workflow_id, json.dumps(source, ensure_ascii=False, default=str), now, now),
         )
+        return bool(added)
 
-    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
-        """Move a recorded run to `status` (`running`, `interrupted`, `completed`, `failed`)."""
+    def set_status(
+        self,
+        run_id: str,
+        status: str,
+        error: str | None = None,
+        *,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Move a recorded run to `status` (one of `RUN_STATUSES`); `details` (JSON values) are merged into
+        what is kept with its source (such as `paused_at`, the nodes a paused run waits at)."""
         _check_status(status)
+        if details:
+            record = self.run(run_id)
+            stored = record["source"] if record is not None else None
+            if isinstance(stored, dict):
+                stored.update(details)
+                self._change(
+                    self._sql("UPDATE {runs} SET source = ? WHERE run_id = ?"),
+                    (json.dumps(stored, ensure_ascii=False, default=str), run_id),
+                )
         self._change(
             self._sql("UPDATE {runs} SET status = ?, error = ?, updated = ? WHERE run_id = ?"),
             (status, error, timestamp_now(), run_id),
@@ -269,7 +330,8 @@ class HistoryQueries:
         return bool(moved)
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        """The recorded run `{run_id, workflow_id, status, source, error, created, updated}`, or None."""
+        """The recorded run `{run_id, workflow_id, status, source, error, created, updated, owner}`, or
+        None."""
         rows = self._rows(
             self._sql(f"SELECT {', '.join(_RUN_KEYS)} FROM {{runs}} WHERE run_id = ?"), (run_id,)
         )
@@ -277,6 +339,9 @@ class HistoryQueries:
             return None
         record = dict(zip(_RUN_KEYS, rows[0], strict=True))
         record["source"] = json.loads(record["source"])
+        stored = record["source"]
+        # the principal that started it (kept with its source); runs recorded before owners: the operator's
+        record["owner"] = (stored.get("owner") if isinstance(stored, dict) else None) or "operator"
         return record
 
 

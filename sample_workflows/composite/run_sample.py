@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -21,8 +22,11 @@ ROOT = HERE.parents[1]
 PARENT_WORKFLOW = "wf_sample_report"
 
 
-def run(storage: str | Path, user_input: str | None = None, out: Any = sys.stdout) -> dict[str, Any]:
-    """Register AgentTools, the skill and the workflow tool into `storage`, run the report; return the state."""
+def run(
+    storage: str | Path, user_input: str | None = None, out: Any = sys.stdout, history: Any = None
+) -> dict[str, Any]:
+    """Register AgentTools, the skill and the workflow tool into `storage`, run the report (recorded in
+    `history`, a `RunHistory`, when given); return the state."""
     from echo_tools import AgentStore, ToolExecutor, ToolRegistry, WorkflowStore
     from workflow_bridge.runner import run_workflow
 
@@ -51,6 +55,7 @@ def run(storage: str | Path, user_input: str | None = None, out: Any = sys.stdou
             executor=executor,
             user_input=user_input or workflow["metadata"]["default_input"],
             llm="rehearsal",
+            history=history,
         )
     finally:
         executor.close()
@@ -61,8 +66,18 @@ def main() -> int:
     parser.add_argument("--storage", help="tool storage folder (default: a new temporary folder)")
     parser.add_argument("--input", help="the request (default: the workflow's metadata.default_input)")
     args = parser.parse_args()
-    state = run(args.storage or tempfile.mkdtemp(prefix="echo-tools-composite-"), args.input)
+    from echo_tools.history import RunHistory
+
+    # the run is recorded where `echo-tools runs` looks ($ECHO_TOOLS_HOME, else ./.echo_tools)
+    history = RunHistory(os.environ.get("ECHO_TOOLS_HOME") or ".echo_tools")
+    try:
+        state = run(
+            args.storage or tempfile.mkdtemp(prefix="echo-tools-composite-"), args.input, history=history
+        )
+    finally:
+        history.close()
     sys.stdout.write(f"\ncrew_result:\n{state.get('crew_result')}\n")
+    sys.stdout.write(f"see this run again: echo-tools runs show {state.get('run_id')}\n")
     return 0
 
 

@@ -61,12 +61,28 @@ def test_run_of_a_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # discovers every AgentTool and runs the whole sample workflow
-def test_demo_discovers_agent_tools_into_a_fresh_storage_and_runs_the_sample(
+def test_demo_records_its_run_where_runs_looks_and_runs_show_shows_it(
     run_cli: InProcessCli, tmp_path: Path
 ) -> None:
-    result = run_cli(tmp_path / "unused", "demo")
+    home = tmp_path / "home"
+    result = run_cli(home, "demo")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Discovered" in result.stdout and "tool_calculator" in result.stdout
     assert "run.finished" in result.stdout
     assert "crew_result" in result.stdout
-    assert not (tmp_path / "unused").exists()  # the demo uses a temporary storage of its own
+    listed = run_cli(home, "runs", "--json")  # the default storage, the demo's too: not a temporary folder
+    runs = json.loads(listed.stdout)["runs"]
+    assert len(runs) == 1 and runs[0]["status"] == "completed" and runs[0]["calls"] >= 3
+    run_id = runs[0]["run_id"]
+    assert f"echo-tools runs show {run_id}" in result.stdout
+
+    shown = run_cli(home, "runs", "show", run_id)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert text.startswith(f"run {run_id}  completed\n")
+    assert "owner operator" in text and "took " in text
+    assert "calls (" in text and "Code Executor" in text and "by " in text
+    assert "crew_result:" in text
+    as_json = json.loads(run_cli(home, "runs", "show", run_id, "--json").stdout)
+    assert as_json["run"]["status"] == "completed" and as_json["failed_calls"] == []
+    assert as_json["calls"][0]["tool_id"] == "tool_code_executor" and "crew_result" in as_json["state"]

@@ -88,7 +88,7 @@ def test_a_rejected_approval_carries_the_run_on_without_the_call(
     assert not out.exists()
     # the refused call is a failed tool call of the run, as any refusal is: the run says so
     assert rejected.returncode == 1
-    assert RunHistory(home).run("run_rej")["status"] == "failed"  # type: ignore[index]
+    assert RunHistory(home).run("run_rej")["status"] == "completed_with_errors"  # type: ignore[index]
 
 
 def test_approving_over_http_carries_the_paused_run_on_in_the_same_request(

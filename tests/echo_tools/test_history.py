@@ -207,3 +207,27 @@ def test_claiming_a_paused_run_succeeds_once(tmp_path: Path) -> None:
     assert other.claim_run("r") is False  # the second resume of the same pause loses
     assert other.run("r")["status"] == "running"
     assert history.claim_run("unknown") is False
+
+
+def test_a_run_id_already_recorded_is_not_recorded_again(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path)
+    assert history.start_run("r1", {"source": {"a": 1}, "owner": "alice"}, workflow_id="wf") is True
+    history.set_status("r1", "interrupted")
+    assert history.start_run("r1", {"source": {"b": 2}}, workflow_id="other") is False
+    record = history.run("r1")
+    assert record is not None
+    assert (record["status"], record["source"]["source"], record["owner"]) == (
+        "interrupted",
+        {"a": 1},
+        "alice",
+    )
+    assert history.start_run("r1", {"source": {"b": 2}}, replace=True) is True
+    assert history.run("r1")["owner"] == "operator"  # type: ignore[index]  # no owner kept: the operator's
+
+
+def test_events_come_newest_first_when_asked(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path)
+    for index in range(5):
+        history(_event(run_id="r", tool_id=f"t{index}"))
+    assert [e.tool_id for e in history.events(limit=2, newest_first=True)] == ["t4", "t3"]
+    assert [e.tool_id for e in history.events(limit=2)] == ["t0", "t1"]

@@ -112,3 +112,23 @@ def test_an_unknown_run_is_a_404_naming_it(server: str) -> None:
             client.post("/workflows/runs/run_nope/resume", json={"decision": "approve"}),
         ):
             assert "'run_nope'" in _error(response, 404, "not_found", "run_id")
+
+
+@pytest.mark.slow
+def test_a_run_paused_at_a_node_its_workflow_no_longer_has_is_a_409_naming_it(
+    server: str, paused_home: Path
+) -> None:
+    from echo_tools.history import RunHistory
+
+    paused = run_in_process(
+        paused_home, "run", str(gated_workflow(paused_home.parent)), "--run-id", "run_api_3"
+    )
+    assert paused.returncode == 0, paused.stderr[-2000:]
+    history = RunHistory(paused_home)
+    history.set_status("run_api_3", "interrupted", details={"paused_at": ["gate_renamed"]})
+    history.close()
+    with httpx.Client(base_url=server, timeout=60) as client:
+        response = client.post("/workflows/runs/run_api_3/resume", json={"decision": "approve"})
+        message = _error(response, 409, "conflict", "nodes")
+        assert "gate_renamed" in message and "no node" in message
+        assert client.get("/workflows/runs/run_api_3").json()["status"] == "interrupted"

@@ -367,10 +367,17 @@ def test_agent_ids_are_stable_across_saves(mapper: NodeMapper) -> None:
     assert set(other.agents).isdisjoint(first.agents)
 
 
-def test_a_payload_without_workflow_id_gets_a_fresh_one(mapper: NodeMapper) -> None:
+def test_a_payload_without_workflow_id_gets_a_fresh_one_and_agent_ids_from_its_content(
+    mapper: NodeMapper,
+) -> None:
     a, b = mapper.map_canvas(save_payload()), mapper.map_canvas(save_payload())
     assert a.workflow_id.startswith("wf_") and len(a.workflow_id) == 35
     assert a.workflow_id != b.workflow_id
+    # the same canvas, the same agent ids (so the same graph node names: a paused run resumes anywhere)
+    assert a.workflow["agents"] == b.workflow["agents"]
+    changed = save_payload()
+    changed["canvas_nodes"][0]["name"] = "Renamed"
+    assert set(mapper.map_canvas(changed).agents).isdisjoint(a.agents)
 
 
 def test_an_unsafe_workflow_id_is_an_error(mapper: NodeMapper) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from echo_tools.history import RunHistory
-from tests.workflow_bridge._compiler_support import agent, chain, make_executor, make_registry
+from tests.workflow_bridge._compiler_support import (
+    agent,
+    agent_tools_registry,
+    chain,
+    make_executor,
+    make_registry,
+)
 from workflow_bridge.runner import RunResumeError, check_decision, resume_run, run_status, run_workflow
 
 
@@ -130,3 +136,57 @@ def test_a_decision_the_node_does_not_allow_is_a_422_naming_the_node(tmp_path):
     with pytest.raises(RunResumeError, match="'edit' is not one the HITL node 'gate'") as caught:
         resume_run("run_noedit", {"decision": "edit", "edits": {}}, storage=tmp_path, registry=registry)
     assert (caught.value.status, caught.value.field) == (422, "decision")
+
+
+def test_compiling_a_canvas_without_workflow_id_twice_gives_the_same_node_names():
+    from tests.workflow_bridge._canvas_runs import gated_canvas
+    from workflow_bridge.runner import compile_source
+
+    registry = agent_tools_registry()
+    executor, _ = make_executor(registry)
+    first, _ = compile_source(gated_canvas(), registry, executor)
+    second, _ = compile_source(gated_canvas(), registry, executor)
+    assert len(first.nodes) == 6  # __start__ and the five canvas nodes
+    assert list(first.nodes) == list(second.nodes)
+
+
+def _pause_canvas(history, run_id: str = "run_canvas"):
+    from tests.workflow_bridge._canvas_runs import gated_canvas
+
+    registry = agent_tools_registry()
+    executor, _ = make_executor(registry)
+    state = run_workflow(gated_canvas(), registry=registry, executor=executor, run_id=run_id, history=history)
+    assert "__interrupt__" in state
+    return registry
+
+
+def test_a_paused_canvas_resumed_on_a_fresh_registry_runs_its_second_agent(tmp_path):
+    _pause_canvas(RunHistory(tmp_path))
+    registry = agent_tools_registry()  # another process: a new registry, executor, graph and history
+    executor, log = make_executor(registry)
+    final = resume_run("run_canvas", "approve", storage=tmp_path, registry=registry, executor=executor)
+    assert [e.input["operation"] for e in log.events if e.type == "tool.invoked"] == ["multiply"]
+    assert '"result": 42' in final["crew_result"]
+    assert RunHistory(tmp_path).run("run_canvas")["status"] == "completed"  # type: ignore[index]
+
+
+def test_a_checkpoint_waiting_at_a_node_the_recompiled_graph_lacks_is_a_409_naming_it(tmp_path):
+    history = RunHistory(tmp_path)
+    _pause_canvas(history)
+    record = history.run("run_canvas")
+    assert record is not None
+    stored = record["source"]
+    for node in stored["source"]["canvas_nodes"]:  # the workflow changed since the run paused
+        node["id"] = node["id"] * 10
+    stored["source"]["connections"] = [{"from": i * 10, "to": (i + 1) * 10} for i in range(1, 5)]
+    history.start_run("run_canvas", stored, record["workflow_id"], replace=True)
+    history.set_status("run_canvas", "interrupted")
+    gate = stored["paused_at"][0]
+    registry = agent_tools_registry()
+    executor, log = make_executor(registry)
+    with pytest.raises(RunResumeError, match=gate) as caught:
+        resume_run("run_canvas", "approve", storage=tmp_path, registry=registry, executor=executor)
+    assert (caught.value.status, caught.value.field) == (409, "nodes")
+    assert "no node" in str(caught.value)
+    assert not log.events  # nothing ran, and the run is still paused, not a false `completed`
+    assert RunHistory(tmp_path).run("run_canvas")["status"] == "interrupted"  # type: ignore[index]
