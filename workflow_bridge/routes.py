@@ -138,6 +138,33 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             raise ApiError(422, "validation", f"run {run_id!r} cannot be resumed: {exc}") from exc
         return _plain(answer)
 
+    async def carry_on(run_id: str, decision: Any, principal: Principal) -> dict[str, Any] | None:
+        """`POST /tools/approvals/{id}` deciding a paused recorded run carries it on here, as the resume
+        route does: `{run_id, status, state}`, `{run_id, error}`, or None when it is no recorded run."""
+        runner = _runner()
+        history = histories.get(required=False)
+
+        def work() -> dict[str, Any] | None:
+            if history is None or history.run(run_id) is None:
+                return None  # a graph of the host's own (create_agent, a StateGraph): the host resumes it
+            with under_principal(run_id, principal):
+                final = runner.resume_run(
+                    run_id, decision, storage=history, registry=state.registry, executor=state.executor
+                )
+            return {**runner.run_status(run_id, storage=history), "state": final}
+
+        try:
+            answer = await pool.run(work)
+        except runner.RunResumeError as exc:  # the decision stands; the run says why it did not go on
+            return {"run_id": run_id, "error": _resume_error(exc).body()}
+        except ApiError as exc:  # every run slot busy
+            return {"run_id": run_id, "error": exc.body()}
+        except ValueError as exc:  # the stored source no longer compiles against this catalogue
+            message = f"run {run_id!r} cannot be resumed: {exc}"
+            return {"run_id": run_id, "error": ApiError(422, "validation", message).body()}
+        return None if answer is None else _plain(answer)
+
+    state.run_resumer = carry_on
     return router
 
 

@@ -9,7 +9,7 @@ EchoAI's routes answer:
 |---|---|
 | `running` | the run is under way (or its process died before it ended) |
 | `interrupted` | a HITL node paused it: it waits for a decision (`resume_run`) |
-| `completed` | it reached the end, and no tool call and no node failed |
+| `completed` | it reached the end, and no tool call and no node failed (a call a reviewer rejected is a decision, not a failure) |
 | `completed_with_errors` | it reached the end, but some tool calls (or nodes) failed: `failed_calls` lists them |
 | `failed` | it stopped on an error (the error says which) |
 | `cancelled` | it was stopped (Ctrl-C, a cancelled task) or a paused run was cancelled (`cancel_run`) |
@@ -31,6 +31,8 @@ EventCallback = Callable[[dict[str, Any]], Any]
 RUN_STATUSES = ("running", "interrupted", "completed", "completed_with_errors", "failed", "cancelled")
 SUCCESSFUL_STATUSES = ("completed", "interrupted")  # `echo-tools run` exits 0 for these, 1 otherwise
 FAILED_CALL_TYPES = ("tool.failed", "tool.timeout")
+# a call a reviewer rejected is a person's decision, not a tool failure: the model is told and may go on
+DECISION_ERROR_TYPES = ("rejected",)
 _MAX_LISTED = 100  # failed calls kept with a run (the events keep them all)
 
 
@@ -84,7 +86,7 @@ def stream_run(
         if event.run_id == run_id or (event.run_id or "").startswith(nested):
             if history is not None:
                 history.record(event)
-            if event.type in FAILED_CALL_TYPES:
+            if event.type in FAILED_CALL_TYPES and event.error_type not in DECISION_ERROR_TYPES:
                 failed.append(failed_call(event))
             emit(event.to_dict())  # `agent_name` comes from the calling agent's context
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,8 @@ class ApiState:
     gate: Gatekeeper
     history: Any = None  # the run history (`/workflows` records and resumes runs in it), when kept
     run_pool: Any = None  # the workflow runs' own worker threads (`/workflows`), reported by health
+    # set by the workflow bridge's router: carry a paused recorded run on (`POST /tools/approvals/{id}`)
+    run_resumer: Callable[[str, Any, Principal], Awaitable[dict[str, Any] | None]] | None = None
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:

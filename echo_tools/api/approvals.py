@@ -3,8 +3,9 @@
 `GET /tools/approvals` lists pending approvals (oldest first); `GET /tools/approvals/{id}` shows one;
 `POST /tools/approvals/{id}` with `{"decision": "approve" | "reject" | "edit", "args": {...},
 "comment": "..."}` decides it. An approved call made outside a graph runs then, exactly once (its result is
-in the answer); an approval of a paused graph run is decided, and the answer names the run to resume
-(`POST /workflows/runs/{run_id}/resume`). Errors follow the API's contract: an unknown approval is 404,
+in the answer); an approval of a paused recorded workflow run is decided, then the run is carried on in
+the same request, as `POST /workflows/runs/{run_id}/resume` does (`run` in the answer: its id, status and
+state, or the resume's `error`). Errors follow the API's contract: an unknown approval is 404,
 an approval already decided 409, a bad decision or edit arguments that do not validate 422 naming the
 field (the approval stays pending).
 """
@@ -69,11 +70,16 @@ def add_approval_routes(router: APIRouter, state: Any) -> None:
             raise ApiError(
                 exc.status, _KINDS.get(exc.status, "validation"), str(exc), field=exc.field
             ) from exc
-        answer: dict[str, Any] = {"approval": record.to_dict(), "result": None}
+        answer: dict[str, Any] = {"approval": record.to_dict(), "result": None, "run": None}
         if result is not None:
             answer["result"] = result.model_dump(mode="json")
-        elif record.kind == "run" and record.run_id and record.status == "approved":
-            answer["resume"] = f"/workflows/runs/{record.run_id}/resume"
+        elif record.kind == "run" and record.run_id and state.run_resumer is not None:
+            resume = {
+                "decision": "reject" if record.status == "rejected" else "approve"
+            }  # args: in the store
+            if comment is not None:
+                resume["comment"] = comment
+            answer["run"] = await state.run_resumer(record.run_id, resume, principal)
         return answer
 
 

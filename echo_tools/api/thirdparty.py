@@ -43,6 +43,22 @@ class CredentialRequest(BaseModel):
     credential: dict[str, Any]
 
 
+class ConnectRequest(BaseModel):
+    """`POST /tools/credentials/{name}/connect`: start a user's OAuth 2.1 connection (the authorization URL)."""
+
+    user_id: str = Field(min_length=1, max_length=200)
+    server_url: str = Field(max_length=2000)
+    redirect_uri: str = Field(max_length=2000)
+    scopes: list[str] | None = Field(None, max_length=50)
+
+
+class ConnectFinish(BaseModel):
+    """`POST /tools/credentials/{name}/connect/finish`: the `state` and `code` the redirect brought back."""
+
+    state: str = Field(min_length=1, max_length=200)
+    code: str = Field(min_length=1, max_length=2000)
+
+
 def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any] | None = None) -> None:
     """Add the routes to the `/tools` router (before its `/{tool_id}` routes, which would shadow them):
     an import needs the `import` action, the credential routes the `credentials` action."""
@@ -83,6 +99,8 @@ def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]
 
         return dict(await anyio.to_thread.run_sync(store_it))
 
+    add_connect_routes(router, state)
+
     @router.delete("/credentials/{name}", summary="Forget a credential")
     async def remove_credential(
         name: str = PathParam(..., pattern=NAME_PATTERN), principal: Principal = gate.requires("credentials")
@@ -94,6 +112,63 @@ def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]
         if not removed:
             raise ApiError(404, "not_found", f"No credential is named {name!r}", field="name")
         return {"name": name, "status": "removed"}
+
+
+def add_connect_routes(router: APIRouter, state: ApiState) -> None:
+    """A user's own OAuth 2.1 connection (`echo_tools.governance.connect`): `connect` answers the
+    authorization URL, `connect/finish` exchanges the code and stores the token as the user's credential.
+    Both need the `credentials` action, and a principal that may act for users (or an admin)."""
+    from echo_tools.credentials.fields import CredentialError
+    from echo_tools.errors import ToolError
+    from echo_tools.governance.connect import Connections
+
+    connections = Connections(state.executor.egress)
+    needs = state.gate.requires("credentials")
+
+    def refuse_user(principal: Principal, user_id: str | None) -> None:
+        if not (principal.grants.act_for_users or principal.grants.admin):
+            raise ApiError(
+                403,
+                "permission_denied",
+                f"principal {principal.name!r} may not connect credentials for user {user_id!r}: "
+                "its grants do not include act_for_users",
+                field="user_id",
+            )
+
+    @router.post("/credentials/{name}/connect", summary="Start a user's OAuth 2.1 connection")
+    async def connect(
+        name: str = PathParam(..., pattern=NAME_PATTERN),
+        request: ConnectRequest = Body(...),
+        principal: Principal = needs,
+    ) -> dict[str, str]:
+        refuse_user(principal, request.user_id)
+        try:
+            started = await connections.start(
+                name, request.user_id, request.server_url, request.redirect_uri,
+                scopes=request.scopes, owner=principal.name,
+            )  # fmt: skip
+        except CredentialError as exc:
+            raise ApiError(422, "validation", exc.message, field=exc.field) from exc
+        except ToolError as exc:
+            raise ApiError(502, "execution", exc.message, field="server_url") from exc
+        return {"name": name, "user_id": request.user_id, **started}
+
+    @router.post("/credentials/{name}/connect/finish", summary="Finish a user's OAuth 2.1 connection")
+    async def finish(
+        name: str = PathParam(..., pattern=NAME_PATTERN),
+        request: ConnectFinish = Body(...),
+        principal: Principal = needs,
+    ) -> dict[str, str]:
+        refuse_user(principal, connections.pending_user(request.state))
+        try:
+            return await connections.finish(state.registry.credentials, name, request.state, request.code)
+        except CredentialError as exc:
+            status = 404 if exc.field == "state" else 422
+            raise ApiError(
+                status, "not_found" if status == 404 else "validation", exc.message, field=exc.field
+            ) from exc
+        except ToolError as exc:
+            raise ApiError(502, "execution", exc.message, field="code") from exc
 
 
 def _import(state: ApiState, request: OpenApiImportRequest, principal: Principal) -> Any:

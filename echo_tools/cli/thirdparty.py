@@ -67,7 +67,13 @@ def add_thirdparty_parsers(sub: SubParsers, handler: Handler) -> None:
     rm = actions.add_parser("remove", help="forget a credential")
     rm.add_argument("name", metavar="NAME")
     rm.set_defaults(func=handler)
-    for parser in (put, rm):  # an end user's own credential (echo_tools.credentials.per_user)
+    link = actions.add_parser("connect", help="connect an end user's own credential by OAuth 2.1")
+    link.add_argument("name", metavar="NAME")
+    link.add_argument("--server", required=True, metavar="URL", help="the OAuth-protected server's URL")
+    link.add_argument("--redirect-uri", required=True, metavar="URI", help="where the browser is sent back")
+    link.add_argument("--scope", action="append", metavar="SCOPE", help="a scope to ask for (repeatable)")
+    link.set_defaults(func=handler)
+    for parser in (put, rm, link):  # an end user's own credential (echo_tools.credentials.per_user)
         parser.add_argument("--user", metavar="USER_ID", help="the end user's own credential of this name")
 
 
@@ -95,10 +101,37 @@ def run_thirdparty(args: argparse.Namespace) -> int:
             raise CliError(f"no credential is named {args.name!r}")
         sys.stdout.write(f"Removed credential {args.name!r}\n")
         return 0
+    if args.credentials_command == "connect":
+        from echo_tools.cli.common import CliError
+        from echo_tools.errors import ToolError
+        from echo_tools.governance.connect import connect_from_terminal
+
+        if not args.user:
+            raise CliError("credentials connect needs --user USER_ID: whose credential it is", code=2)
+        try:
+            done = connect_from_terminal(
+                store, args.name, args.user, args.server, args.redirect_uri,
+                policy=open_registry(args).egress, scopes=args.scope, ask=_ask, say=_say,
+            )  # fmt: skip
+        except ToolError as exc:
+            raise CliError(exc.message) from exc
+        sys.stdout.write(f"Credential {args.name!r} of user {args.user!r} (bearer) {done['status']}\n")
+        return 0
     outcome = store.set(args.name, _read_credential(args), user_id=args.user)
     whose = f" of user {args.user!r}" if args.user else ""
     sys.stdout.write(f"Credential {args.name!r}{whose} ({outcome['type']}) {outcome['status']}\n")
     return 0
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()  # the person (or a script) reads the URL before this process reads its answer
+
+
+def _ask(prompt: str) -> str:
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    return sys.stdin.readline()
 
 
 def _read_credential(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from echo_tools.governance.approvals import (
     MemoryApprovalStore,
     SqliteApprovalStore,
 )
+from echo_tools.governance.connect import Connections
 from echo_tools.governance.hooks import Deny, Hook, Replace, ToolCall
 from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter
 from echo_tools.governance.stage import Governance
@@ -28,6 +29,7 @@ __all__ = [
     "ApprovalDecisionError",
     "ApprovalRecord",
     "ApprovalStore",
+    "Connections",
     "Deny",
     "Governance",
     "Hook",

@@ -69,6 +69,9 @@ class Governance:
 
     def _refresh(self) -> None:
         self.active = bool(self.hooks or self.approval_policy or self.quotas)
+        # worked out once per change, not per call: the hooks that have a `before` / an `after`
+        self._befores = [h for h in self.hooks if getattr(h, "before", None) is not None]
+        self._afters = [h for h in self.hooks if getattr(h, "after", None) is not None]
 
     def add_hook(self, hook: Any) -> None:
         self.hooks.append(check_hook(hook))
@@ -89,8 +92,8 @@ class Governance:
     ) -> dict[str, Any] | ToolError | ToolResult | object:
         """The arguments the call runs with, the error that stops it, or the result it already had; or
         `OFF_LOOP` when the rest must wait for a database: then await `before_off_loop`."""
-        if self.hooks:
-            checked = run_before(self.hooks, call, validate)
+        if self._befores:
+            checked = run_before(self._befores, call, validate)
             if isinstance(checked, ToolError):
                 return checked
         if on_loop and (self.approvals.blocking or self.counter.blocking) and self._asks(call):
@@ -121,6 +124,8 @@ class Governance:
     ) -> dict[str, Any] | ToolError | ToolResult:
         grant = _GRANT.get()
         tool = call.tool
+        if grant is None and self.approval_policy is None and tool.approval is Approval.NEVER:
+            return self._count(call)  # no approval can apply: only the quotas (the common case)
         if grant is not None and not grant.used and grant.tool_id == tool.tool_id:
             grant.used = True  # the call `decide` approved; the tools it calls in turn ask for themselves
             call.approval_id = grant.approval_id
@@ -142,6 +147,16 @@ class Governance:
             record = self.approvals.get(call.approval_id)
             if record is not None and record.status == ap.DONE:
                 return self._ran_already(call)
+        counted = self._count(call)
+        if counted is not call.args:
+            return counted
+        if call.approval_id is not None and not self.approvals.claim(call.approval_id):
+            return self._ran_already(call)
+        return call.args
+
+    def _count(self, call: ToolCall) -> dict[str, Any] | ToolError:
+        """The call's arguments once it is counted against its quotas, or the error of one it is over."""
+        tool = call.tool
         if self.quotas or tool.quotas:
             plan = self._plans.get(tool.tool_id)
             if plan is None or plan[0] is not tool:  # a new tool, or a new version of it
@@ -149,8 +164,6 @@ class Governance:
             over = take_all(self.counter, call, plan[1])
             if over is not None:
                 return over
-        if call.approval_id is not None and not self.approvals.claim(call.approval_id):
-            return self._ran_already(call)
         return call.args
 
     def _approval(self, call: ToolCall, validate: Validate) -> ToolError | ToolResult | None:
@@ -249,8 +262,8 @@ class Governance:
     def after(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """The result the caller gets (every `after` hook applied); kept with the call's approval (one
         update of the store, for an approved call only)."""
-        if self.hooks:
-            result = run_after(self.hooks, call, result)
+        if self._afters:
+            result = run_after(self._afters, call, result)
         if call.approval_id is not None:
             self.approvals.finish(call.approval_id, result.model_dump(mode="json"))
             result.metadata = {**result.metadata, "approval_id": call.approval_id}

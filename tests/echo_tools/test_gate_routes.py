@@ -53,6 +53,8 @@ def test_every_route_of_create_app_declares_its_action(tmp_path: Path) -> None:
     assert found["POST /tools/invoke/{name}"] == {"invoke"}
     assert found["POST /tools/register"] == {"register"}
     assert found["POST /tools/credentials"] == {"credentials"}
+    assert found["POST /tools/credentials/{name}/connect"] == {"credentials"}
+    assert found["POST /tools/credentials/{name}/connect/finish"] == {"credentials"}
     assert found["POST /tools/import/openapi"] == {"import"}
     assert found["GET /tools/health"] == {PUBLIC}
     assert found["POST /workflows/run"] == {"run"}  # the plugged-in router is enumerated too
