@@ -164,22 +164,20 @@ class Connections:
         return client
 
     async def _json(self, method: str, url: str, name: str, **kwargs: Any) -> dict[str, Any]:
-        """One request under the egress policy, its JSON answer read within `MAX_ANSWER_BYTES`."""
+        """One request through the egress client (every address checked, the body decoded within
+        `MAX_ANSWER_BYTES`), its JSON answer."""
         import httpx
 
-        from echo_tools.egress import EgressPolicy
+        from echo_tools.egress import EgressPolicy, egress_client
 
-        await asyncio.to_thread((self.policy or EgressPolicy()).check_resolved, url)
-        async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=30.0) as http:
+        policy = self.policy or EgressPolicy()
+        client = egress_client(policy, max_body_bytes=MAX_ANSWER_BYTES, follow_redirects=False, timeout=30.0)
+        async with client as http:
             try:
-                async with http.stream(
-                    method, url, headers={"Accept": "application/json"}, **kwargs
-                ) as answer:
-                    body = b""
-                    async for chunk in answer.aiter_bytes():
-                        body += chunk
-                        if len(body) > MAX_ANSWER_BYTES:
-                            raise self._fail(name, url, f"answered more than {MAX_ANSWER_BYTES} bytes")
+                answer = await http.request(method, url, headers={"Accept": "application/json"}, **kwargs)
+                body = answer.content
+            except httpx.DecodingError as exc:  # past MAX_ANSWER_BYTES, or an encoding refused
+                raise self._fail(name, url, f"answered more than {MAX_ANSWER_BYTES} bytes ({exc})") from exc
             except httpx.HTTPError as exc:
                 raise self._fail(name, url, f"failed: {type(exc).__name__}") from exc
         if answer.status_code >= 400:

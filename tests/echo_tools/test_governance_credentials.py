@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,18 +14,38 @@ from echo_tools import EgressPolicy, ToolContext, ToolExecutor, ToolRegistry
 from echo_tools.credentials import CredentialError
 
 from ._cli_support import InProcessCli
-from ._executor_support import LocalHttpServer
+from ._executor_support import ThreadedAiohttpServer
+
+
+class RecordingServer(ThreadedAiohttpServer):
+    """A loopback service that keeps the Authorization header of every request it received (a credential
+    echoed back in a result is hidden by value, so what the service saw is read here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str | None] = []
+
+    async def make_app(self) -> Any:
+        from aiohttp import web
+
+        async def echo(request: web.Request) -> web.Response:
+            self.seen.append(request.headers.get("Authorization"))
+            return web.json_response({"ok": True})
+
+        app = web.Application()
+        app.router.add_route("*", "/echo", echo)
+        return app
 
 
 @pytest.fixture(scope="module")
-def service() -> Iterator[LocalHttpServer]:
-    server = LocalHttpServer().start()
+def service() -> Iterator[RecordingServer]:
+    server = RecordingServer().start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-def executor(service: LocalHttpServer, key: str) -> Iterator[ToolExecutor]:
+def executor(service: RecordingServer, key: str) -> Iterator[ToolExecutor]:
     registry = ToolRegistry(egress=EgressPolicy.local())
     registry.register(
         {
@@ -38,19 +59,23 @@ def executor(service: LocalHttpServer, key: str) -> Iterator[ToolExecutor]:
     executor.close()
 
 
-def seen_token(result: object) -> str | None:
+def seen_token(service: RecordingServer, result: object) -> str | None:
+    """The Authorization header the service received for the call that gave `result`."""
     assert result.success, result.error  # type: ignore[attr-defined]
-    return result.output["headers"].get("authorization")  # type: ignore[attr-defined,no-any-return]
+    assert service.seen
+    return service.seen[-1]
 
 
-def test_each_user_calls_the_same_tool_with_their_own_token(executor: ToolExecutor) -> None:
+def test_each_user_calls_the_same_tool_with_their_own_token(
+    executor: ToolExecutor, service: RecordingServer
+) -> None:
     store = executor.registry.credentials
     store.set("svc", {"type": "bearer", "token": "alice-token-1"}, user_id="alice")
     store.set("svc", {"type": "bearer", "token": "bob-token-2"}, user_id="bob")
     alice = executor.invoke_sync("Whoami", {}, ToolContext(user_id="alice"))
+    assert seen_token(service, alice) == "Bearer alice-token-1"
     bob = executor.invoke_sync("Whoami", {}, ToolContext(user_id="bob"))
-    assert seen_token(alice) == "Bearer alice-token-1"
-    assert seen_token(bob) == "Bearer bob-token-2"
+    assert seen_token(service, bob) == "Bearer bob-token-2"
 
 
 def test_another_users_credential_never_reaches_a_call(executor: ToolExecutor) -> None:
@@ -62,15 +87,21 @@ def test_another_users_credential_never_reaches_a_call(executor: ToolExecutor) -
         assert "alice-token-1" not in refused.model_dump_json()
 
 
-def test_a_user_without_their_own_credential_gets_the_shared_one(executor: ToolExecutor) -> None:
+def test_a_user_without_their_own_credential_gets_the_shared_one(
+    executor: ToolExecutor, service: RecordingServer
+) -> None:
     store = executor.registry.credentials
     store.set("svc", {"type": "bearer", "token": "team-token"})
     store.set("svc", {"type": "bearer", "token": "alice-token-1"}, user_id="alice")
-    assert seen_token(executor.invoke_sync("Whoami", {}, ToolContext(user_id="carol"))) == "Bearer team-token"
     assert (
-        seen_token(executor.invoke_sync("Whoami", {}, ToolContext(user_id="alice"))) == "Bearer alice-token-1"
+        seen_token(service, executor.invoke_sync("Whoami", {}, ToolContext(user_id="carol")))
+        == "Bearer team-token"
     )
-    assert seen_token(executor.invoke_sync("Whoami", {})) == "Bearer team-token"
+    assert (
+        seen_token(service, executor.invoke_sync("Whoami", {}, ToolContext(user_id="alice")))
+        == "Bearer alice-token-1"
+    )
+    assert seen_token(service, executor.invoke_sync("Whoami", {})) == "Bearer team-token"
 
 
 def test_per_user_credentials_are_listed_with_their_user_and_removed_alone(executor: ToolExecutor) -> None:
