@@ -48,6 +48,8 @@ def numbers_in(text: str) -> set[float]:
 
 
 def succeeded(answer: str, expected: Any) -> bool:
+    if '"arguments"' in answer:  # an unmade call written as text (it may echo the task's own values)
+        return False
     if isinstance(expected, (int, float)):
         return float(expected) in numbers_in(answer)
     return str(expected).lower() in answer.lower()

@@ -9,6 +9,9 @@ in the text apart from fences, tags and a short preface. Anything else stays tex
 answer, code that happens to hold braces. A call-shaped object naming an unknown tool is reported
 (`Recovery.unknown`, with the closest known names) so the model can be told and try again.
 
+A call quoting a string in single quotes (a JSON document inside a call, as small models write it) is read
+as a Python literal (`ast.literal_eval`: literals only, nothing runs).
+
 Bounds: texts over `MAX_TEXT_CHARS` are not scanned, at most `MAX_CANDIDATES` opening braces are tried
 and at most `MAX_CALLS` calls are returned.
 
@@ -114,8 +117,11 @@ def _json_values(text: str) -> tuple[list[tuple[int, int, Any]], int]:
         try:
             value, end = decoder.raw_decode(text, start)
         except (ValueError, RecursionError):  # not JSON there, or nested deeper than the decoder goes
-            position = start + 1
-            continue
+            literal = _python_literal(text, start) if "'" in text else None
+            if literal is None:
+                position = start + 1
+                continue
+            value, end = literal
         if isinstance(value, (dict, list)):
             found.append((start, end, value))
         position = end
@@ -137,6 +143,39 @@ def _stands_alone(text: str, spans: list[tuple[int, int]]) -> bool:
     if len(words) + len(after) > MAX_PREFACE_CHARS or after.startswith((")", ",", ".", ";", "[")):
         return False
     return not words.endswith(("=", "(", ",", ":=", "return"))
+
+
+def _python_literal(text: str, start: int) -> tuple[Any, int] | None:
+    """A dict or list written with Python quoting (`'...'` strings, as small models write JSON inside a
+    call) at `start`, read with `ast.literal_eval` (literals only, nothing runs); and where it ends."""
+    import ast
+
+    opening = text[start]
+    closing = "}" if opening == "{" else "]"
+    depth, quote, index = 0, "", start
+    while index < len(text):
+        char = text[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                if char != closing:
+                    return None
+                try:
+                    value = ast.literal_eval(text[start : index + 1])
+                except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+                    return None
+                return (value, index + 1) if isinstance(value, (dict, list)) else None
+        index += 1
+    return None
 
 
 def recover_tool_calls(text: Any, tool_names: Iterable[str]) -> Recovery:

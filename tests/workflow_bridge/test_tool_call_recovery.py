@@ -163,3 +163,10 @@ def test_tool_schemas_are_read_from_openai_tool_dicts():
         {"x": 1},
     ]
     assert tool_schemas_of(tools) == {"multiply": {"type": "object"}}
+
+
+def test_a_call_quoting_a_json_document_in_single_quotes_is_read_as_a_python_literal():
+    text = '```json\n{\n  "name": "calculator",\n  "arguments": {\n    "expression": \'{"a": [1, 2]}\'\n  }\n}\n```'
+    assert calls(text) == [RecoveredCall("calculator", {"expression": '{"a": [1, 2]}'})]
+    assert calls("{'a': 1, 'b': [2, 3]}") == []  # a dict literal that is no call stays text
+    assert calls("'" + "{" * 5000 + "}" * 5000) == []  # nesting past the parser's limit: no call
