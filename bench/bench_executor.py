@@ -20,8 +20,11 @@ import asyncio
 import concurrent.futures
 import gc
 import os
+import statistics
 import sys
+import time
 import warnings
+from collections.abc import Awaitable, Callable
 
 for key, value in {
     "CREWAI_DISABLE_TELEMETRY": "true",
@@ -42,6 +45,7 @@ SCHEMA = {
     "required": ["a", "b"],
 }
 ARGS = {"a": 1, "b": 2}
+_perf = time.perf_counter
 
 
 def crewai_tool():  # noqa: ANN201
@@ -129,6 +133,45 @@ def memory_per_call(ex: ToolExecutor, log: MemoryEventLog, calls: int) -> list[t
     return rows
 
 
+def paired(ours: Callable[[], object], stock: Callable[[], object], n: int) -> tuple[float, float]:
+    """Medians (us) of `ours()` and `stock()` timed in turn, call after call: a busy machine slows both
+    alike, so their ratio holds where two separate runs would drift apart."""
+    for _ in range(max(10, n // 10)):
+        ours()
+        stock()
+    mine: list[float] = []
+    theirs: list[float] = []
+    gc.collect()
+    for _ in range(n):
+        start = _perf()
+        ours()
+        middle = _perf()
+        stock()
+        mine.append(middle - start)
+        theirs.append(_perf() - middle)
+    return statistics.median(mine) * 1e6, statistics.median(theirs) * 1e6
+
+
+async def apaired(
+    ours: Callable[[], Awaitable[object]], stock: Callable[[], Awaitable[object]], n: int
+) -> tuple[float, float]:
+    """`paired` for awaited calls, on the running loop."""
+    for _ in range(max(10, n // 10)):
+        await ours()
+        await stock()
+    mine: list[float] = []
+    theirs: list[float] = []
+    gc.collect()
+    for _ in range(n):
+        start = _perf()
+        await ours()
+        middle = _perf()
+        await stock()
+        mine.append(middle - start)
+        theirs.append(_perf() - middle)
+    return statistics.median(mine) * 1e6, statistics.median(theirs) * 1e6
+
+
 def main() -> None:
     ex, log = executor()
     assert ex.invoke_sync("add inline", ARGS).output == 3 and ex.invoke_sync("add thread", ARGS).output == 3
@@ -148,17 +191,18 @@ def main() -> None:
         ex.invoke_sync("add thread", ARGS)
         clear()
 
+    inline_us, crew_us = paired(sync_inline, lambda: crew.run(**ARGS), N)
+    sync_thread_us, pool_us = paired(
+        sync_thread, lambda: stock_threads.submit(crew.run, **ARGS).result(), N // 4
+    )
     rows: list[tuple[str, float]] = [
         ("direct add(1, 2)", measure(lambda: add(1, 2), N)),
-        ("CrewAI BaseTool.run", measure(lambda: crew.run(**ARGS), N)),
+        ("CrewAI BaseTool.run", crew_us),
         ("LangChain StructuredTool.invoke", measure(lambda: lc.invoke(ARGS), N // 4)),
         ("LangGraph ToolNode in a graph (1 call)", measure(tool_node_call(lc), N // 40)),
-        ("echo invoke_sync, inline tool", measure(sync_inline, N)),
-        (
-            "ThreadPoolExecutor.submit(crew.run).result()",
-            measure(lambda: stock_threads.submit(crew.run, **ARGS).result(), N // 4),
-        ),
-        ("echo invoke_sync, thread tool", measure(sync_thread, N // 4)),
+        ("echo invoke_sync, inline tool", inline_us),
+        ("ThreadPoolExecutor.submit(crew.run).result()", pool_us),
+        ("echo invoke_sync, thread tool", sync_thread_us),
     ]
     log.events.clear()
 
@@ -171,19 +215,18 @@ def main() -> None:
             await ex.invoke("add thread", ARGS)
             clear()
 
+        thread_us, to_thread_us = await apaired(thread, lambda: asyncio.to_thread(crew.run, **ARGS), N // 4)
         return [
             ("echo await invoke, inline tool", await ameasure(inline, N)),
-            (
-                "asyncio.to_thread(crew.run)",
-                await ameasure(lambda: asyncio.to_thread(crew.run, **ARGS), N // 4),
-            ),
-            ("echo await invoke, thread tool", await ameasure(thread, N // 4)),
+            ("asyncio.to_thread(crew.run)", to_thread_us),
+            ("echo await invoke, thread tool", thread_us),
         ]
 
     rows += asyncio.run(awaited())
     report(
         rows,
-        f"executor overhead, trivial add tool (median of up to {N} calls, python {sys.version.split()[0]})",
+        f"executor overhead, trivial add tool (median of up to {N} calls, python {sys.version.split()[0]}; "
+        "each comparison timed call by call in turn)",
         ["path", "median us"],
     )
     us = dict(rows)

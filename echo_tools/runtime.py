@@ -111,6 +111,7 @@ class WaitTimedOut(TimeoutError):
 
 
 _WAITING, _RUNNING, _DONE = range(3)
+_WouldBlock: type[Exception] = Exception  # anyio.WouldBlock, bound when the first limiter is made
 
 
 class WorkerPool:
@@ -170,19 +171,13 @@ class WorkerPool:
 
     def _start(self, job: _Job) -> None:
         """Take a token (or refuse at once) and hand `job` to an idle thread, or to a new one."""
-        import anyio  # here, not at module load: `echo-tools list` never needs it
-
         with self._lock:
-            if self._pid != os.getpid():  # first use, or a forked child: none of the parent's threads
-                self._pid, self.abandoned, self._idle = os.getpid(), 0, 0
+            if self._pid != job.pid:  # first use, or a forked child: none of the parent's threads
+                self._pid, self.abandoned, self._idle = job.pid, 0, 0
                 self._tokens, self._jobs = _new_limiter(self.max_workers), queue.SimpleQueue()
             assert self._tokens is not None
-            try:
-                if self.abandoned >= self.max_abandoned:
-                    raise anyio.WouldBlock
-                self._tokens.acquire_on_behalf_of_nowait(job)
-            except anyio.WouldBlock:
-                raise WorkersBusy(self._busy_message()) from None
+            if self.abandoned >= self.max_abandoned or not _take(self._tokens, job):
+                raise WorkersBusy(self._busy_message())
             spawn = self._idle == 0
             if spawn:
                 self._started += 1
@@ -294,10 +289,22 @@ def _expire(waiter: asyncio.Future[None], timeout_s: float) -> None:
         waiter.set_exception(WaitTimedOut(f"the job did not finish within {timeout_s:g} s"))
 
 
+def _take(tokens: anyio.CapacityLimiter, job: _Job) -> bool:
+    """One token for `job` if one is free: never waits."""
+    try:
+        tokens.acquire_on_behalf_of_nowait(job)
+    except _WouldBlock:
+        return False
+    return True
+
+
 def _new_limiter(tokens: int) -> anyio.CapacityLimiter:
     """A limiter usable from any thread (only its `_nowait` methods are used, under the pool's lock)."""
 
-    import anyio
+    global _WouldBlock
+    import anyio  # here, not at module load: `echo-tools list` never needs it
+
+    _WouldBlock = anyio.WouldBlock
 
     async def make() -> anyio.CapacityLimiter:
         return anyio.CapacityLimiter(tokens)

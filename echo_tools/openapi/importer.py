@@ -43,7 +43,7 @@ from echo_tools.openapi.document import (
     spec_version,
     without_read_only,
 )
-from echo_tools.openapi.wild import file_field, form_key, form_media, normalise_schema, swagger_form
+from echo_tools.openapi.wild import file_field, form_key, form_media, normalise_schema, swagger_form_body
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
@@ -175,7 +175,7 @@ class _Converter:
         if self.swagger:
             forms = [(p, w) for p, w in params if p["in"] == "formData"]
             if forms:
-                return _swagger_form_body(self, item, forms)
+                return swagger_form_body(self, item, forms)
             bodies = [(p, w) for p, w in params if p["in"] == "body"]
             if not bodies:
                 return None
@@ -277,29 +277,6 @@ class _Converter:
         if required:
             input_schema["required"] = list(dict.fromkeys(required))
         return normalise_schema(input_schema, item.where, self.warnings), arguments
-
-
-def _swagger_form_body(
-    converter: _Converter, item: _Operation, forms: list[tuple[dict[str, Any], str]]
-) -> tuple[dict[str, Any], bool]:
-    """A Swagger 2.0 operation's `formData` parameters as one object body, urlencoded or multipart."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param, where in forms:
-        schema = converter.param_schema(param, where)
-        if param.get("type") == "file":
-            item.files.append(param["name"])
-        elif isinstance(schema, dict) and param.get("description") and "description" not in schema:
-            schema = {**schema, "description": str(param["description"])[:1000]}
-        properties[param["name"]] = schema
-        if param.get("required"):
-            required.append(param["name"])
-    consumes = item.op.get("consumes", converter.document.get("consumes")) or []
-    item.encoding = swagger_form(consumes if isinstance(consumes, list) else [], bool(item.files))
-    body: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        body["required"] = required
-    return body, bool(required)
 
 
 def _is_json(media: Any) -> bool:

@@ -103,3 +103,30 @@ def file_field(description: Any) -> dict[str, Any]:
     """The schema of a file field: its content as text, sent as a file part of a multipart body."""
     text = str(description or "").strip()
     return {"type": "string", "description": (text + " " if text else "") + "(file content, as text)"}
+
+
+def swagger_form_body(
+    converter: Any, item: Any, forms: list[tuple[dict[str, Any], str]]
+) -> tuple[dict[str, Any], bool]:
+    """A Swagger 2.0 operation's `formData` parameters as one object body, urlencoded or multipart.
+
+    `converter` is the importer's (`param_schema`, `document`); `item` its operation, whose `encoding` and
+    `files` are set here.
+    """
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param, where in forms:
+        schema = converter.param_schema(param, where)
+        if param.get("type") == "file":
+            item.files.append(param["name"])
+        elif isinstance(schema, dict) and param.get("description") and "description" not in schema:
+            schema = {**schema, "description": str(param["description"])[:1000]}
+        properties[param["name"]] = schema
+        if param.get("required"):
+            required.append(param["name"])
+    consumes = item.op.get("consumes", converter.document.get("consumes")) or []
+    item.encoding = swagger_form(consumes if isinstance(consumes, list) else [], bool(item.files))
+    body: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        body["required"] = required
+    return body, bool(required)

@@ -217,7 +217,7 @@ def test_an_unknown_tool_type_is_refused_naming_it(
         ({"url": "http://10.0.0.1/internal"}, "execution_config.url", "10.0.0.1"),
         ({"url": "ftp://example.com/"}, "execution_config.url", "'ftp://example.com/'"),
         ({"url": "http://{host}/x"}, "execution_config.url", "may not template the host"),
-        ({"url": "https://api.example.com", "method": "TRACE"}, "execution_config.method", "'TRACE'"),
+        ({"url": "https://api.example.com", "method": "CONNECT"}, "execution_config.method", "'CONNECT'"),
         (
             {"url": "https://api.example.com", "headers": {"X": ["a"]}},
             "execution_config.headers",

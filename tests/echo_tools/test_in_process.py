@@ -208,3 +208,30 @@ def test_langchain_and_crewai_tool_instances_run_through_the_executor(stored):
     assert registry.require("exclaim").tags[:2] == ["langchain", "ephemeral"]
     assert registry.require("Reverse").input_schema["required"] == ["text"]
     assert [e.type for e in log.events if e.type.startswith("tool.c")] == ["tool.completed"] * 2
+
+
+async def test_the_http_api_runs_added_tools_but_cannot_create_replace_or_delete_them(stored):
+    import httpx
+
+    from echo_tools.api import create_app
+    from echo_tools.settings import ApiSettings
+
+    registry, executor, _ = stored
+    registry.add(multiply)
+    app = create_app(registry, executor, ApiSettings())
+    api = {"tool_type": "api", "execution_config": {"url": "https://api.example.com/x"}}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        ran = await client.post("/tools/invoke/multiply", json={"a": 6, "b": 7})
+        created = await client.post("/tools/register", json={"name": "sneaky", "ephemeral": True, **api})
+        replaced = await client.post("/tools/register", json={"tool_id": "tool_multiply", "name": "m", **api})
+        deleted = await client.delete("/tools/tool_multiply")
+        listed = (await client.get("/tools/list")).json()
+    await executor.aclose()
+
+    assert ran.status_code == 200 and ran.json()["output"] == 42
+    assert created.status_code == 422 and "registry.add" in created.json()["message"]
+    assert replaced.status_code == 409 and deleted.status_code == 409
+    (entry,) = [t for t in listed if t["tool_id"] == "tool_multiply"]
+    assert "ephemeral" in entry["tags"] and "source:python" in entry["tags"]
+    assert registry.require("multiply").ephemeral

@@ -92,3 +92,35 @@ async def test_a_stream_past_its_timeout_stops_and_says_so():
     assert result.error_type == "timeout" and "200" in result.error
     assert closed.is_set()
     assert [e.type for e in log.events] == ["tool.invoked", "tool.output.delta", "tool.timeout"]
+
+
+def test_the_http_event_stream_carries_the_chunks(tmp_path):
+    import httpx
+
+    from echo_tools.api import create_app
+    from echo_tools.settings import ApiSettings
+    from tests.echo_tools._api_support import serve_in_thread
+    from tests.echo_tools.test_api_server import sse_frames
+
+    registry, executor, _ = setup()
+
+    def spell(word: str):
+        """Spell a word."""
+        yield from word
+
+    registry.add(spell)
+    app = create_app(registry, executor, ApiSettings(sse_ping_seconds=0.5))
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        with client.stream("GET", "/tools/events", params={"run_id": "r1", "max_events": 4}) as stream:
+            frames = sse_frames(stream.iter_lines())
+            assert next(frames)["event"] == "ready"
+            done = client.post("/tools/invoke/spell", params={"run_id": "r1"}, json={"word": "ok"})
+            events = [next(frames) for _ in range(4)]
+    executor.close()
+    assert done.json()["output"] == "ok"
+    assert [(e["event"], e["data"].get("output")) for e in events] == [
+        ("tool.invoked", None),
+        ("tool.output.delta", "o"),
+        ("tool.output.delta", "k"),
+        ("tool.completed", "ok"),
+    ]
