@@ -186,3 +186,22 @@ def test_the_size_check_names_a_long_function_and_a_long_module(tmp_path: Path) 
         f"long.py: {MAX_FUNCTION_LINES + MAX_MODULE_LINES + 1} lines",
         f"long.py:1 f() {MAX_FUNCTION_LINES + 1} lines",
     ]
+
+
+def test_the_bridge_uses_the_cli_through_its_public_names_only() -> None:
+    """`workflow_bridge` imports `echo_tools.cli` (its `__all__`) and `echo_tools.console`, never a module
+    inside the CLI (`echo_tools.cli.common`, `.catalogue`, `.output`, `.main`, ...)."""
+    offenders = []
+    for path in (ROOT / "workflow_bridge").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+                for name in names
+                if name.startswith("echo_tools.cli.")
+            ]
+    assert offenders == []
