@@ -17,6 +17,9 @@ KEPT_SMALL = (
     "echo_tools/__init__.py",
     "echo_tools/_telemetry.py",
     "echo_tools/code_tools.py",
+    "echo_tools/console.py",
+    "echo_tools/credentials/fields.py",
+    "echo_tools/errors.py",
     "echo_tools/compat/mcp.py",
     "echo_tools/extras.py",
     "echo_tools/limits.py",
@@ -35,6 +38,8 @@ KEPT_SMALL = (
     "echo_tools/backends/crewai.py",
     "echo_tools/backends/langchain.py",
     "echo_tools/backends/python_targets.py",
+    "workflow_bridge/canvas/entries.py",
+    "workflow_bridge/canvas/node_config.py",
     "workflow_bridge/compat/crewai.py",
 )
 
