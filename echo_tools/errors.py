@@ -29,10 +29,15 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from echo_tools.models import ToolResult
+
+class _FailedCall(Protocol):
+    """What `error_for_result` reads of a failed call (a `ToolResult`; this module imports no model)."""
+
+    tool_id: str
+    error: str | None
+    error_type: str | None
 
 
 class ToolError(Exception):
@@ -175,7 +180,7 @@ def _rebuild_error(cls: type[ToolError], message: str, tool_id: str | None, fiel
     return cls(message, tool_id=tool_id, field=field)
 
 
-def error_for_result(result: ToolResult) -> ToolError:
+def error_for_result(result: _FailedCall) -> ToolError:
     """The exception matching a failed `ToolResult`'s `error_type`."""
     cls = _BY_ERROR_TYPE.get(result.error_type or "execution", ToolExecutionError)
     return cls(result.error or f"Tool {result.tool_id!r} failed", tool_id=result.tool_id)

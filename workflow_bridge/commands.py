@@ -22,13 +22,13 @@ DEMO_SAMPLE = Path("sample_workflows") / "code_pipeline.canvas.json"
 
 def load_source(path_text: str) -> dict[str, Any]:
     """A workflow file as a JSON object (canvas payload, canvas export or `{workflow, agents}`)."""
-    from echo_tools.cli.common import read_json_object
+    from echo_tools.console import read_json_object
 
     return read_json_object(Path(path_text), "workflow file")
 
 
 def runner() -> Any:
-    from echo_tools.cli.common import CliError
+    from echo_tools.console import CliError
     from echo_tools.extras import missing_extra
 
     try:
@@ -47,8 +47,8 @@ def compile_error() -> type[Exception]:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from echo_tools.cli.catalogue import open_executor, open_registry
-    from echo_tools.cli.common import print_json
+    from echo_tools.cli import open_executor, open_registry
+    from echo_tools.console import print_json
 
     source = load_source(args.file)
     registry = open_registry(args)
@@ -108,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _answer(text: str) -> dict[str, Any]:
     """`--answer`: `decline`, `cancel`, or the form's fields as a JSON object (accepted)."""
-    from echo_tools.cli.common import CliError
+    from echo_tools.console import CliError
 
     if text.strip() in ("decline", "cancel"):
         return {"decision": text.strip()}
@@ -126,7 +126,7 @@ def _answer(text: str) -> dict[str, Any]:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Resume a run paused at a HITL node (from any process) with `--approve`, `--reject` or `--edit JSON`;
     the rest runs live as `run` shows it, then the final `crew_result`. Same exit codes as `run`."""
-    from echo_tools.cli.common import CliError
+    from echo_tools.console import CliError
 
     decision: Any
     if args.answer is not None:
@@ -166,10 +166,16 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
     """Open the registry, executor and run history of `--storage`, call `go(runner module, history, live)`
     and print how the run ended; the shared body of `run`, `resume` and `replay`. `live` holds the runner's
     keyword arguments they share: `registry`, `executor`, `llm` (`--llm`) and `on_event` (a live printer)."""
-    from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint
-    from echo_tools.cli.common import CliError, use_rich
-    from echo_tools.cli.history import run_history
-    from echo_tools.cli.output import LivePrinter, quiet_framework_logs, quiet_rehearsal_log
+    from echo_tools.cli import (
+        LivePrinter,
+        open_executor,
+        open_registry,
+        quiet_framework_logs,
+        quiet_rehearsal_log,
+        refused_hint,
+        run_history,
+    )
+    from echo_tools.console import CliError, use_rich
 
     registry = open_registry(args)
     events_file = getattr(args, "events", None)
@@ -275,9 +281,8 @@ def _also_to_file(printer: Any, path: Path) -> Any:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Discover AgentTools into the storage and run the sample workflow offline, recorded in its run
     history (or, without the workflow runner, list the tools and invoke the calculator once)."""
-    from echo_tools.cli.catalogue import open_executor, open_registry
-    from echo_tools.cli.common import print_json, storage_dir
-    from echo_tools.cli.main import cmd_list
+    from echo_tools.cli import cmd_list, open_executor, open_registry
+    from echo_tools.console import print_json, storage_dir
 
     # the default storage (or --storage): its run is then where `echo-tools runs` looks
     sys.stdout.write(f"echo-tools demo: storage {storage_dir(args)}\n")

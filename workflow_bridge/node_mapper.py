@@ -57,12 +57,11 @@ from workflow_bridge.canvas.entries import (
     Diagnostics,
     ToolResolution,
     as_dict,
-    consumed_keys,
     json_copy,
     resolve_tool_entries,
-    type_metadata,
 )
 from workflow_bridge.canvas.graph import cycles, infer_execution_model
+from workflow_bridge.canvas.node_config import consumed_keys, type_metadata
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry

@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint, require_tool
 from echo_tools.cli.common import PROG, CliError, print_json, read_input, use_rich
@@ -182,11 +183,39 @@ def _version_text() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from echo_tools.cli.parsers import SuggestingParser
+    """The `echo-tools` parser: the global options, then one subparser per command (those of other
+    installed packages too)."""
+    from echo_tools.cli.approvals import add_approvals_parser
+    from echo_tools.cli.history import cmd_migrate, cmd_runs
+    from echo_tools.cli.parsers import (
+        SuggestingParser,
+        add_history_parsers,
+        add_mcp_parser,
+        add_plugin_parsers,
+        add_serve_parser,
+        allow_module_after_command,
+    )
+    from echo_tools.cli.thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
 
     parser = SuggestingParser(  # usage errors say which command or option was meant
         prog=PROG, description="echo-tools: one tool catalogue and executor for EchoAI, CrewAI and LangGraph."
     )
+    _add_global_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_catalogue_parsers(sub)
+    add_mcp_parser(sub, cmd_mcp)
+    add_history_parsers(sub, events=cmd_events, runs=cmd_runs, migrate=cmd_migrate)
+    add_plugin_parsers(sub)
+    add_serve_parser(sub, cmd_serve)
+    add_thirdparty_parsers(sub, run_thirdparty)
+    add_approvals_parser(sub)  # approvals list | approve | reject (echo_tools.governance)
+    allow_module_after_command(sub)
+    return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser) -> None:
+    """The options before the command: --version, --storage, --allow-module, --database-url, ..."""
     parser.add_argument("--version", action="version", version=_version_text())
     parser.add_argument(
         "--storage", metavar="DIR", help="tool storage folder (default: $ECHO_TOOLS_HOME or ./.echo_tools)"
@@ -212,9 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="forget run history events older than this (default 30)",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
 
+
+def _add_catalogue_parsers(sub: Any) -> None:
+    """list, show, plan, invoke, validate, discover."""
     p = sub.add_parser("list", help="list the tools")
     p.add_argument("--type", help="only this tool type (local, mcp, api, crewai, langchain)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -247,32 +277,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("discover", help="register the tools of tool_manifest.json folders")
     p.add_argument("dir", nargs="?", metavar="DIR", help="folder to scan (default: the AgentTools package)")
     p.set_defaults(func=cmd_discover)
-
-    from echo_tools.cli.parsers import (
-        add_history_parsers,
-        add_mcp_parser,
-        add_serve_parser,
-        allow_module_after_command,
-    )
-
-    add_mcp_parser(sub, cmd_mcp)
-
-    from echo_tools.cli.history import cmd_migrate, cmd_runs
-
-    add_history_parsers(sub, events=cmd_events, runs=cmd_runs, migrate=cmd_migrate)
-
-    from echo_tools.cli.parsers import add_plugin_parsers
-
-    add_plugin_parsers(sub)
-    add_serve_parser(sub, cmd_serve)
-    from echo_tools.cli.thirdparty import add_thirdparty_parsers, run_thirdparty  # import, credentials
-
-    add_thirdparty_parsers(sub, run_thirdparty)
-    from echo_tools.cli.approvals import add_approvals_parser
-
-    add_approvals_parser(sub)  # approvals list | approve | reject (echo_tools.governance)
-    allow_module_after_command(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

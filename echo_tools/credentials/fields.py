@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -77,6 +77,18 @@ def check_credential(name: str, credential: Any) -> dict[str, Any]:
             field=unknown[0],
         )
     clean: dict[str, Any] = {"type": kind}
+    _check_required(name, kind, credential, required, clean)
+    if "hosts" in credential:
+        clean["hosts"] = _checked_hosts(name, credential["hosts"])
+    check = _CHECKS_BY_TYPE.get(kind)
+    if check is not None:
+        check(name, credential, clean)
+    return clean
+
+
+def _check_required(
+    name: str, kind: str, credential: Mapping[str, Any], required: tuple[str, ...], clean: dict[str, Any]
+) -> None:
     for key in required:
         value = credential.get(key)
         if not isinstance(value, str) or not value:
@@ -90,52 +102,55 @@ def check_credential(name: str, credential: Any) -> dict[str, Any]:
                 f"credential {name!r}: field {key!r} must not contain line breaks or NUL", field=key
             )
         clean[key] = value
-    if "hosts" in credential:
-        hosts = credential["hosts"]
-        if (
-            not isinstance(hosts, list)
-            or not hosts
-            or not all(isinstance(h, str) and HOST_PATTERN.fullmatch(h) for h in hosts)
-        ):
-            raise CredentialError(
-                f"credential {name!r}: hosts must be a list of host names (e.g. ['api.github.com']), "
-                f"got {hosts!r:.80}",
-                field="hosts",
-            )
-        clean["hosts"] = sorted({h.lower().rstrip(".") for h in hosts})
-    if kind == "api_key" and clean["in"] not in ("header", "query"):
+
+
+def _checked_hosts(name: str, hosts: Any) -> list[str]:
+    if (
+        not isinstance(hosts, list)
+        or not hosts
+        or not all(isinstance(h, str) and HOST_PATTERN.fullmatch(h) for h in hosts)
+    ):
+        raise CredentialError(
+            f"credential {name!r}: hosts must be a list of host names (e.g. ['api.github.com']), "
+            f"got {hosts!r:.80}",
+            field="hosts",
+        )
+    return sorted({h.lower().rstrip(".") for h in hosts})
+
+
+def _check_api_key(name: str, credential: Mapping[str, Any], clean: dict[str, Any]) -> None:
+    if clean["in"] not in ("header", "query"):
         raise CredentialError(
             f"credential {name!r}: field 'in' must be 'header' or 'query', got {clean['in']!r}", field="in"
         )
-    if kind == "api_key" and not HEADER_NAME_PATTERN.fullmatch(clean["name"]):
+    if not HEADER_NAME_PATTERN.fullmatch(clean["name"]):
         raise CredentialError(
             f"credential {name!r}: name {clean['name']!r} is not a valid header or parameter name",
             field="name",
         )
-    if kind == "oauth2_client_credentials":
-        if urlsplit(clean["token_url"]).scheme not in ("http", "https"):
-            raise CredentialError(
-                f"credential {name!r}: token_url must be an http(s) URL, got {clean['token_url']!r}",
-                field="token_url",
-            )
-        scopes = credential.get("scopes", [])
-        if isinstance(scopes, str):
-            scopes = scopes.split()
-        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
-            raise CredentialError(
-                f"credential {name!r}: scopes must be a list of strings, got {scopes!r}", field="scopes"
-            )
-        clean["scopes"] = scopes
-        auth = credential.get("client_auth", "basic")
-        if auth not in ("basic", "body"):
-            raise CredentialError(
-                f"credential {name!r}: client_auth must be 'basic' or 'body', got {auth!r}",
-                field="client_auth",
-            )
-        clean["client_auth"] = auth
-    if kind == "mcp_oauth":
-        _check_mcp_oauth(name, credential, clean)
-    return clean
+
+
+def _check_oauth2_client_credentials(name: str, credential: Mapping[str, Any], clean: dict[str, Any]) -> None:
+    if urlsplit(clean["token_url"]).scheme not in ("http", "https"):
+        raise CredentialError(
+            f"credential {name!r}: token_url must be an http(s) URL, got {clean['token_url']!r}",
+            field="token_url",
+        )
+    scopes = credential.get("scopes", [])
+    if isinstance(scopes, str):
+        scopes = scopes.split()
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+        raise CredentialError(
+            f"credential {name!r}: scopes must be a list of strings, got {scopes!r}", field="scopes"
+        )
+    clean["scopes"] = scopes
+    auth = credential.get("client_auth", "basic")
+    if auth not in ("basic", "body"):
+        raise CredentialError(
+            f"credential {name!r}: client_auth must be 'basic' or 'body', got {auth!r}",
+            field="client_auth",
+        )
+    clean["client_auth"] = auth
 
 
 def _check_mcp_oauth(name: str, credential: Mapping[str, Any], clean: dict[str, Any]) -> None:
@@ -166,3 +181,11 @@ def _check_mcp_oauth(name: str, credential: Mapping[str, Any], clean: dict[str, 
                 field="expires_at",
             )
         clean["expires_at"] = float(expires_at)
+
+
+# the checks of one credential type beyond its required fields (the other types have none)
+_CHECKS_BY_TYPE: dict[str, Callable[[str, Mapping[str, Any], dict[str, Any]], None]] = {
+    "api_key": _check_api_key,
+    "oauth2_client_credentials": _check_oauth2_client_credentials,
+    "mcp_oauth": _check_mcp_oauth,
+}

@@ -236,3 +236,16 @@ def test_echoais_required_fields_still_work_and_bad_enum_values_are_refused_by_t
         "tool_file_reader", {"content_base64": b64("x"), "file_name": "a.txt", "mime_type": "image/png"}
     )
     assert not bad.success and bad.error_type == "validation" and "mime_type" in bad.error
+
+
+def test_a_csv_is_read_row_by_row_into_its_columns_with_short_rows_padded() -> None:
+    from AgentTools.file_reader.parsers import parse_csv
+
+    doc = parse_csv(b"a,b,c\n1,2\n\n3,4,5,6\n7,8,9\n", max_rows=2)
+    assert doc.table is not None
+    assert doc.table["row_count"] == 3
+    assert doc.table["rows"] == [{"a": "1", "b": "2"}, {"a": "3", "b": "4", "c": "5"}]
+    stats = {s["name"]: s for s in doc.table["stats"]}
+    assert stats["c"]["missing"] == 1  # the short row's padded value
+    assert (stats["c"]["min"], stats["c"]["max"]) == (5, 9)  # the long row's extra value left out
+    assert doc.details == {"rows": 3, "columns": ["a", "b", "c"], "delimiter": ","}

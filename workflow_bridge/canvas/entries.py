@@ -1,4 +1,4 @@
-"""Helpers of NodeMapper: canvas tool entries -> tool ids and bindings, per-node-type config, graph checks.
+"""Helpers of NodeMapper: canvas tool entries -> tool ids and bindings (per-node-type config: `node_config`).
 
 Kept apart from `node_mapper` so the mapper reads as one pass over nodes and connections; everything here
 is a pure function of its arguments (plus registry look-ups) and reports problems as `Diagnostic`s.
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
 
 from echo_tools.models import ToolStatus
 from echo_tools.suggest import tool_hint
 from workflow_bridge.canvas.code_entries import code_tool, has_code
-from workflow_bridge.canvas.mcp_entries import match_mcp_tool, mcp_server_tool
+from workflow_bridge.canvas.mcp_entries import mcp_server_tool
 from workflow_bridge.canvas.subworkflow_entries import SUBWORKFLOW_KINDS, subworkflow_tool
 
 if TYPE_CHECKING:
@@ -57,7 +56,6 @@ LOOK_BY_TYPE = {
 TOOL_NODE_TYPES = frozenset({"Agent", "Subagent", "Prompt"})  # the node types EchoAI binds tools for
 BUILTIN_TOOL_TYPES = frozenset({"code", "subworkflow", "subworkflow_deployment", "mcp_server"})
 TEMPLATE_TOOL_TYPE = "tools"
-HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 _SCHEMA_KEYS = frozenset({"type", "properties", "$schema", "required", "additionalProperties"})
 
 
@@ -173,6 +171,30 @@ def resolve_tool_entries(
     return res
 
 
+@dataclass
+class _Entry:
+    """One canvas tool entry being resolved, with where it is (for diagnostics)."""
+
+    registry: ToolRegistry | None
+    entry: Mapping[str, Any]
+    node_id: str | None
+    where: str
+    diags: Diagnostics
+    node_name: str | None
+    enabled: bool
+    kind: str
+    tool_ref: Any
+    name: Any
+    config: dict[str, Any]
+    label: Any
+    by_config: bool  # named by its config (sub-workflow, code), whatever its tool_id says
+
+    def error(self, key: str, problem: str) -> None:
+        field = f"{self.where}.config" + (f".{key}" if key else "")
+        message = f"Node {self.node_id!r}: tool entry {self.where} ({self.label or self.kind}): {problem}"
+        self.diags.error(self.node_id, field, message)
+
+
 def _resolve_entry(
     registry: ToolRegistry | None,
     entry: Any,
@@ -181,6 +203,31 @@ def _resolve_entry(
     diags: Diagnostics,
     node_name: str | None = None,
 ) -> dict[str, Any] | None:
+    e = _read_entry(registry, entry, node_id, where, diags, node_name)
+    if e is None:
+        return None
+    # a registry tool (then bound), a finished binding (built-ins), None (not found) or False (reported)
+    found: ToolDef | dict[str, Any] | Literal[False] | None
+    found = _FOUND_BY[e.kind](e) if e.kind in _FOUND_BY else _lookup_entry(e)
+    if found is False:
+        return None
+    if found is None and e.kind not in BUILTIN_TOOL_TYPES:
+        e.kind = _round_tripped_builtin(e.tool_ref, e.name) or e.kind  # before templates: it is typed as one
+    if found is None:
+        found = _WHEN_NOT_FOUND.get(e.kind, _not_in_registry)(e)
+    if found is None or isinstance(found, dict):
+        return found
+    return _bind(e, found)
+
+
+def _read_entry(
+    registry: ToolRegistry | None,
+    entry: Any,
+    node_id: str | None,
+    where: str,
+    diags: Diagnostics,
+    node_name: str | None,
+) -> _Entry | None:
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, Mapping):
@@ -190,82 +237,127 @@ def _resolve_entry(
     enabled = str(entry.get("enabled", True)).strip().lower() not in ("false", "0", "no", "off")
     kind = str(entry.get("type") or "").strip().lower()
     tool_ref, name = entry.get("tool_id") or entry.get("toolId"), entry.get("name")
-    raw_config = as_dict(entry.get("config"))
-    config = {k: json_copy(v) for k, v in raw_config.items() if k != "fixed"}
-
-    label = tool_ref or name or entry.get("id")
-    # an entry that names its tool by config (sub-workflow, code) binds by that, whatever its tool_id says
+    config = {k: json_copy(v) for k, v in as_dict(entry.get("config")).items() if k != "fixed"}
     by_config = kind in SUBWORKFLOW_KINDS or (kind == "code" and has_code(config))
-    if kind in SUBWORKFLOW_KINDS:  # the workflow tool its workflowId names, or the reason it has none
-        tool, problem = subworkflow_tool(registry, kind, config)
-        key = ""
-    elif by_config:  # a Code tool with code: main(**kwargs) is the tool
-        tool, key, problem = code_tool(registry, config, name)
-    else:
-        tool, problem = _lookup(registry, tool_ref, name, entry.get("id")), ""
+    label = tool_ref or name or entry.get("id")
+    return _Entry(
+        registry,
+        entry,
+        node_id,
+        where,
+        diags,
+        node_name,
+        enabled,
+        kind,
+        tool_ref,
+        name,
+        config,
+        label,
+        by_config,
+    )
+
+
+def _subworkflow_entry(e: _Entry) -> ToolDef | Literal[False] | None:
+    """The workflow tool its workflowId names, or False with the reason it has none reported."""
+    tool, problem = subworkflow_tool(e.registry, e.kind, e.config)
     if problem:
-        field = f"{where}.config" + (f".{key}" if key else "")
-        diags.error(node_id, field, f"Node {node_id!r}: tool entry {where} ({label or kind}): {problem}")
-        return None
-    if kind == "code" and tool is not None and not tool.input_schema.get("properties"):
+        e.error("", problem)
+        return False
+    return tool
+
+
+def _code_entry(e: _Entry) -> ToolDef | Literal[False] | None:
+    """A Code tool with code: main(**kwargs) is the tool; without code, the registry's tool it names."""
+    if e.by_config:
+        tool, key, problem = code_tool(e.registry, e.config, e.name)
+        if problem:
+            e.error(key, problem)
+            return False
+    else:
+        tool = _lookup(e.registry, e.tool_ref, e.name, e.entry.get("id"))
+    if tool is not None and not tool.input_schema.get("properties"):
         if tool.input_schema.get("additionalProperties"):  # strict function calling closes open schemas
-            diags.warning(
-                node_id,
-                f"{where}.config.code",
-                f"Node {node_id!r}: tool entry {where} ({label}): main(**kwargs) names no parameter, so the "
-                "model cannot know what to pass: name them (def main(text: str)) or list them under Args: "
+            e.diags.warning(
+                e.node_id,
+                f"{e.where}.config.code",
+                f"Node {e.node_id!r}: tool entry {e.where} ({e.label}): main(**kwargs) names no parameter, so "
+                "the model cannot know what to pass: name them (def main(text: str)) or list them under Args: "
                 "in main's docstring",
             )
-    if (
-        tool is not None
-        and not by_config
-        and isinstance(tool_ref, str)
-        and tool_ref
-        and tool.tool_id != tool_ref
-    ):
-        diags.warning(
-            node_id,
-            f"{where}.tool_id",
-            f"tool_id {tool_ref!r} is unknown; bound {tool.tool_id!r} by its name",
+    return tool if e.by_config else _warn_bound_by_name(e, tool)
+
+
+def _lookup_entry(e: _Entry) -> ToolDef | None:
+    """The registry's tool by tool_id, else name, else id (a tool_id found by name is warned about)."""
+    return _warn_bound_by_name(e, _lookup(e.registry, e.tool_ref, e.name, e.entry.get("id")))
+
+
+def _warn_bound_by_name(e: _Entry, tool: ToolDef | None) -> ToolDef | None:
+    if tool is not None and isinstance(e.tool_ref, str) and e.tool_ref and tool.tool_id != e.tool_ref:
+        e.diags.warning(
+            e.node_id,
+            f"{e.where}.tool_id",
+            f"tool_id {e.tool_ref!r} is unknown; bound {tool.tool_id!r} by its name",
         )
-    if tool is None and kind not in BUILTIN_TOOL_TYPES:
-        kind = _round_tripped_builtin(tool_ref, name) or kind  # before templates: it is typed as one
-    if tool is None and kind == "mcp_server":  # the server's tool, its server added from serverUrl
-        tool, key, problem = mcp_server_tool(registry, config)
-        if tool is None:
-            diags.error(
-                node_id,
-                f"{where}.config.{key}",
-                f"Node {node_id!r}: tool entry {where} ({label or kind}): {problem}",
-            )
-            return None
-    if tool is None and kind == TEMPLATE_TOOL_TYPE:  # {provider, action, credentials}: an imported tool
-        from echo_tools.openapi import template_tool
+    return tool
 
-        def report(level: str, field: str, message: str) -> None:
-            add = diags.warning if level == "warning" else diags.error
-            add(node_id, f"{where}.config.{field}", f"Node {node_id!r}: tool {label!r}: {message}")
 
-        tool = template_tool(registry, config, report)
-        if tool is None:
-            return None
-    if tool is None and kind in BUILTIN_TOOL_TYPES:
-        _check_builtin(kind, config, node_id, where, diags)
-        return _binding(f"builtin_{kind}", name or kind, kind, enabled, _fixed_of(entry), config, entry)
+def _mcp_server_entry(e: _Entry) -> ToolDef | None:
+    """The server's tool, its server added from serverUrl."""
+    tool, key, problem = mcp_server_tool(e.registry, e.config)
     if tool is None:
-        level = diags.error if enabled else diags.warning
-        node = f"Node {node_name!r} (id {node_id!r})" if node_name else f"Node {node_id!r}"
-        hint = tool_hint(registry, label) if registry is not None else ""
-        level(
-            node_id,
-            where,
-            f"{node}: tool {label!r} is not in the tool registry"
-            + ("" if enabled else " (it is disabled on the node, so nothing is bound)")
-            + hint,
-        )
-        return None
+        message = f"Node {e.node_id!r}: tool entry {e.where} ({e.label or e.kind}): {problem}"
+        e.diags.error(e.node_id, f"{e.where}.config.{key}", message)
+    return tool
 
-    fixed = _fixed_of(entry)
+
+def _template_entry(e: _Entry) -> ToolDef | None:
+    """{provider, action, credentials}: an imported tool."""
+    from echo_tools.openapi import template_tool
+
+    def report(level: str, field: str, message: str) -> None:
+        add = e.diags.warning if level == "warning" else e.diags.error
+        add(e.node_id, f"{e.where}.config.{field}", f"Node {e.node_id!r}: tool {e.label!r}: {message}")
+
+    return template_tool(e.registry, e.config, report)
+
+
+def _builtin_entry(e: _Entry) -> dict[str, Any]:
+    _check_builtin(e.kind, e.config, e.node_id, e.where, e.diags)
+    return _binding(
+        f"builtin_{e.kind}", e.name or e.kind, e.kind, e.enabled, _fixed_of(e.entry), e.config, e.entry
+    )
+
+
+def _not_in_registry(e: _Entry) -> None:
+    level = e.diags.error if e.enabled else e.diags.warning
+    node = f"Node {e.node_name!r} (id {e.node_id!r})" if e.node_name else f"Node {e.node_id!r}"
+    hint = tool_hint(e.registry, e.label) if e.registry is not None else ""
+    level(
+        e.node_id,
+        e.where,
+        f"{node}: tool {e.label!r} is not in the tool registry"
+        + ("" if e.enabled else " (it is disabled on the node, so nothing is bound)")
+        + hint,
+    )
+
+
+# how an entry's tool is found, by its type (the rest: the registry's tool it names)
+_FOUND_BY: dict[str, Callable[[_Entry], ToolDef | Literal[False] | None]] = {
+    "code": _code_entry,
+    **{kind: _subworkflow_entry for kind in SUBWORKFLOW_KINDS},
+}
+# what an entry whose tool was not found is, by its type (the rest: an error, not in the registry)
+_WHEN_NOT_FOUND: dict[str, Callable[[_Entry], ToolDef | dict[str, Any] | None]] = {
+    "mcp_server": _mcp_server_entry,
+    TEMPLATE_TOOL_TYPE: _template_entry,
+    **{kind: _builtin_entry for kind in BUILTIN_TOOL_TYPES - {"mcp_server"}},
+}
+
+
+def _bind(e: _Entry, tool: ToolDef) -> dict[str, Any]:
+    """The binding of a found tool: parameter values set on the node become fixed arguments."""
+    fixed, config, kind = _fixed_of(e.entry), e.config, e.kind
     if kind not in BUILTIN_TOOL_TYPES and kind != TEMPLATE_TOOL_TYPE:
         if _looks_like_schema(config):
             config = {}  # the IDE copies the tool's input_schema into config: not a setting
@@ -273,21 +365,23 @@ def _resolve_entry(
             props = tool.input_schema.get("properties") or {}
             for key in [k for k in config if k in props]:
                 fixed[key] = config.pop(key)  # a parameter value set on the node
-    _check_fixed(tool, fixed, node_id, f"{where}.fixed", diags)
+    _check_fixed(tool, fixed, e.node_id, f"{e.where}.fixed", e.diags)
     shown_type = kind if kind in BUILTIN_TOOL_TYPES or kind == TEMPLATE_TOOL_TYPE else tool.tool_type.value
-    shown_name = name if by_config and isinstance(name, str) and name else tool.name
-    binding = _binding(tool.tool_id, shown_name, shown_type, enabled, fixed, config, entry)
+    shown_name = e.name if e.by_config and isinstance(e.name, str) and e.name else tool.name
+    binding = _binding(tool.tool_id, shown_name, shown_type, e.enabled, fixed, config, e.entry)
     # The IDE copies the tool's description into every entry it adds, so `description` is a snapshot, not a
     # choice: honouring it would pin an outdated text once the tool's own description changes. An override
     # is asked for explicitly.
-    description = entry.get("description_override")
+    description = e.entry.get("description_override")
     if isinstance(description, str) and description.strip() and description != tool.description:
         binding["description"] = description
     if tool.status == ToolStatus.DISABLED:
-        diags.warning(node_id, where, f"tool {tool.tool_id!r} is disabled in the registry; it is not bound")
+        e.diags.warning(
+            e.node_id, e.where, f"tool {tool.tool_id!r} is disabled in the registry; it is not bound"
+        )
         binding["_inactive"] = True
     elif tool.status == ToolStatus.DEPRECATED:
-        diags.warning(node_id, where, f"tool {tool.tool_id!r} is deprecated")
+        e.diags.warning(e.node_id, e.where, f"tool {tool.tool_id!r} is deprecated")
     return binding
 
 
@@ -387,162 +481,6 @@ def _check_fixed(
                 f"{where}.{key}",
                 f"fixed value {value!r:.80} for {tool.tool_id!r} parameter {key!r} is invalid: {error.message}",
             )
-
-
-# -- per-node-type configuration -----------------------------------------------------------------------
-
-# node type -> (metadata key, canvas config keys kept verbatim)
-_PLAIN_BLOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Loop": ("loop_config", ("loopType", "arrayVariable", "itemVariable", "maxIterations")),
-    "Map": ("map_config", ("operation", "maxConcurrency")),
-    "Template": ("template_config", ("template", "engine")),
-    "Failsafe": ("failsafe_config", ("retryAttempts", "timeout")),
-    "Merge": ("merge_config", ("mergeStrategy", "strategy", "waitForAll")),
-    "Subagent": ("subagent_config", ("targetAgentId", "task")),
-    "Start": ("start_config", ("triggerType",)),
-}
-# keys every node type reads into the agent's top-level fields
-COMMON_KEYS = frozenset(
-    {"prompt", "model", "tools", "tools_exclude", "toolsExclude", "maxIterations", "temperature", "maxTokens"}
-    | {"topP", "role", "goal", "description", "inputVariables", "outputVariables", "timeoutSeconds"}
-    | {"baseUrl", "base_url"}
-)
-_TYPE_KEYS = {
-    "Conditional": {"branches"},
-    "HITL": {"title", "reviewTitle", "message", "priority", "allowEdit", "allowDefer", "allowedDecisions"}
-    | {"notificationChannels"},
-    "API": {"method", "url", "headers", "auth", "authentication", "body", "query", "timeout"},
-    "MCP": {"serverId", "serverName", "operation", "operationName", "toolName", "customUrl", "arguments"},
-    "Code": {"language", "code", "packages"},
-    "Self-Review": {"checkCompleteness", "checkAccuracy", "checkTone", "confidenceThreshold", "minConfidence"}
-    | {"reviewPrompt"},
-}
-
-
-def consumed_keys(node_type: str) -> frozenset[str]:
-    """The config keys the mapper turns into agent fields for `node_type`; the rest go to `canvas_extra`."""
-    plain = _PLAIN_BLOCKS.get(node_type, ("", ()))[1]
-    return COMMON_KEYS | _TYPE_KEYS.get(node_type, set()) | set(plain)
-
-
-def type_metadata(
-    node_type: str,
-    config: Mapping[str, Any],
-    node_id: str,
-    diags: Diagnostics,
-    registry: ToolRegistry | None,
-) -> dict[str, Any]:
-    """The `metadata.<type>_config` blocks EchoAI keeps for a node, read from the real canvas keys."""
-    if node_type in _PLAIN_BLOCKS:
-        key, names = _PLAIN_BLOCKS[node_type]
-        block = {k: json_copy(config[k]) for k in names if k in config}
-        return {key: block} if block or node_type != "Start" else {}
-    if node_type == "HITL":
-        return {"hitl_config": _hitl(config)}
-    if node_type == "API":
-        return {"api_config": _api(config, node_id, diags)}
-    if node_type == "MCP":
-        return {"mcp_config": _mcp(config, node_id, diags, registry)}
-    if node_type == "Code":
-        code = {"language": config.get("language") or "python", "code": config.get("code") or ""}
-        code["packages"] = list(config.get("packages") or [])
-        if not str(code["code"]).strip():
-            diags.warning(node_id, "config.code", "the Code node has no code")
-        if str(code["language"]).lower() != "python":
-            diags.warning(node_id, "config.language", f"only python code runs; got {code['language']!r}")
-        return {"code_config": code}
-    if node_type == "Self-Review":
-        review = {
-            "checkCompleteness": config.get("checkCompleteness", True),
-            "checkAccuracy": config.get("checkAccuracy", True),
-            "confidenceThreshold": config.get("confidenceThreshold", config.get("minConfidence", 0.8)),
-        }
-        for extra in ("checkTone", "reviewPrompt"):
-            if extra in config:
-                review[extra] = config[extra]
-        return {"review_config": review}
-    return {}
-
-
-def _hitl(config: Mapping[str, Any]) -> dict[str, Any]:
-    hitl = {
-        "title": config.get("title") or config.get("reviewTitle") or "",
-        "message": config.get("message") or "",
-        "priority": config.get("priority") or "medium",
-        "allowEdit": config.get("allowEdit", True),
-        "allowDefer": config.get("allowDefer", False),
-    }
-    for extra in ("allowedDecisions", "notificationChannels"):
-        if extra in config:
-            hitl[extra] = json_copy(config[extra])
-    return hitl
-
-
-def _api(config: Mapping[str, Any], node_id: str, diags: Diagnostics) -> dict[str, Any]:
-    method = str(config.get("method") or "GET").upper()
-    url = config.get("url")
-    auth = config.get("auth")
-    if not isinstance(auth, Mapping):
-        auth = {"type": config["authentication"]} if config.get("authentication") else {}
-    api: dict[str, Any] = {
-        "method": method,
-        "url": url,
-        "headers": json_copy(config.get("headers") or {}),
-    }
-    api["auth"] = json_copy(dict(auth))
-    for extra in ("body", "query", "timeout"):
-        if config.get(extra) is not None:
-            api[extra] = json_copy(config[extra])
-    if method not in HTTP_METHODS:
-        diags.error(
-            node_id, "config.method", f"API method {method!r} is not one of {', '.join(HTTP_METHODS)}"
-        )
-    try:
-        parts = urlsplit(url) if isinstance(url, str) else None
-    except ValueError:  # e.g. an unclosed IPv6 bracket
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-        diags.error(node_id, "config.url", f"the API node needs an http(s) url, got {url!r}")
-    if not isinstance(api["headers"], Mapping):
-        diags.error(
-            node_id, "config.headers", f"headers must map names to values, got {api['headers']!r:.80}"
-        )
-    return api
-
-
-def _mcp(
-    config: Mapping[str, Any], node_id: str, diags: Diagnostics, registry: ToolRegistry | None
-) -> dict[str, Any]:
-    # EchoAI read serverName/toolName, which the canvas never writes; the IDE's keys are serverId/operation.
-    server = config.get("serverId") or config.get("serverName") or ""
-    operation = config.get("operation") or config.get("operationName") or config.get("toolName") or ""
-    mcp: dict[str, Any] = {
-        "serverId": server,
-        "operation": operation,
-        "serverName": server,
-        "toolName": operation,
-    }
-    if config.get("customUrl"):
-        mcp["customUrl"] = config["customUrl"]
-    if isinstance(config.get("arguments"), Mapping):
-        mcp["arguments"] = json_copy(dict(config["arguments"]))
-    if not server or not operation:
-        diags.error(
-            node_id,
-            "config.serverId",
-            f"the MCP node needs serverId and operation, got {server!r}, {operation!r}",
-        )
-        return mcp
-    tool = match_mcp_tool(registry, server, operation)
-    if tool is not None:
-        mcp["tool_id"] = tool.tool_id
-    else:
-        diags.warning(
-            node_id,
-            "config.operation",
-            f"no registered MCP tool serves operation {operation!r} of server {server!r}",
-        )
-    return mcp
 
 
 def as_dict(value: Any) -> dict[str, Any]:
