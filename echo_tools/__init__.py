@@ -55,6 +55,7 @@ from echo_tools.models import (
 from echo_tools.registry import ToolRegistry
 from echo_tools.settings import ApiSettings
 from echo_tools.storage import ToolStorage
+from echo_tools.store import ToolStore
 from echo_tools.stores import AgentStore, WorkflowStore
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ __all__ = [
     "ToolStatus",
     "ToolStorage",
     "ToolStorageError",
+    "ToolStore",
     "ToolTimeoutError",
     "ToolType",
     "ToolValidationError",

@@ -45,6 +45,7 @@ from echo_tools.storage import (
     describe_validation_error,
     gc_paused,
 )
+from echo_tools.store import ToolStore
 from echo_tools.stored_tools import check_stored_tool
 from echo_tools.stores import AgentStore, WorkflowStore
 from echo_tools.suggest import tool_hint
@@ -120,7 +121,7 @@ class ToolRegistry:
             this list after construction.
         event_sinks: callables that receive `tool.registered` events.
         egress: the policy `api` tool URLs are checked against at registration (default: deny private).
-        storage: a ready `ToolStorage` (instead of `storage_dir`).
+        storage: a ready `ToolStore` (`ToolStorage` or `PgToolStorage`) instead of `storage_dir`.
         workflows: EchoAI's stored workflows, which `workflow` tools run (`WorkflowStore`).
         agents: EchoAI's stored agents, which `agent` tools and workflows use (`AgentStore`).
     """
@@ -133,11 +134,13 @@ class ToolRegistry:
         *,
         event_sinks: Iterable[EventSink] = (),
         egress: EgressPolicy | None = None,
-        storage: ToolStorage | None = None,
+        storage: ToolStore | None = None,
         workflows: WorkflowStore | None = None,
         agents: AgentStore | None = None,
     ) -> None:
-        self.storage = storage or (ToolStorage(storage_dir) if storage_dir is not None else None)
+        self.storage: ToolStore | None = storage or (
+            ToolStorage(storage_dir) if storage_dir is not None else None
+        )
         self.workflows = workflows
         self.agents = agents
         self.discovery_dirs = [Path(d) for d in discovery_dirs]
@@ -168,7 +171,7 @@ class ToolRegistry:
 
             folder = self.storage.directory if self.storage is not None else None
             # with PostgreSQL (`PgToolStorage`) the encrypted store lives in the database's secret table
-            secrets = getattr(self.storage, "secrets", None)
+            secrets = self.storage.secrets if self.storage is not None else None
             self._credentials = CredentialStore(folder, egress=self.egress, secrets=secrets)
         return self._credentials
 
@@ -209,7 +212,7 @@ class ToolRegistry:
                 tool_keys = tool.lookup_keys()
                 refusal = refusal or self._load_time_refusal(tool) or _clash_in(tool, tool_keys, by_id, keys)
                 if refusal:
-                    problems.append(Problem(str(self.storage.path_for(tool.tool_id)), refusal))
+                    problems.append(Problem(self.storage.location(tool.tool_id), refusal))
                     continue
                 by_id[tool.tool_id] = tool
                 aliases[tool.tool_id] = tool_keys
@@ -404,12 +407,9 @@ class ToolRegistry:
                     if current is not None:
                         replaces(current)
             self._check_batch_names(batch)
-            if isinstance(self.storage, ToolStorage):
-                existed = [self.storage.path_for(tool.tool_id).exists() for tool in batch]
+            if self.storage is not None:
+                existed = [self.storage.contains(tool.tool_id) for tool in batch]
                 changed = self.storage.save_many(batch, replaces=replaces)
-            elif self.storage is not None:  # PostgreSQL: a transaction per tool
-                existed = [self.storage.path_for(tool.tool_id).exists() for tool in batch]
-                changed = [self.storage.save(tool, replaces=replaces) for tool in batch]
             else:
                 existed = [False] * len(batch)
                 changed = [True] * len(batch)
@@ -455,7 +455,7 @@ class ToolRegistry:
                 )
             existed = current is not None
             if self.storage is not None:
-                existed = existed or self.storage.path_for(tool.tool_id).exists()
+                existed = existed or self.storage.contains(tool.tool_id)
                 changed = self.storage.save(tool, replaces=guard)
             else:
                 changed = True
@@ -593,7 +593,7 @@ class ToolRegistry:
     def _forget_problem(self, tool_id: str) -> None:
         # the stored file that a load refused has just been replaced or removed
         if self.storage is not None and self._problems:
-            path = str(self.storage.path_for(tool_id))
+            path = self.storage.location(tool_id)
             self._problems = [p for p in self._problems if p.path != path]
 
     # -- lookup --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,14 +28,15 @@ from filelock import FileLock, Timeout
 from pydantic import ValidationError
 from pydantic_core import from_json, to_json
 
-from echo_tools.errors import ToolNameConflictError, ToolStorageError
+from echo_tools.errors import ToolConfigError, ToolNameConflictError, ToolStorageError
 from echo_tools.models import ToolDef, check_tool_id, name_keys
 
 logger = logging.getLogger("echo_tools.storage")
 
 INDEX_FILE = "tool_index.json"
 LOCK_FILE = ".echo_tools.lock"
-RESERVED_FILES = frozenset({INDEX_FILE, "mcp_servers.json"})
+MCP_CONFIG_FILE = "mcp_servers.json"
+RESERVED_FILES = frozenset({INDEX_FILE, MCP_CONFIG_FILE})
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 60.0
 _LOCK_POLL_SECONDS = 0.002  # a temp file this old belongs to a writer that died (writes take milliseconds)
@@ -193,6 +194,42 @@ def storable_tool_id(tool_id: str) -> str:
         raise ToolStorageError(str(exc), tool_id=tool_id if isinstance(tool_id, str) else None) from exc
 
 
+class FolderMcpConfigs:
+    """The MCP server configs of a folder store: `<dir>/mcp_servers.json`, `{"mcpServers": {...}}`.
+
+    Each change is a read-modify-write under the folder's lock (another process may have added a server).
+    """
+
+    def __init__(self, path: Path, locked: Callable[[], AbstractContextManager[None]]) -> None:
+        self.path = path
+        self._locked = locked
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        if not self.path.is_file():
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ToolConfigError(f"MCP server config {str(self.path)!r} cannot be read: {exc}") from exc
+        servers = data.get("mcpServers") if isinstance(data, dict) else None
+        if not isinstance(servers, dict):
+            raise ToolConfigError(f"MCP server config {str(self.path)!r} has no 'mcpServers' object")
+        return servers
+
+    def put(self, name: str, config: dict[str, Any]) -> None:
+        with self._locked():
+            servers = self.load()
+            servers[name] = config
+            atomic_write_json(self.path, {"mcpServers": servers})
+
+    def remove(self, name: str) -> bool:
+        with self._locked():
+            servers = self.load()
+            found = servers.pop(name, None) is not None
+            atomic_write_json(self.path, {"mcpServers": servers})
+        return found
+
+
 class ToolStorage:
     """A folder of tool JSON files. Safe for several processes writing at once.
 
@@ -220,6 +257,8 @@ class ToolStorage:
         self.stale_temp_files = (
             0  # temp files of dead writers seen by the last scan; repair_index removes them
         )
+        self.mcp_configs = FolderMcpConfigs(self.directory / MCP_CONFIG_FILE, self.locked)
+        self.secrets = None  # the credential store is `credentials.enc` in `directory`
 
     # -- paths ---------------------------------------------------------------------------------------
 
@@ -229,6 +268,14 @@ class ToolStorage:
         if path.parent != self.directory or path.name in RESERVED_FILES:
             raise ToolStorageError(f"tool_id {tool_id!r} names a reserved file", tool_id=tool_id)
         return path
+
+    def location(self, tool_id: str) -> str:
+        """The file of `tool_id`, as problems name it."""
+        return str(self.path_for(tool_id))
+
+    def contains(self, tool_id: str) -> bool:
+        """True when the file of `tool_id` exists."""
+        return self.path_for(tool_id).exists()
 
     @contextmanager
     def locked(self) -> Iterator[None]:

@@ -155,30 +155,8 @@ def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
 # -- the config store --------------------------------------------------------------------------------
 
 
-def _config_path(registry: ToolRegistry) -> Path | None:
-    return registry.storage.directory / CONFIG_FILE if registry.storage is not None else None
-
-
-def _database_configs(registry: ToolRegistry) -> Any:
-    """The database's MCP config table when the catalogue is in PostgreSQL (`PgToolStorage`), else None."""
-    return getattr(registry.storage, "mcp_configs", None)
-
-
 def _read_stored(registry: ToolRegistry) -> dict[str, Any]:
-    configs = _database_configs(registry)
-    if configs is not None:
-        return dict(configs.load())
-    path = _config_path(registry)
-    if path is None or not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ToolConfigError(f"MCP server config {str(path)!r} cannot be read: {exc}") from exc
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        raise ToolConfigError(f"MCP server config {str(path)!r} has no 'mcpServers' object")
-    return servers
+    return dict(registry.storage.mcp_configs.load()) if registry.storage is not None else {}
 
 
 def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> None:
@@ -189,28 +167,13 @@ def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> 
         else:
             registry.mcp_servers[name] = config
         return
-    configs = _database_configs(registry)
-    if configs is not None:  # one row per server, written in its own transaction
-        if config is None:
-            configs.remove(name)
-        else:
-            configs.put(name, config)
-        registry.mcp_servers.clear()
-        registry.mcp_servers.update(configs.load())
-        return
-    from echo_tools.storage import atomic_write_json
-
-    path = _config_path(registry)
-    assert path is not None
-    with registry.storage.locked():  # read-modify-write: another process may have added a server
-        servers = _read_stored(registry)
-        if config is None:
-            servers.pop(name, None)
-        else:
-            servers[name] = config
-        atomic_write_json(path, {"mcpServers": servers})
-        registry.mcp_servers.clear()
-        registry.mcp_servers.update(servers)
+    configs = registry.storage.mcp_configs
+    if config is None:
+        configs.remove(name)
+    else:
+        configs.put(name, config)
+    registry.mcp_servers.clear()
+    registry.mcp_servers.update(configs.load())
 
 
 def server_config(registry: ToolRegistry, name: str) -> dict[str, Any]:
