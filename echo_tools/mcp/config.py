@@ -28,7 +28,7 @@ from echo_tools.redaction import hide_values
 if TYPE_CHECKING:
     from mcp import types
 
-    from echo_tools.registry import ToolRegistry
+    from echo_tools.catalogue import Catalogue
 
 logger = logging.getLogger("echo_tools.mcp")
 
@@ -155,11 +155,11 @@ def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
 # -- the config store --------------------------------------------------------------------------------
 
 
-def _read_stored(registry: ToolRegistry) -> dict[str, Any]:
+def _read_stored(registry: Catalogue) -> dict[str, Any]:
     return dict(registry.storage.mcp_configs.load()) if registry.storage is not None else {}
 
 
-def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> None:
+def _store(registry: Catalogue, name: str, config: dict[str, Any] | None) -> None:
     """Write one server's config (or remove it when `config` is None); memory only without storage."""
     if registry.storage is None:
         if config is None:
@@ -176,7 +176,7 @@ def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> 
     registry.mcp_servers.update(configs.load())
 
 
-def server_config(registry: ToolRegistry, name: str) -> dict[str, Any]:
+def server_config(registry: Catalogue, name: str) -> dict[str, Any]:
     """The stored config of server `name` (references unresolved).
 
     Raises:
@@ -196,7 +196,7 @@ def server_config(registry: ToolRegistry, name: str) -> dict[str, Any]:
     return bind(registry, name, config)
 
 
-def list_mcp_servers(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
+def list_mcp_servers(registry: Catalogue) -> dict[str, dict[str, Any]]:
     """Every configured server: `{name: {"transport", "config" (redacted), "tools": [tool ids]}}`."""
     registry.mcp_servers.update(
         {k: v for k, v in _read_stored(registry).items() if k not in registry.mcp_servers}
@@ -215,7 +215,7 @@ def list_mcp_servers(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
 
 
 def add_mcp_server(
-    registry: ToolRegistry, name: str, config: Mapping[str, Any], *, auth: Any = None
+    registry: Catalogue, name: str, config: Mapping[str, Any], *, auth: Any = None
 ) -> list[ToolDef]:
     """Check and store a server's config, list its tools and register them (see module docstring).
 
@@ -255,7 +255,7 @@ def check_env_refs(name: str, config: Mapping[str, Any]) -> None:
 
 
 def register_server(
-    registry: ToolRegistry, name: str, config: Mapping[str, Any], listing: list[types.Tool]
+    registry: Catalogue, name: str, config: Mapping[str, Any], listing: list[types.Tool]
 ) -> list[ToolDef]:
     """Store a server's config and register the tools of a listing already fetched (or cached)."""
     name = check_server_name(name)
@@ -283,7 +283,7 @@ def servers_of(data: Any, source: str) -> dict[str, Any]:
     return servers
 
 
-def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[ToolDef]]:
+def load_mcp_config(registry: Catalogue, path: str | Path) -> dict[str, list[ToolDef]]:
     """Add every server of an MCP config file (`mcpServers` or VS Code's `servers` shape).
 
     Every entry is checked before any is added; the servers are then listed concurrently, and each one
@@ -321,7 +321,7 @@ def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[
 
 
 def _discover_all(
-    registry: ToolRegistry, configs: dict[str, dict[str, Any]]
+    registry: Catalogue, configs: dict[str, dict[str, Any]]
 ) -> dict[str, list[types.Tool] | ToolError]:
     """List every server's tools at once; a server that fails gets its error instead of a listing."""
     from echo_tools.runtime import run_sync
@@ -348,13 +348,13 @@ def _discover_all(
     return dict(zip(configs, results, strict=True))
 
 
-def refresh_mcp_server(registry: ToolRegistry, name: str) -> list[ToolDef]:
+def refresh_mcp_server(registry: Catalogue, name: str) -> list[ToolDef]:
     """List the server's tools again: new ones registered, changed ones updated, vanished ones disabled."""
     name = check_server_name(name)
     return apply_listing(registry, name, _discover(registry, name, server_config(registry, name)))
 
 
-def remove_mcp_server(registry: ToolRegistry, name: str) -> list[str]:
+def remove_mcp_server(registry: Catalogue, name: str) -> list[str]:
     """Forget a server's config and disable its tools; returns the disabled tool ids."""
     name = check_server_name(name)
     server_config(registry, name)
@@ -364,7 +364,7 @@ def remove_mcp_server(registry: ToolRegistry, name: str) -> list[str]:
     return disabled
 
 
-def _discover(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list[types.Tool]:
+def _discover(registry: Catalogue, name: str, config: dict[str, Any]) -> list[types.Tool]:
     from echo_tools.mcp.sessions import discover_tools
     from echo_tools.runtime import run_sync
 
@@ -439,7 +439,7 @@ def _catalogue_method(tool: types.Tool) -> dict[str, str]:
     return {"method": method} if isinstance(method, str) else {}
 
 
-def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]) -> list[ToolDef]:
+def apply_listing(registry: Catalogue, server: str, listing: list[types.Tool]) -> list[ToolDef]:
     """Register a server's current tools and disable the ones it no longer lists.
 
     A tool already in the catalogue keeps the status, timeout, retry and permissions set on it, except
@@ -479,7 +479,7 @@ def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]
     return current
 
 
-def _disable_missing(registry: ToolRegistry, server: str, keep: set[str]) -> list[str]:
+def _disable_missing(registry: Catalogue, server: str, keep: set[str]) -> list[str]:
     disabled = []
     for tool in registry.list_by_type(ToolType.MCP):
         if tool.execution_config.get("server") != server or tool.tool_id in keep:
