@@ -20,9 +20,11 @@ from typing import Any
 
 from echo_tools.backends import check_execution_config
 from echo_tools.definitions import (
+    check_batch_names,
     clash_in,
     coerce_definition,
     module_list,
+    remote_at_load,
     schema_shape,
     written_by_host,
 )
@@ -150,7 +152,7 @@ class Catalogue:
                 tools += [t for tool_id, t in sorted(self._adopted.items()) if tool_id not in stored]
             for position, tool in enumerate(tools):
                 if tool.source == ToolSource.REMOTE:
-                    tool, refusal = self._remote_at_load(tool, tools)
+                    tool, refusal = remote_at_load(tool, tools)
                     tools[position] = tool
                 else:
                     refusal = None
@@ -202,15 +204,6 @@ class Catalogue:
         except ToolRegistrationError as exc:
             return f"refused: {exc.message}"
         return None
-
-    @staticmethod
-    def _remote_at_load(tool: ToolDef, tools: Sequence[ToolDef]) -> tuple[ToolDef, str | None]:
-        # A stored remote tool gets the permissions and limits its manifest declares now, and is refused
-        # when no manifest declares its entry point any more.
-        try:
-            return remote_definition(tool, tools, allowed_env=None), None
-        except ToolRegistrationError as exc:
-            return tool, f"refused: {exc.message}"
 
     def problems(self) -> list[Problem]:
         """Files that could not be loaded or discovered, with the reason (latest load and discovery)."""
@@ -351,7 +344,7 @@ class Catalogue:
                 for current in currents:
                     if current is not None:
                         replaces(current)
-            self._check_batch_names(batch)
+            check_batch_names(batch, self._tools, self._keys)
             if self.storage is not None:
                 existed = [self.storage.contains(tool.tool_id) for tool in batch]
                 changed = self.storage.save_many(batch, replaces=replaces)
@@ -370,18 +363,6 @@ class Catalogue:
             if was_changed:
                 self._announce(tool, status)
         return [{"tool_id": t.tool_id, "status": status} for t, status in zip(batch, statuses, strict=True)]
-
-    def _check_batch_names(self, batch: Sequence[ToolDef]) -> None:
-        # the catalogue as the batch leaves it: its tools replace their old versions' ids and keys
-        ids = {tool.tool_id for tool in batch}
-        tools = {**self._tools, **{tool.tool_id: tool for tool in batch}}
-        owners = {key: owner for key, owner in self._keys.items() if owner not in ids}
-        for tool in batch:
-            keys = tool.lookup_keys()
-            clash = clash_in(tool, keys, tools, owners)
-            if clash:
-                raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
-            owners.update(dict.fromkeys(keys, tool.tool_id))
 
     def _store(self, tool: ToolDef, guard: Guard | None) -> dict[str, str]:
         with self._lock:

@@ -11,11 +11,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from echo_tools.backends.base import MODULE_NAME_PATTERN
-from echo_tools.errors import ToolConfigError, ToolRegistrationError
+from echo_tools.errors import ToolConfigError, ToolNameConflictError, ToolRegistrationError
 from echo_tools.models import ToolDef, ToolSource
 from echo_tools.schema import check_depth
 from echo_tools.storage import describe_validation_error
-from echo_tools.trust import with_trust_tags
+from echo_tools.trust import remote_definition, with_trust_tags
 
 # the fields of a definition that hold free-form JSON, bounded in depth at registration
 _JSON_FIELDS = ("input_schema", "output_schema", "execution_config", "metadata")
@@ -121,3 +121,28 @@ def check_depths(tool_id: str | None, data: Mapping[str, Any]) -> None:
     for name in _JSON_FIELDS:
         if name in data:
             check_depth(data[name], field=name, tool_id=tool_id)
+
+
+def remote_at_load(tool: ToolDef, tools: Sequence[ToolDef]) -> tuple[ToolDef, str | None]:
+    """A stored remote tool with the permissions and limits its manifest declares now, or the refusal
+    when no manifest declares its entry point any more."""
+    try:
+        return remote_definition(tool, tools, allowed_env=None), None
+    except ToolRegistrationError as exc:
+        return tool, f"refused: {exc.message}"
+
+
+def check_batch_names(
+    batch: Sequence[ToolDef], tools: Mapping[str, ToolDef], keys: Mapping[str, str]
+) -> None:
+    """Refuse a batch whose names clash, with the catalogue (`tools` by id, `keys` by lookup key) as the
+    batch leaves it: its tools replace their old versions' ids and keys."""
+    ids = {tool.tool_id for tool in batch}
+    after = {**tools, **{tool.tool_id: tool for tool in batch}}
+    owners = {key: owner for key, owner in keys.items() if owner not in ids}
+    for tool in batch:
+        tool_keys = tool.lookup_keys()
+        clash = clash_in(tool, tool_keys, after, owners)
+        if clash:
+            raise ToolNameConflictError(clash, tool_id=tool.tool_id, field="name")
+        owners.update(dict.fromkeys(tool_keys, tool.tool_id))
