@@ -15,10 +15,9 @@ import gc
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,9 +25,21 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
-from pydantic_core import from_json, to_json
+from pydantic_core import from_json
 
-from echo_tools.errors import ToolConfigError, ToolNameConflictError, ToolStorageError
+from echo_tools.errors import ToolNameConflictError, ToolStorageError
+from echo_tools.folder_files import (
+    _TMP_PREFIX,
+    FolderMcpConfigs,
+    _unlink_quietly,
+    encode_tool,
+    fsync_files,
+    is_stale_temp,
+    remove_stale_temp_files,
+    sync_directory,
+    write_temp,
+)
+from echo_tools.folder_files import atomic_write_json as atomic_write_json  # re-exported
 from echo_tools.models import ToolDef, check_tool_id, name_keys
 
 logger = logging.getLogger("echo_tools.storage")
@@ -37,9 +48,7 @@ INDEX_FILE = "tool_index.json"
 LOCK_FILE = ".echo_tools.lock"
 MCP_CONFIG_FILE = "mcp_servers.json"
 RESERVED_FILES = frozenset({INDEX_FILE, MCP_CONFIG_FILE})
-_TMP_PREFIX = ".tmp-"
-_STALE_TMP_SECONDS = 60.0
-_LOCK_POLL_SECONDS = 0.002  # a temp file this old belongs to a writer that died (writes take milliseconds)
+_LOCK_POLL_SECONDS = 0.002
 
 Signature = tuple[int, int, int]
 # called with the stored copy of a tool before a write replaces it or a delete removes it; raises to refuse
@@ -60,102 +69,6 @@ class Problem:
 def _naive_utc() -> str:
     # EchoAI writes naive UTC timestamps; keep its shape so its own code reads ours.
     return datetime.now(UTC).replace(tzinfo=None).isoformat()
-
-
-def atomic_write_json(
-    path: Path, data: Any, *, sync_folder: bool = True, sync_file: bool = True, indent: int | None = 2
-) -> None:
-    """Write `data` as JSON to `path` atomically: temp file in the same folder, fsync, rename, fsync folder.
-
-    Args:
-        path: the target file.
-        data: any JSON value.
-        sync_folder: False leaves the folder's fsync to a later write in the same folder (one is enough).
-        sync_file: False skips the file's fsync: for files rebuilt when found damaged (the index), where a
-            power cut may cost the content but the rename still keeps a crash from leaving half a file.
-        indent: JSON indentation; None writes compactly (much faster for big files).
-    """
-    tmp = write_temp(path, data, sync_file=sync_file, indent=indent)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-    if sync_folder:
-        sync_directory(path.parent)
-
-
-def write_temp(
-    path: Path,
-    data: Any,
-    *,
-    sync_file: bool = True,
-    indent: int | None = 2,
-    encode: Callable[[Any], str] | None = None,
-) -> str:
-    """Write `data` as JSON to a new temp file beside `path` (fsynced unless told not to); returns its path.
-
-    The caller renames it into place, or removes it. On failure (a full disk) nothing is left behind.
-    `encode` replaces `json.dumps` (tool files use `encode_tool`).
-    """
-    # no ".json" suffix: EchoAI globs "*.json" (pathlib matches dot files), and must never read a temp file
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(
-                encode(data) if encode is not None else json.dumps(data, indent=indent, ensure_ascii=False)
-            )
-            fh.write("\n")
-            fh.flush()
-            if sync_file:
-                os.fsync(fh.fileno())
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-    return tmp
-
-
-def encode_tool(data: dict[str, Any]) -> str:
-    """A tool file's JSON: what `json.dumps(data, indent=2, ensure_ascii=False)` writes, ten times faster
-    (`json.dumps` with an indent runs in Python; a tool's dump holds JSON values only)."""
-    return to_json(data, indent=2).decode()
-
-
-def fsync_files(paths: Sequence[str]) -> None:
-    """fsync many files at once: the file system commits concurrent fsyncs together (500 files took
-    0.2 s instead of 2 s one after another)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def sync(path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    with ThreadPoolExecutor(max_workers=min(16, len(paths)), thread_name_prefix="echo-fsync") as pool:
-        list(pool.map(sync, paths))
-
-
-def _unlink_quietly(path: str | Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def sync_directory(directory: Path) -> None:
-    """fsync a folder, making the renames in it durable (best effort: some file systems refuse)."""
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 @contextmanager
@@ -194,42 +107,6 @@ def storable_tool_id(tool_id: str) -> str:
         raise ToolStorageError(str(exc), tool_id=tool_id if isinstance(tool_id, str) else None) from exc
 
 
-class FolderMcpConfigs:
-    """The MCP server configs of a folder store: `<dir>/mcp_servers.json`, `{"mcpServers": {...}}`.
-
-    Each change is a read-modify-write under the folder's lock (another process may have added a server).
-    """
-
-    def __init__(self, path: Path, locked: Callable[[], AbstractContextManager[None]]) -> None:
-        self.path = path
-        self._locked = locked
-
-    def load(self) -> dict[str, dict[str, Any]]:
-        if not self.path.is_file():
-            return {}
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ToolConfigError(f"MCP server config {str(self.path)!r} cannot be read: {exc}") from exc
-        servers = data.get("mcpServers") if isinstance(data, dict) else None
-        if not isinstance(servers, dict):
-            raise ToolConfigError(f"MCP server config {str(self.path)!r} has no 'mcpServers' object")
-        return servers
-
-    def put(self, name: str, config: dict[str, Any]) -> None:
-        with self._locked():
-            servers = self.load()
-            servers[name] = config
-            atomic_write_json(self.path, {"mcpServers": servers})
-
-    def remove(self, name: str) -> bool:
-        with self._locked():
-            servers = self.load()
-            found = servers.pop(name, None) is not None
-            atomic_write_json(self.path, {"mcpServers": servers})
-        return found
-
-
 class ToolStorage:
     """A folder of tool JSON files. Safe for several processes writing at once.
 
@@ -254,9 +131,7 @@ class ToolStorage:
         # index file (a new inode), so a different signature means "changed elsewhere".
         self._known_signature: Signature | None = None
         self._changed_elsewhere = False
-        self.stale_temp_files = (
-            0  # temp files of dead writers seen by the last scan; repair_index removes them
-        )
+        self.stale_temp_files = 0  # temp files of dead writers seen by the last scan (repair_index removes)
         self.mcp_configs = FolderMcpConfigs(self.directory / MCP_CONFIG_FILE, self.locked)
         self.secrets = None  # the credential store is `credentials.enc` in `directory`
 
@@ -455,7 +330,7 @@ class ToolStorage:
         with gc_paused():
             for name in names:
                 if name.startswith(_TMP_PREFIX):
-                    self.stale_temp_files += self._is_stale(Path(directory, name))
+                    self.stale_temp_files += is_stale_temp(Path(directory, name))
                     continue
                 if not name.endswith(".json") or name in RESERVED_FILES or name.startswith("."):
                     continue
@@ -493,7 +368,7 @@ class ToolStorage:
         """
         with self.locked():
             try:
-                self._remove_stale_temp_files()
+                remove_stale_temp_files(self.directory)
                 index = self._read_index_for_update(rebuild_if_missing=False)
                 tools, _ = self._scan()
                 wanted = {tool.tool_id: tool for tool in tools}
@@ -695,22 +570,6 @@ class ToolStorage:
     def _index_written(self) -> None:
         if not self._changed_elsewhere:
             self._known_signature = self.signature()
-
-    @staticmethod
-    def _is_stale(path: Path) -> bool:
-        try:
-            return path.stat().st_mtime < time.time() - _STALE_TMP_SECONDS
-        except OSError:
-            return False  # renamed or removed meanwhile: it was not stale
-
-    def _remove_stale_temp_files(self) -> None:
-        for name in os.listdir(self.directory):
-            path = self.directory / name
-            if name.startswith(_TMP_PREFIX) and self._is_stale(path):
-                try:
-                    path.unlink()
-                except OSError:
-                    continue  # another cleaner got there first
 
     @staticmethod
     def _empty_index() -> dict[str, Any]:
