@@ -11,12 +11,14 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import to_json
 
 from echo_tools.errors import ToolConfigError
+from echo_tools.models import ToolDef
 
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 60.0  # a temp file this old belongs to a writer that died (writes take milliseconds)
@@ -171,3 +173,26 @@ def remove_stale_temp_files(directory: Path) -> None:
                 path.unlink()
             except OSError:
                 continue  # another cleaner got there first
+
+
+def naive_utc() -> str:
+    """Now, as EchoAI writes times: ISO 8601 without a zone."""
+    return datetime.now(UTC).replace(tzinfo=None).isoformat()
+
+
+def empty_index() -> dict[str, Any]:
+    """A new, empty `tool_index.json` (EchoAI's summary of the folder)."""
+    now = naive_utc()
+    return {"tools": {}, "created_at": now, "last_updated": now, "tool_count": 0}
+
+
+def index_entry(tool: ToolDef, updated_at: str | None) -> dict[str, Any]:
+    """The index's line for `tool`."""
+    return {
+        "name": tool.name,
+        "tool_type": tool.tool_type.value,
+        "status": tool.status.value,
+        "version": tool.version,
+        "tags": list(tool.tags),
+        "updated_at": updated_at or naive_utc(),
+    }

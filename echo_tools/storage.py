@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,12 @@ from echo_tools.folder_files import (
     _TMP_PREFIX,
     FolderMcpConfigs,
     _unlink_quietly,
+    empty_index,
     encode_tool,
     fsync_files,
+    index_entry,
     is_stale_temp,
+    naive_utc,
     remove_stale_temp_files,
     sync_directory,
     write_temp,
@@ -64,11 +66,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
-
-
-def _naive_utc() -> str:
-    # EchoAI writes naive UTC timestamps; keep its shape so its own code reads ours.
-    return datetime.now(UTC).replace(tzinfo=None).isoformat()
 
 
 @contextmanager
@@ -249,8 +246,8 @@ class ToolStorage:
                     ):
                         changed.append(False)
                         continue
-                    data["_saved_at"] = _naive_utc()
-                    index["tools"][tool.tool_id] = self._index_entry(tool, data["_saved_at"])
+                    data["_saved_at"] = naive_utc()
+                    index["tools"][tool.tool_id] = index_entry(tool, data["_saved_at"])
                     writes.append((path, data))
                     changed.append(True)
                 if writes:
@@ -344,7 +341,7 @@ class ToolStorage:
             ToolStorageError: the index is not valid JSON or lacks its `tools` object.
         """
         if not self._index_path.exists():
-            return self._empty_index()
+            return empty_index()
         try:
             index = json.loads(self._index_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -375,14 +372,12 @@ class ToolStorage:
                 if index is not None and set(index["tools"]) == set(wanted):
                     return False
                 old = index["tools"] if index is not None else {}
-                fresh = self._empty_index()
+                fresh = empty_index()
                 if index is not None:
                     fresh["created_at"] = index.get("created_at", fresh["created_at"])
                 for tool_id, tool in wanted.items():
                     entry = old.get(tool_id)
-                    fresh["tools"][tool_id] = (
-                        entry if isinstance(entry, dict) else self._index_entry(tool, None)
-                    )
+                    fresh["tools"][tool_id] = entry if isinstance(entry, dict) else index_entry(tool, None)
                 self._write_index(fresh)
             except OSError as exc:
                 raise ToolStorageError(
@@ -397,11 +392,11 @@ class ToolStorage:
             try:
                 index = self._read_index_for_update(rebuild_if_missing=False)
                 tools, _ = self._scan()
-                fresh = self._empty_index()
+                fresh = empty_index()
                 if index is not None:
                     fresh["created_at"] = index.get("created_at", fresh["created_at"])
                 for tool in tools:
-                    fresh["tools"][tool.tool_id] = self._index_entry(tool, None)
+                    fresh["tools"][tool.tool_id] = index_entry(tool, None)
                 self._write_index(fresh)
             except OSError as exc:
                 raise ToolStorageError(
@@ -466,6 +461,13 @@ class ToolStorage:
                 raw = fh.read()
         except OSError as exc:
             return None, Problem(where, f"cannot be read: {exc.strerror or exc}")
+        stem = os.path.basename(where)[:-5]
+        try:  # the common case in one pass (parse and validate in pydantic-core): a third of the load time
+            fast = ToolDef.model_validate_json(raw)
+            if fast.tool_id == stem and "tool_id" in fast.model_fields_set:
+                return fast, None
+        except ValidationError:
+            pass  # read again below, for the problem's exact wording (or EchoAI's legacy form)
         try:
             data = from_json(raw)  # pydantic's parser: twice as fast as json.loads on tool files
         except ValueError as exc:
@@ -473,7 +475,6 @@ class ToolStorage:
         if not isinstance(data, dict):
             return None, Problem(where, f"must hold a JSON object, got {type(data).__name__}")
         data.pop("_saved_at", None)
-        stem = os.path.basename(where)[:-5]
         if not data.get("tool_id"):
             # EchoAI's legacy {name, description} files carry no id: the file name is the id
             data["tool_id"] = stem
@@ -542,9 +543,9 @@ class ToolStorage:
 
     def _rebuilt_index(self) -> dict[str, Any]:
         tools, _ = self._scan()
-        index = self._empty_index()
+        index = empty_index()
         for tool in tools:
-            index["tools"][tool.tool_id] = self._index_entry(tool, None)
+            index["tools"][tool.tool_id] = index_entry(tool, None)
         return index
 
     def _write_index(self, index: dict[str, Any]) -> None:
@@ -558,7 +559,7 @@ class ToolStorage:
         self._index_written()
 
     def _stage_index(self, index: dict[str, Any]) -> str:
-        now = _naive_utc()
+        now = naive_utc()
         index.setdefault("created_at", now)
         index["last_updated"] = now
         index["tool_count"] = len(index["tools"])
@@ -570,22 +571,6 @@ class ToolStorage:
     def _index_written(self) -> None:
         if not self._changed_elsewhere:
             self._known_signature = self.signature()
-
-    @staticmethod
-    def _empty_index() -> dict[str, Any]:
-        now = _naive_utc()
-        return {"tools": {}, "created_at": now, "last_updated": now, "tool_count": 0}
-
-    @staticmethod
-    def _index_entry(tool: ToolDef, updated_at: str | None) -> dict[str, Any]:
-        return {
-            "name": tool.name,
-            "tool_type": tool.tool_type.value,
-            "status": tool.status.value,
-            "version": tool.version,
-            "tags": list(tool.tags),
-            "updated_at": updated_at or _naive_utc(),
-        }
 
 
 def describe_validation_error(exc: ValidationError) -> str:
