@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.builtin_tools import builtin_tools_dir
+from echo_tools.catalogue import Catalogue
 from echo_tools.egress import EgressPolicy, egress_client
 from echo_tools.errors import (
     ApprovalRejectedError,
@@ -37,6 +38,7 @@ from echo_tools.errors import (
 )
 from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
 from echo_tools.gate import Budget, BudgetMeter, Grants, Principal
+from echo_tools.lookup import ToolLookup
 from echo_tools.models import (
     Approval,
     Determinism,
@@ -55,6 +57,7 @@ from echo_tools.models import (
 from echo_tools.registry import ToolRegistry
 from echo_tools.settings import ApiSettings
 from echo_tools.storage import ToolStorage
+from echo_tools.store import ToolStore
 from echo_tools.stores import AgentStore, WorkflowStore
 
 if TYPE_CHECKING:
@@ -88,6 +91,7 @@ __all__ = [
     "ApprovalRequiredError",
     "Budget",
     "BudgetMeter",
+    "Catalogue",
     "Deny",
     "Determinism",
     "EgressDeniedError",
@@ -118,6 +122,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolExecutor",
     "ToolInputRejectedError",
+    "ToolLookup",
     "ToolNameConflictError",
     "ToolNotFoundError",
     "ToolOutputValidationError",
@@ -131,6 +136,7 @@ __all__ = [
     "ToolStatus",
     "ToolStorage",
     "ToolStorageError",
+    "ToolStore",
     "ToolTimeoutError",
     "ToolType",
     "ToolValidationError",

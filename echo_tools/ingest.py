@@ -13,16 +13,20 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from echo_tools.models import ToolDef, ToolType
-
-if TYPE_CHECKING:
-    from echo_tools.registry import ToolRegistry
 
 __all__ = ["tool", "tool_from_crewai", "tool_from_function", "tool_from_langchain"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Registrar(Protocol):
+    """What `@tool(registry=...)` needs of a registry (a `ToolRegistry` is one)."""
+
+    def register(self, tool: ToolDef) -> dict[str, str]: ...
+
 
 _SECTION = re.compile(
     r"^(Args|Arguments|Parameters|Returns|Return|Raises|Yields|Examples?|Notes?|Attributes):\s*$"
@@ -143,9 +147,7 @@ def tool_from_function(
     )
 
 
-def tool(
-    fn: F | None = None, *, registry: ToolRegistry | None = None, **options: Any
-) -> F | Callable[[F], F]:
+def tool(fn: F | None = None, *, registry: _Registrar | None = None, **options: Any) -> F | Callable[[F], F]:
     """Decorator: build the function's `ToolDef`, attach it as `fn.tool_def`, register it when asked.
 
     `@tool` and `@tool(registry=reg, name="Adder", side_effect="pure")` both work; the function itself is

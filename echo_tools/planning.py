@@ -17,7 +17,7 @@ from echo_tools.errors import ToolNotFoundError, ToolRegistrationError
 from echo_tools.models import ToolDef, ToolStatus
 
 if TYPE_CHECKING:
-    from echo_tools.registry import ToolRegistry
+    from echo_tools.lookup import ToolLookup
 
 MAX_PLAN_STEPS = 64
 
@@ -51,7 +51,7 @@ def dependency_graph(tools: list[ToolDef]) -> dict[str, list[Any]]:
     return {"nodes": nodes, "edges": edges}
 
 
-def _providers(tools: list[ToolDef], wanted: str, registry: ToolRegistry) -> list[ToolDef]:
+def _providers(tools: list[ToolDef], wanted: str, registry: ToolLookup) -> list[ToolDef]:
     direct = registry.resolve(wanted)
     if direct is not None and direct.status == ToolStatus.ACTIVE:
         return [direct]  # direct mapping: a known tool for a known task
@@ -75,7 +75,7 @@ def _step_input(tool: ToolDef, inputs: dict[str, Any], earlier: list[tuple[str, 
     return mapped
 
 
-def plan(registry: ToolRegistry, capabilities: list[str], inputs: dict[str, Any] | None = None) -> Plan:
+def plan(registry: ToolLookup, capabilities: list[str], inputs: dict[str, Any] | None = None) -> Plan:
     """Plan the steps that provide `capabilities` (capability names or tool refs), in order.
 
     Args:

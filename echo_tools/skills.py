@@ -20,8 +20,8 @@ from echo_tools.errors import ToolExecutionError, ToolRegistrationError
 from echo_tools.models import ToolContext, ToolType
 
 if TYPE_CHECKING:
+    from echo_tools.lookup import ToolLookup
     from echo_tools.models import ToolDef, ToolPermission
-    from echo_tools.registry import ToolRegistry
 
 MAX_SKILL_STEPS = 64
 MAX_CALL_DEPTH = 8
@@ -305,7 +305,7 @@ def _check_refs(
         )
 
 
-def check_skill_tools(tool: ToolDef, registry: ToolRegistry) -> list[ToolPermission]:
+def check_skill_tools(tool: ToolDef, registry: ToolLookup) -> list[ToolPermission]:
     """Check that every step's tool and fallback is registered and that the skill never reaches itself;
     return the union of the permissions its inner tools need (the skill's own included).
 
@@ -344,7 +344,7 @@ def check_skill_tools(tool: ToolDef, registry: ToolRegistry) -> list[ToolPermiss
     return sorted(needed, key=lambda p: p.value)
 
 
-def _reaches(tool: ToolDef, target: str, registry: ToolRegistry, path: list[str]) -> list[str] | None:
+def _reaches(tool: ToolDef, target: str, registry: ToolLookup, path: list[str]) -> list[str] | None:
     """The chain from `path` through `tool` back to `target`, if composite steps lead there."""
     path = [*path, tool.tool_id]
     if tool.tool_id == target:

@@ -17,8 +17,8 @@ from echo_tools.models import ToolPermission, ToolType, slugify
 from echo_tools.skills import MAX_CALL_DEPTH
 
 if TYPE_CHECKING:
+    from echo_tools.lookup import ToolLookup
     from echo_tools.models import ToolDef
-    from echo_tools.registry import ToolRegistry
 
 _JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object"}
 _TYPE_ALIASES = {"str": "string", "text": "string", "int": "integer", "float": "number", "bool": "boolean",
@@ -89,7 +89,7 @@ def workflow_input_schema(start: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
-def check_stored_tool(tool: ToolDef, registry: ToolRegistry) -> None:
+def check_stored_tool(tool: ToolDef, registry: ToolLookup) -> None:
     """Check a `workflow` or `agent` tool against the registry's stores; fill its input schema and
     permissions.
 
@@ -139,7 +139,7 @@ def _fail(tool: ToolDef, field: str, message: str) -> ToolRegistrationError:
 
 
 def _stored_agent(
-    tool: ToolDef, registry: ToolRegistry, agent_id: str, field: str, where: str = ""
+    tool: ToolDef, registry: ToolLookup, agent_id: str, field: str, where: str = ""
 ) -> dict[str, Any]:
     assert registry.agents is not None
     try:
@@ -149,7 +149,7 @@ def _stored_agent(
 
 
 def _agent_needs(
-    tool: ToolDef, registry: ToolRegistry, agent: Mapping[str, Any], path: list[str]
+    tool: ToolDef, registry: ToolLookup, agent: Mapping[str, Any], path: list[str]
 ) -> set[ToolPermission]:
     """What an agent's tools need (narrowed to what the agent grants); refuses a chain back to `tool`."""
     try:
@@ -183,7 +183,7 @@ def _agent_needs(
     return needed if granted is None else needed & set(granted)
 
 
-def _nested_agents(tool: ToolDef, registry: ToolRegistry) -> list[dict[str, Any]]:
+def _nested_agents(tool: ToolDef, registry: ToolLookup) -> list[dict[str, Any]]:
     """The stored agents a registered composite tool runs (empty when they cannot be read now)."""
     config = tool.execution_config
     try:

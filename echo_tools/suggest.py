@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from echo_tools.registry import ToolRegistry
+    from echo_tools.lookup import ToolLookup
 
 __all__ = ["close_matches", "did_you_mean", "explain_schema_error", "tool_hint"]
 
@@ -39,7 +39,7 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     return f" Did you mean {alternatives}?" if alternatives else ""
 
 
-def tool_hint(registry: ToolRegistry, ref: Any) -> str:
+def tool_hint(registry: ToolLookup, ref: Any) -> str:
     """`". Did you mean 'Calculator'?"` from the registry's tool names (then ids), or "": appended to
     "No tool matches 'x'"."""
     if not isinstance(ref, str) or not ref:

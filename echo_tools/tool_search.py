@@ -20,8 +20,8 @@ from pydantic import Field
 from echo_tools.errors import ToolValidationError
 
 if TYPE_CHECKING:
+    from echo_tools.lookup import SearchableLookup
     from echo_tools.models import ToolDef
-    from echo_tools.registry import ToolRegistry
 
 MAX_QUERY_CHARS = 500
 MAX_QUERY_TERMS = 32
@@ -138,7 +138,7 @@ def check_query(query: Any, k: Any) -> None:
 SEARCH_TOOL_NAME = "search_tools"
 
 
-def search_tools_tool(registry: ToolRegistry, *, name: str = SEARCH_TOOL_NAME, k: int = 5) -> ToolDef:
+def search_tools_tool(registry: SearchableLookup, *, name: str = SEARCH_TOOL_NAME, k: int = 5) -> ToolDef:
     """Add (in-process) and return the tool an agent calls to find tools: `{query, limit?}` -> the best
     matches as `[{name, tool_id, description}]`, itself and disabled tools left out.
 

@@ -265,7 +265,8 @@ class _Histories:
         with self._lock:
             if self._history is None:
                 storage = self.state.registry.storage
-                if storage is None or getattr(storage, "directory", None) is None:
+                folder = storage.directory if storage is not None else None
+                if folder is None:
                     if not required:
                         return None
                     raise ApiError(
@@ -275,7 +276,7 @@ class _Histories:
                     )
                 from echo_tools.history import RunHistory
 
-                self._history = RunHistory(storage.directory)
+                self._history = RunHistory(folder)
             return self._history
 
 

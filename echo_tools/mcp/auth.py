@@ -22,10 +22,10 @@ from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError
 from echo_tools.models import ToolSource
 
 if TYPE_CHECKING:
+    from echo_tools.catalogue import Catalogue
     from echo_tools.credentials import CredentialStore
     from echo_tools.egress import EgressPolicy
     from echo_tools.models import ToolDef
-    from echo_tools.registry import ToolRegistry
 
 logger = logging.getLogger("echo_tools.mcp")
 
@@ -55,7 +55,7 @@ class ServerConfig(dict[str, Any]):
     handlers: tuple[RedirectHandler, CallbackHandler] | None = None
 
 
-def bind(registry: ToolRegistry, name: str, config: Mapping[str, Any]) -> ServerConfig:
+def bind(registry: Catalogue, name: str, config: Mapping[str, Any]) -> ServerConfig:
     """`config` with the registry's credential store, the host's auth and OAuth handlers attached."""
     bound = ServerConfig(config)
     if config.get("transport", "stdio") != "stdio":
@@ -65,7 +65,7 @@ def bind(registry: ToolRegistry, name: str, config: Mapping[str, Any]) -> Server
     return bound
 
 
-def set_server_auth(registry: ToolRegistry, name: str, auth: httpx.Auth | None) -> None:
+def set_server_auth(registry: Catalogue, name: str, auth: httpx.Auth | None) -> None:
     """Use `auth` (any `httpx.Auth`) for server `name`'s connections in this process (None: stop)."""
     if auth is not None and not isinstance(auth, httpx.Auth):
         raise ToolConfigError(
@@ -79,7 +79,7 @@ def set_server_auth(registry: ToolRegistry, name: str, auth: httpx.Auth | None) 
 
 
 def set_oauth_handlers(
-    registry: ToolRegistry, redirect_handler: RedirectHandler, callback_handler: CallbackHandler
+    registry: Catalogue, redirect_handler: RedirectHandler, callback_handler: CallbackHandler
 ) -> None:
     """The host's interactive part of OAuth 2.1 for every server of `registry` configured with `oauth`.
 
@@ -164,7 +164,7 @@ def check_credential_type(server: str, credential: str, kind: str | None, store:
         )
 
 
-def check_registration(registry: ToolRegistry, name: str, config: Mapping[str, Any]) -> None:
+def check_registration(registry: Catalogue, name: str, config: Mapping[str, Any]) -> None:
     """At registration: a credential of the wrong type is refused; a missing one is a warning."""
     if "oauth" in config:
         check_oauth_credential(registry.credentials, name, config)

@@ -29,7 +29,7 @@ from echo_tools.redaction import hide_values
 if TYPE_CHECKING:
     from mcp import types
 
-    from echo_tools.registry import ToolRegistry
+    from echo_tools.catalogue import Catalogue
 
 logger = logging.getLogger("echo_tools.mcp")
 
@@ -148,33 +148,11 @@ def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
 # -- the config store --------------------------------------------------------------------------------
 
 
-def _config_path(registry: ToolRegistry) -> Path | None:
-    return registry.storage.directory / CONFIG_FILE if registry.storage is not None else None
+def _read_stored(registry: Catalogue) -> dict[str, Any]:
+    return dict(registry.storage.mcp_configs.load()) if registry.storage is not None else {}
 
 
-def _database_configs(registry: ToolRegistry) -> Any:
-    """The database's MCP config table when the catalogue is in PostgreSQL (`PgToolStorage`), else None."""
-    return getattr(registry.storage, "mcp_configs", None)
-
-
-def _read_stored(registry: ToolRegistry) -> dict[str, Any]:
-    configs = _database_configs(registry)
-    if configs is not None:
-        return dict(configs.load())
-    path = _config_path(registry)
-    if path is None or not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ToolConfigError(f"MCP server config {str(path)!r} cannot be read: {exc}") from exc
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        raise ToolConfigError(f"MCP server config {str(path)!r} has no 'mcpServers' object")
-    return servers
-
-
-def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> None:
+def _store(registry: Catalogue, name: str, config: dict[str, Any] | None) -> None:
     """Write one server's config (or remove it when `config` is None); memory only without storage."""
     if registry.storage is None:
         if config is None:
@@ -182,31 +160,16 @@ def _store(registry: ToolRegistry, name: str, config: dict[str, Any] | None) -> 
         else:
             registry.mcp_servers[name] = config
         return
-    configs = _database_configs(registry)
-    if configs is not None:  # one row per server, written in its own transaction
-        if config is None:
-            configs.remove(name)
-        else:
-            configs.put(name, config)
-        registry.mcp_servers.clear()
-        registry.mcp_servers.update(configs.load())
-        return
-    from echo_tools.storage import atomic_write_json
-
-    path = _config_path(registry)
-    assert path is not None
-    with registry.storage.locked():  # read-modify-write: another process may have added a server
-        servers = _read_stored(registry)
-        if config is None:
-            servers.pop(name, None)
-        else:
-            servers[name] = config
-        atomic_write_json(path, {"mcpServers": servers})
-        registry.mcp_servers.clear()
-        registry.mcp_servers.update(servers)
+    configs = registry.storage.mcp_configs
+    if config is None:
+        configs.remove(name)
+    else:
+        configs.put(name, config)
+    registry.mcp_servers.clear()
+    registry.mcp_servers.update(configs.load())
 
 
-def server_config(registry: ToolRegistry, name: str) -> dict[str, Any]:
+def server_config(registry: Catalogue, name: str) -> dict[str, Any]:
     """The stored config of server `name` (references unresolved).
 
     Raises:
@@ -226,7 +189,7 @@ def server_config(registry: ToolRegistry, name: str) -> dict[str, Any]:
     return bind(registry, name, config)
 
 
-def list_mcp_servers(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
+def list_mcp_servers(registry: Catalogue) -> dict[str, dict[str, Any]]:
     """Every configured server: `{name: {"transport", "config" (redacted), "tools": [tool ids]}}`."""
     registry.mcp_servers.update(
         {k: v for k, v in _read_stored(registry).items() if k not in registry.mcp_servers}
@@ -245,7 +208,7 @@ def list_mcp_servers(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
 
 
 def add_mcp_server(
-    registry: ToolRegistry, name: str, config: Mapping[str, Any], *, auth: Any = None
+    registry: Catalogue, name: str, config: Mapping[str, Any], *, auth: Any = None
 ) -> list[ToolDef]:
     """Check and store a server's config, list its tools and register them (see module docstring).
 
@@ -285,7 +248,7 @@ def check_env_refs(name: str, config: Mapping[str, Any]) -> None:
 
 
 def register_server(
-    registry: ToolRegistry, name: str, config: Mapping[str, Any], listing: list[types.Tool]
+    registry: Catalogue, name: str, config: Mapping[str, Any], listing: list[types.Tool]
 ) -> list[ToolDef]:
     """Store a server's config and register the tools of a listing already fetched (or cached)."""
     name = check_server_name(name)
@@ -313,7 +276,7 @@ def servers_of(data: Any, source: str) -> dict[str, Any]:
     return servers
 
 
-def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[ToolDef]]:
+def load_mcp_config(registry: Catalogue, path: str | Path) -> dict[str, list[ToolDef]]:
     """Add every server of an MCP config file (`mcpServers` or VS Code's `servers` shape).
 
     Every entry is checked before any is added; the servers are then listed concurrently, and each one
@@ -351,7 +314,7 @@ def load_mcp_config(registry: ToolRegistry, path: str | Path) -> dict[str, list[
 
 
 def _discover_all(
-    registry: ToolRegistry, configs: dict[str, dict[str, Any]]
+    registry: Catalogue, configs: dict[str, dict[str, Any]]
 ) -> dict[str, list[types.Tool] | ToolError]:
     """List every server's tools at once; a server that fails gets its error instead of a listing."""
     from echo_tools.runtime import run_sync
@@ -378,13 +341,13 @@ def _discover_all(
     return dict(zip(configs, results, strict=True))
 
 
-def refresh_mcp_server(registry: ToolRegistry, name: str) -> list[ToolDef]:
+def refresh_mcp_server(registry: Catalogue, name: str) -> list[ToolDef]:
     """List the server's tools again: new ones registered, changed ones updated, vanished ones disabled."""
     name = check_server_name(name)
     return apply_listing(registry, name, _discover(registry, name, server_config(registry, name)))
 
 
-def remove_mcp_server(registry: ToolRegistry, name: str) -> list[str]:
+def remove_mcp_server(registry: Catalogue, name: str) -> list[str]:
     """Forget a server's config and disable its tools; returns the disabled tool ids."""
     name = check_server_name(name)
     server_config(registry, name)
@@ -394,7 +357,7 @@ def remove_mcp_server(registry: ToolRegistry, name: str) -> list[str]:
     return disabled
 
 
-def _discover(registry: ToolRegistry, name: str, config: dict[str, Any]) -> list[types.Tool]:
+def _discover(registry: Catalogue, name: str, config: dict[str, Any]) -> list[types.Tool]:
     from echo_tools.mcp.sessions import discover_tools
     from echo_tools.runtime import run_sync
 
@@ -469,7 +432,7 @@ def _catalogue_method(tool: types.Tool) -> dict[str, str]:
     return {"method": method} if isinstance(method, str) else {}
 
 
-def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]) -> list[ToolDef]:
+def apply_listing(registry: Catalogue, server: str, listing: list[types.Tool]) -> list[ToolDef]:
     """Register a server's current tools and disable the ones it no longer lists.
 
     A tool already in the catalogue keeps the status, timeout, retry and permissions set on it, except
@@ -509,7 +472,7 @@ def apply_listing(registry: ToolRegistry, server: str, listing: list[types.Tool]
     return current
 
 
-def _disable_missing(registry: ToolRegistry, server: str, keep: set[str]) -> list[str]:
+def _disable_missing(registry: Catalogue, server: str, keep: set[str]) -> list[str]:
     disabled = []
     for tool in registry.list_by_type(ToolType.MCP):
         if tool.execution_config.get("server") != server or tool.tool_id in keep:

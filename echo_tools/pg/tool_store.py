@@ -1,7 +1,7 @@
 """PgToolStorage: the tool catalogue in PostgreSQL, with the public behaviour the registry uses.
 
-Same surface as `ToolStorage` (save, delete, load, load_all, changed_elsewhere, path_for, index_matches,
-repair_index, stale_temp_files), so `ToolRegistry(storage=PgToolStorage(dsn))` needs no other change.
+A `ToolStore` (echo_tools.store) like the folder's `ToolStorage`, so `ToolRegistry(storage=PgToolStorage(dsn))`
+needs no other change; its MCP configs and secrets are tables of the same database.
 Every write is one transaction that also bumps `echo_catalogue.version` and sends a NOTIFY; names are
 unique through `echo_tool_keys`'s primary key, so two replicas racing for one name cannot both win. A row
 that is not a valid tool is reported as a `Problem`, never fatal.
@@ -13,7 +13,8 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -37,23 +38,6 @@ logger = logging.getLogger("echo_tools.pg")
 CHANNEL = "echo_catalogue"
 
 
-class StoredTool:
-    """Where a tool lives in the database; stands where `ToolStorage.path_for` gives a file path."""
-
-    def __init__(self, storage: PgToolStorage, tool_id: str) -> None:
-        self._storage = storage
-        self.tool_id = tool_id
-
-    def exists(self) -> bool:
-        return self._storage.contains(self.tool_id)
-
-    def __str__(self) -> str:
-        return f"postgresql:echo_tools/{self.tool_id}"
-
-    def __fspath__(self) -> str:
-        return str(self)
-
-
 class PgToolStorage:
     """The catalogue in PostgreSQL, shared by every replica on the database.
 
@@ -67,7 +51,7 @@ class PgToolStorage:
 
     def __init__(self, database: str | PgDatabase, *, listen: bool = True) -> None:
         self.db, self._owns_db = open_database(database)
-        self.directory = None  # not a folder: code that needs one must ask `mcp_configs` / `secrets`
+        self.directory: Path | None = None  # not a folder: MCP configs and secrets are tables
         self.origin = uuid.uuid4().hex  # our own NOTIFYs carry it, so we skip them
         self.mcp_configs = PgMcpConfigStore(self.db)
         self.secrets = PgSecretStore(self.db)
@@ -129,9 +113,9 @@ class PgToolStorage:
 
     # -- paths (the registry names problems by them) -------------------------------------------------
 
-    def path_for(self, tool_id: str) -> StoredTool:
-        """A handle naming the tool's row (`str()` gives `postgresql:echo_tools/<id>`; `.exists()`)."""
-        return StoredTool(self, storable_tool_id(tool_id))
+    def location(self, tool_id: str) -> str:
+        """Where the tool's row is, as problems name it: `postgresql:echo_tools/<id>`."""
+        return f"postgresql:echo_tools/{storable_tool_id(tool_id)}"
 
     def contains(self, tool_id: str) -> bool:
         """True when a row for `tool_id` is stored."""
@@ -159,7 +143,7 @@ class PgToolStorage:
                 name compared case-insensitively and after slugging, or its id).
             ToolStorageError: the database cannot be reached or refused the write.
         """
-        self.path_for(tool.tool_id)
+        storable_tool_id(tool.tool_id)
         data = tool.to_storage_dict()
         keys = sorted(tool.lookup_keys() | {tool.tool_id})
         try:
@@ -189,12 +173,18 @@ class PgToolStorage:
             raise self._conflict(tool, keys) from exc
         return True
 
+    def save_many(
+        self, tools: Sequence[ToolDef], *, check_names: bool = True, replaces: Guard | None = None
+    ) -> list[bool]:
+        """`save` for each tool, each in its own transaction (a batch is not all or nothing here)."""
+        return [self.save(tool, check_names=check_names, replaces=replaces) for tool in tools]
+
     def delete(self, tool_id: str, *, removes: Guard | None = None) -> bool:
         """Remove one tool (and its keys) in a transaction; False when it was not stored.
 
         `removes` is called with the stored copy, under its row lock, before anything is removed.
         """
-        self.path_for(tool_id)
+        storable_tool_id(tool_id)
         with self.db.transaction() as conn:
             if removes is not None:
                 row = conn.execute(
@@ -246,7 +236,7 @@ class PgToolStorage:
 
     def load(self, tool_id: str) -> ToolDef | None:
         """One stored tool, or None when it is absent or not a valid tool (logged)."""
-        self.path_for(tool_id)
+        storable_tool_id(tool_id)
         with self.db.connection() as conn:
             row = conn.execute(
                 "SELECT tool_id, body FROM echo_tools WHERE tool_id = %s", (tool_id,)
@@ -272,7 +262,7 @@ class PgToolStorage:
         return separate_problems((self._parse(tool_id, body) for tool_id, body in rows), logger)
 
     def _parse(self, tool_id: str, body: Any) -> tuple[ToolDef | None, Problem | None]:
-        where = str(StoredTool(self, tool_id))
+        where = f"postgresql:echo_tools/{tool_id}"
         if not isinstance(body, dict):
             return None, Problem(where, f"must hold a JSON object, got {type(body).__name__}")
         try:

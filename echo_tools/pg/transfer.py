@@ -74,7 +74,7 @@ def json_to_postgres(json_dir: str | Path, database: str | PgDatabase) -> Transf
             try:
                 (report.written if target.save(tool) else report.unchanged).append(tool.tool_id)
             except ToolNameConflictError as exc:
-                report.problems.append(Problem(str(source.path_for(tool.tool_id)), exc.message))
+                report.problems.append(Problem(source.location(tool.tool_id), exc.message))
         mcp_path = folder / MCP_FILE
         if mcp_path.is_file():
             for name, config in _read_mcp(mcp_path).items():
@@ -104,7 +104,7 @@ def postgres_to_json(database: str | PgDatabase, json_dir: str | Path) -> Transf
         try:
             (report.written if target.save(tool) else report.unchanged).append(tool.tool_id)
         except ToolNameConflictError as exc:
-            report.problems.append(Problem(str(source.path_for(tool.tool_id)), exc.message))
+            report.problems.append(Problem(source.location(tool.tool_id), exc.message))
     if servers:
         mcp_path = target.directory / MCP_FILE
         with target.locked():

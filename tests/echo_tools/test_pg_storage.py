@@ -34,7 +34,8 @@ def test_a_saved_tool_loads_back_equal_and_an_identical_save_writes_nothing(stor
     assert storage.save(tool) is False
     loaded = storage.load("text_stats")
     assert loaded is not None and loaded.to_storage_dict() == tool.to_storage_dict()
-    assert storage.path_for("text_stats").exists() and not storage.path_for("other").exists()
+    assert storage.contains("text_stats") and not storage.contains("other")
+    assert storage.location("text_stats") == "postgresql:echo_tools/text_stats"
     tools, problems = storage.load_all()
     assert [t.tool_id for t in tools] == ["text_stats"] and problems == []
 

@@ -55,6 +55,7 @@ def test_the_catalogue_core_is_exported() -> None:
         "ToolDef",
         "ToolRegistry",
         "ToolStorage",
+        "ToolStore",
         "ToolError",
         "ToolEvent",
         "EgressPolicy",

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import echo_tools.registry as registry_module
+import echo_tools.catalogue as registry_module
 from echo_tools import (
     ToolEvent,
     ToolNameConflictError,
