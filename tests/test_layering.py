@@ -149,14 +149,21 @@ def test_no_module_imports_one_that_imports_it_back_counting_imports_inside_func
 KNOWN_IN_TYPE_CHECKING_CYCLES = frozenset(
     {"echo_tools", "echo_tools.api", "echo_tools.api.app", "echo_tools.api.planning"}
     | {"echo_tools.api.thirdparty", "echo_tools.api.ui", "echo_tools.backends", "echo_tools.backends.base"}
-    | {"echo_tools.backends.catalog", "echo_tools.backends.http", "echo_tools.bounded_body"}
-    | {"echo_tools.cli.approvals", "echo_tools.cli.main", "echo_tools.credentials.binding"}
-    | {"echo_tools.credentials.store", "echo_tools.egress", "echo_tools.egress_transport"}
-    | {"echo_tools.executor", "echo_tools.governance.pause", "echo_tools.governance.stage"}
-    | {"echo_tools.history.recording", "echo_tools.in_process", "echo_tools.ingest", "echo_tools.mcp.auth"}
-    | {"echo_tools.mcp.callbacks", "echo_tools.mcp.config", "echo_tools.mcp.oauth", "echo_tools.mcp.sessions"}
-    | {"echo_tools.planning", "echo_tools.registry", "echo_tools.routes", "echo_tools.schema"}
-    | {"echo_tools.skills", "echo_tools.stored_tools", "echo_tools.suggest", "echo_tools.tool_search"}
+    | {
+        "echo_tools.backends.catalog",
+        "echo_tools.backends.http",
+        "echo_tools.catalogue",
+        "echo_tools.credentials.binding",
+    }
+    | {"echo_tools.credentials.store", "echo_tools.definitions", "echo_tools.discovery", "echo_tools.egress"}
+    | {
+        "echo_tools.egress_transport",
+        "echo_tools.executor",
+        "echo_tools.history.recording",
+        "echo_tools.mcp.auth",
+    }
+    | {"echo_tools.mcp.config", "echo_tools.mcp.oauth", "echo_tools.mcp.sessions", "echo_tools.registry"}
+    | {"echo_tools.routes"}
 )
 
 
