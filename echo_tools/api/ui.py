@@ -60,7 +60,7 @@ def asset(name: str) -> bytes:
 
 
 def make_ui_router(state: ApiState, history: Any) -> APIRouter:
-    """The `/ui` routes (page, files, data, stream) on `history` (None: the data routes answer 503)."""
+    """The `/ui` routes (page, files, data, stream) on `history` (None: the data routes answer 404)."""
     gate = state.gate
     public, secured = [gate.requires(PUBLIC)], [gate.requires("history")]
     router = APIRouter(prefix="/ui", tags=["ui"], route_class=contract_route_class())
@@ -98,8 +98,9 @@ def make_ui_router(state: ApiState, history: Any) -> APIRouter:
     def kept() -> Any:
         """The history (its `browser` is read on a worker thread: the first read makes its indexes)."""
         if history is None:
+            # as /tools/events/history answers: a configuration, not a server error (no 5xx for it)
             raise ApiError(
-                503, "storage", "This server keeps no run history: the run viewer has nothing to show"
+                404, "not_found", "This server keeps no run history: the run viewer has nothing to show"
             )
         return history
 

@@ -95,9 +95,12 @@ def test_an_mcp_server_bomb_named_on_a_canvas_is_refused_with_the_server_memory_
         "execution_model": "sequential",
     }
     harmless = {**canvas, "canvas_nodes": [{**n, "config": {"prompt": "x"}} for n in canvas["canvas_nodes"]]}
+    # a compile stores nothing and so never reaches the server (the gate); a run by a principal granted
+    # `mcp` (here the operator) lists the server's tools, through the egress client
     (answer,) = _attack(
-        served, ("POST", "/workflows/compile", canvas), warm_up=("POST", "/workflows/compile", harmless)
+        served, ("POST", "/workflows/run", canvas), warm_up=("POST", "/workflows/run", harmless)
     )
-    assert answer.status_code == 422, answer.text
+    assert answer.status_code == 200, answer.text  # the run's event stream, which ends in its failure
     assert bomb_server.seen and bomb_server.seen[-1].path == "/mcp"
-    assert "serverUrl" in answer.text
+    assert "event: run.failed" in answer.text and "config.serverUrl" in answer.text
+    assert "exceeds the limit of 8388608 bytes" in answer.text

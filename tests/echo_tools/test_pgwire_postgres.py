@@ -41,7 +41,9 @@ def test_the_cli_keeps_catalogue_and_history_in_the_database(
     assert [(r["run_id"], r["calls"], r["failed"]) for r in json.loads(runs.stdout)["runs"]] == [
         ("pg1", 1, 0)
     ]
-    events = json.loads(run_cli(second, "--database-url", dsn, "events", "--run", "pg1", "--json").stdout)
+    events = json.loads(
+        run_cli(second, "--database-url", dsn, "events", "--run", "pg1", "--json", "--oldest-first").stdout
+    )
     assert [e["type"] for e in events["events"]] == ["tool.invoked", "tool.completed"]
     assert not (first / "runs.sqlite").exists() and not (second / "runs.sqlite").exists()
     assert not list(first.glob("*.json")) if first.exists() else True

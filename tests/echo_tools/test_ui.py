@@ -192,7 +192,7 @@ async def test_bad_filters_are_422_naming_the_field_and_the_value(
     assert named in response.json()["message"]
 
 
-async def test_without_a_history_the_data_routes_answer_503_and_the_page_still_loads(tmp_path: Path) -> None:
+async def test_without_a_history_the_data_routes_answer_404_and_the_page_still_loads(tmp_path: Path) -> None:
     app, executor = make_app(tmp_path, None)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
@@ -201,7 +201,8 @@ async def test_without_a_history_the_data_routes_answer_503_and_the_page_still_l
         page = await client.get("/ui/")
     await executor.aclose()
 
-    assert runs.status_code == 503 and runs.json()["error_type"] == "storage"
+    assert runs.status_code == 404 and runs.json()["error_type"] == "not_found"
+    assert "keeps no run history" in runs.json()["message"]
     assert page.status_code == 200
 
 
