@@ -20,24 +20,8 @@ __all__ = ["DEFAULT_ALLOWED_MODULES", "MANIFEST_NAME", "ToolRegistry"]
 
 
 class ToolRegistry(Catalogue):
-    """The catalogue: register, look up, resolve, list, discover.
-
-    Lookups read plain dicts without locking; writers (register, delete, reload, discovery) are serialised
-    by one lock and update the dicts so that a reader never sees a tool missing halfway through an update.
-    Writes by other processes are picked up by `reload()`, and automatically when a lookup misses or
-    `list_all()` runs after the storage folder changed.
-
-    Args:
-        storage_dir: folder of stored tools (EchoAI layout). None keeps the catalogue in memory only.
-        discovery_dirs: folders whose immediate subfolders hold `tool_manifest.json` files.
-        allowed_modules: packages that `local`, `crewai` and `langchain` tools may name. Nothing can widen
-            this list after construction.
-        event_sinks: callables that receive `tool.registered` events.
-        egress: the policy `api` tool URLs are checked against at registration (default: deny private).
-        storage: a ready `ToolStore` (`ToolStorage` or `PgToolStorage`) instead of `storage_dir`.
-        workflows: EchoAI's stored workflows, which `workflow` tools run (`WorkflowStore`).
-        agents: EchoAI's stored agents, which `agent` tools and workflows use (`AgentStore`).
-    """
+    """The catalogue (`Catalogue`: register, add, resolve, list, remove; the same constructor arguments)
+    with its services at hand: manifest discovery, MCP servers, ranked search, the dependency graph."""
 
     def graph(self) -> dict[str, list[Any]]:
         """The dependency graph: `{"nodes": [ids], "edges": [[dependency, dependent], ...]}`."""
@@ -121,20 +105,7 @@ class ToolRegistry(Catalogue):
     # -- discovery (echo_tools.discovery) -------------------------------------------------------------
 
     def discover_local_tools(self, dirs: Iterable[str | Path] | None = None) -> list[ToolDef]:
-        """Scan `discovery_dirs` (or `dirs`) for `*/tool_manifest.json` and register what changed.
-
-        New tools are registered, changed manifests update the stored copy, unchanged ones are left as
-        they are (not rewritten). In a store the host wrote (files without a `source`: EchoAI's), manifests
-        are used in memory only and its files stay byte for byte. A bad manifest is reported through
-        `problems()` and does not stop the scan.
-
-        Returns:
-            Every tool whose manifest was valid, registered or not.
-
-        Raises:
-            ToolConfigError: a folder is the shipped tools' (`builtin_tools_dir()`) but `import AgentTools`
-                loads another package (a host's own `AgentTools`): both paths are named.
-        """
+        """Register what changed in the `tool_manifest.json` folders (`echo_tools.discovery`)."""
         return discover_local_tools(self, dirs)
 
     # -- MCP servers (implemented in echo_tools.mcp.config) ------------------------------------------
