@@ -185,7 +185,7 @@ def _gate_headers(raw: list[tuple[bytes, bytes]]) -> tuple[str | None, str | Non
     length = key = auth = host = user = None
     for name, value in raw:
         if name == b"x-api-key":
-            key = key or value.decode("latin-1") or None
+            key = key if key is not None else value.decode("latin-1")
         elif name == b"content-length":
             length = length if length is not None else value.decode("latin-1")
         elif name == b"authorization":
@@ -194,6 +194,8 @@ def _gate_headers(raw: list[tuple[bytes, bytes]]) -> tuple[str | None, str | Non
             host = host if host is not None else value.decode("latin-1")
         elif name == b"x-echo-user":
             user = user if user is not None else value.decode("latin-1")
+    if not key:
+        key = None
     if key is None and auth:
         scheme, _, token = auth.partition(" ")
         if scheme.lower() == "bearer" and token.strip():

@@ -102,6 +102,7 @@ def test_the_gate_reads_a_request_s_headers_once_as_starlette_would() -> None:
         [(b"authorization", b"Bearer  tok "), (b"x-echo-user", b"u1"), (b"x-echo-user", b"u2")],
         [(b"authorization", b"Basic abc"), (b"x-api-key", b"")],
         [(b"x-api-key", b""), (b"authorization", b"bearer t2")],
+        [(b"x-api-key", b""), (b"x-api-key", b"second"), (b"authorization", b"Bearer t3")],
         [],
     ]
     for raw in cases:
