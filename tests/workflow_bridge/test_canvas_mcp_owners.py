@@ -206,3 +206,23 @@ def test_a_bound_server_s_tool_is_not_another_principal_s_to_call(
     assert registry.get(tool_id) is None and registry.mcp_servers == {}
     assert not stranger.success and stranger.error_type == "not_found"
     assert not after.success and after.error_type == "not_found"
+
+
+def test_a_bound_server_s_calls_count_on_the_run_s_budget(
+    registry: ToolRegistry, mcp_server: HttpServer
+) -> None:
+    from echo_tools.gate import Budget, BudgetMeter
+    from echo_tools.models import ToolContext
+
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    context = ToolContext(run_id="r4", principal="ide", budget=BudgetMeter(Budget(max_calls=1)))
+    try:
+        with acting_as(Principal("ide", Grants(actions=["run"]))), bound_scope("r4", "ide"):
+            mapped = NodeMapper(registry).map_canvas(_canvas(mcp_server.url))
+            (tool_id,) = list(next(iter(mapped.agents.values()))["tools"])
+            first = executor.invoke_sync(tool_id, {"a": 1, "b": 2}, context)
+            second = executor.invoke_sync(tool_id, {"a": 1, "b": 2}, context)
+    finally:
+        executor.close()
+    assert first.success and not second.success
+    assert second.error_type == "budget" and "max_calls=1" in str(second.error)
