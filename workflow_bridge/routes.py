@@ -125,7 +125,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         history = histories.get()
 
         def work() -> dict[str, Any]:
-            with under_principal(run_id, principal):
+            with under_principal(run_id, principal, executor=state.executor):
                 final = runner.resume_run(
                     run_id, decision, storage=history, registry=state.registry, executor=state.executor
                 )
@@ -149,7 +149,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         def work() -> dict[str, Any] | None:
             if history is None or history.run(run_id) is None:
                 return None  # a graph of the host's own (create_agent, a StateGraph): the host resumes it
-            with under_principal(run_id, principal):
+            with under_principal(run_id, principal, executor=state.executor):
                 final = runner.resume_run(
                     run_id, decision, storage=history, registry=state.registry, executor=state.executor
                 )
@@ -349,7 +349,7 @@ def _plain(answer: dict[str, Any]) -> dict[str, Any]:
     return {**answer, "state": json.loads(json.dumps(state, default=str))}
 
 
-def under_principal(run_id: str, principal: Principal) -> Any:
+def under_principal(run_id: str, principal: Principal, *, executor: Any = None) -> Any:
     """While the block runs, every tool call of run `run_id` (whatever thread its agent runs in, or a host
     graph's tool node under it) carries the principal's permission ceiling, one budget meter for the whole
     run, its name and end user; an MCP server its canvas names by URL without the `mcp` action binds for
@@ -360,8 +360,20 @@ def under_principal(run_id: str, principal: Principal) -> Any:
     return _all(
         filed(run_id, SubRun(inner=ToolContext(**fields), deadline=fields["budget"].deadline)),
         acting_as(principal, meter=fields["budget"]),  # a host graph's tool nodes count on the same meter
-        bound_scope(run_id, principal.name),  # MCP servers its canvas binds by URL, for this run only
+        _bound_for_run(run_id, principal, executor),  # MCP servers its canvas binds by URL, for this run only
     )
+
+
+@contextmanager
+def _bound_for_run(run_id: str, principal: Principal, executor: Any) -> Iterator[None]:
+    """The run's bound MCP servers; when it ends, `executor` forgets their tools (routes, cached results)."""
+    with bound_scope(run_id, principal.name) as scope:
+        try:
+            yield
+        finally:
+            if executor is not None:
+                for tool_id in list(scope.tools):
+                    executor.forget(tool_id)
 
 
 @contextmanager
@@ -394,7 +406,7 @@ def _start_run(
             pass  # the server's loop is closed; nobody is listening any more
 
     def work() -> Any:
-        with under_principal(run_id, principal or state.gate.operator):
+        with under_principal(run_id, principal or state.gate.operator, executor=state.executor):
             return runner.run_workflow(
                 source,
                 registry=state.registry,
