@@ -226,3 +226,26 @@ def test_a_bound_server_s_calls_count_on_the_run_s_budget(
         executor.close()
     assert first.success and not second.success
     assert second.error_type == "budget" and "max_calls=1" in str(second.error)
+
+
+def test_a_second_entry_on_a_bound_server_binds_without_listing_it_again_or_names_its_operations(
+    registry: ToolRegistry, mcp_server: HttpServer
+) -> None:
+    entries = [
+        {"id": i, "name": f"Calc {i}", "type": "mcp_server", "enabled": True,
+         "config": {"serverId": "web", "operationName": op, "serverUrl": mcp_server.url}}
+        for i, op in enumerate(["add", "greet", "ad"], start=3)
+    ]  # fmt: skip
+    canvas = chain(
+        node("n1", "Agent", "Adder", tools=entries, model={"modelName": "rehearsal"}), workflow_id="w"
+    )
+    with (
+        acting_as(Principal("ide", Grants(actions=["compile"])), stores=False),
+        bound_scope(None, "ide") as scope,
+    ):
+        mapped = NodeMapper(registry).map_canvas(canvas)
+    (error,) = mapped.errors
+    assert error.field == "config.tools[2].config.operationName" and "did you mean 'add'?" in error.message
+    assert {"web_add", "web_greet"} <= {t.name for t in scope.tools.values()}
+    assert len(next(iter(mapped.agents.values()))["tools"]) == 2
+    assert len(scope.servers) == 1 and registry.mcp_servers == {}

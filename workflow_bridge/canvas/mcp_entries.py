@@ -104,8 +104,11 @@ def _add_server(
         name = check_server_name(server)
         if scope is not None and scope.bound_entry(name, url):  # bound earlier in this compile or run
             tool = scope.tool_for(name, url, operation)
-            why = f"MCP server {server!r} has no operation {operation!r}"
-            return (tool, "", "") if tool is not None else (None, "operationName", why)
+            if tool is not None:
+                return tool, "", ""
+            known = sorted(str(t.execution_config.get("tool")) for t in scope.tools.values()
+                           if t.execution_config.get("server") == bound_name(name, url))  # fmt: skip
+            return None, "operationName", _no_operation(server, operation, known)
         checked = check_server_config(name, {"url": url})
         registry.egress.check_url(url)  # the literal address now; names are resolved and checked at connect
         listing = run_sync(discover_tools(name, checked, registry.egress), timeout=_LISTING_TIMEOUT_S)
