@@ -3,10 +3,10 @@
 Same public API as `echo_tools.history.RunHistory` (the queries are `echo_tools.history.queries`, shared;
 events are written in batches by one thread, one transaction per batch). Each replica's events go to one
 table, indexed by run, tool, agent and time; `follow(callback)` hears the events other replicas record
-(LISTEN/NOTIFY, whose notes carry only the row's id: the event is read from the table), which is what lets
-`/tools/events` on one replica stream every replica's calls. A batch of events is one INSERT and one
-note per `NOTE_SEQS` events, and a replica hearing it reads them in one query: the cost of following is
-per batch, not per event.
+(LISTEN/NOTIFY, whose notes carry only rows' ids: the events are read from the table), which is what lets
+`/tools/events` on one replica stream every replica's calls. A batch of events sends one note per
+`NOTE_SEQS` events, and a replica hearing it reads them in one query: the cost of following is per batch,
+not per event.
 `checkpointer()` is LangGraph's `PostgresSaver`, so a run paused on one replica resumes on another.
 """
 
@@ -66,32 +66,34 @@ class PgRunHistory(HistoryQueries):
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
 
     def _write_events(self, events: list[ToolEvent]) -> None:
-        """One transaction and one statement for the batch (its rows in the batch's order), sending one
-        NOTIFY per `NOTE_SEQS` rows kept, delivered when the batch commits.
+        """One transaction for the batch: its rows inserted in order, then one NOTIFY per `NOTE_SEQS` rows
+        kept, delivered when the batch commits.
 
         A NOTIFY carries only rows' `seq`s (and this replica's origin): whoever can send one (any role
         that may connect) cannot put an event into another replica's stream, which reads the rows itself.
         """
-        columns: list[list[str | None]] = [[] for _ in range(8)]
-        for event in events:
-            row = (event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
-                   event.agent_id, event.tool_id, event.to_json())  # fmt: skip
-            for column, value in zip(columns, row, strict=True):
-                column.append(value)
+        rows = [
+            (event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
+             event.agent_id, event.tool_id, event.to_json())
+            for event in events
+        ]  # fmt: skip
         with self.db.transaction() as conn:
             conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._commit_mode,))
-            conn.execute(
-                "WITH kept AS (INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id,"
-                " agent_id, tool_id, body) SELECT e, t, ts, r, w, a, tl, b FROM unnest(%s::text[],"
-                " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])"
-                " WITH ORDINALITY AS batch (e, t, ts, r, w, a, tl, b, n) ORDER BY n"
-                " ON CONFLICT (event_id) DO NOTHING RETURNING seq),"
-                " parts AS (SELECT seq, (row_number() OVER (ORDER BY seq) - 1) / %s AS part FROM kept)"
-                " SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seqs', array_agg(seq ORDER BY seq))"
-                "::text) FROM parts GROUP BY part",
-                (*columns, NOTE_SEQS, CHANNEL, self.origin),
-                binary=True,
-            )
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id,"
+                    " body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING RETURNING seq",
+                    rows,
+                    returning=True,
+                )
+                kept: list[int] = []
+                while True:
+                    kept += [row[0] for row in cursor.fetchall()]
+                    if not cursor.nextset():
+                        break
+            for first in range(0, len(kept), NOTE_SEQS):
+                note = json.dumps({"origin": self.origin, "seqs": kept[first : first + NOTE_SEQS]})
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, note))
 
     def follow(self, callback: Callable[[ToolEvent], None]) -> None:
         """Call `callback(event)` (on a listener thread) for each event another replica records."""

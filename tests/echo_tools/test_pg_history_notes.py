@@ -1,4 +1,4 @@
-"""PgRunHistory's notes to other replicas (a real PostgreSQL server): one INSERT and one NOTIFY per
+"""PgRunHistory's notes to other replicas (a real PostgreSQL server): one NOTIFY per
 `NOTE_SEQS` events of a batch, read back by a follower in one query, in order, each event once."""
 
 from __future__ import annotations
