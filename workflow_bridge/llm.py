@@ -203,7 +203,13 @@ def check_llm(llm: Any, *, timeout: float = 3.0) -> None:
     provider's API key is not in the environment. The rehearsal model always passes.
 
     A model with a URL is asked for `GET <url>/models`; any HTTP answer (even 401 or 404) counts as
-    reachable, only a transport failure does not.
+    reachable, only a transport failure does not. The answer's body is never read (a server streaming an
+    endless or huge body cannot hold the check up).
+
+    The probe is not sent through `echo_tools.egress`: it asks whether the run's model client (CrewAI's,
+    which never goes through the egress client) will reach the URL the operator configured, so it takes
+    the same road, proxies included. Through the egress client it would refuse a model on this machine
+    or the LAN and ignore the proxy settings the model client follows: its verdict would not be the run's.
 
     Raises:
         LLMConfigError: naming the model, the URL or the missing variable, and what to do.
@@ -215,7 +221,8 @@ def check_llm(llm: Any, *, timeout: float = 3.0) -> None:
         import httpx
 
         try:
-            httpx.get(base.rstrip("/") + "/models", timeout=timeout)
+            with httpx.stream("GET", base.rstrip("/") + "/models", timeout=timeout):
+                pass  # the status line is the answer; the body is left unread and the connection closed
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             raise LLMConfigError(
