@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
 
-import echo_tools
+from echo_tools._version import __version__
 from echo_tools.api.errors import (
     ApiError,
     contract_route_class,
@@ -36,6 +35,7 @@ from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, p
 from echo_tools.api.owners import owned_copy, refuse_unowned
 from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
+from echo_tools.api.state import ApiState
 from echo_tools.api.ui import make_ui_router
 from echo_tools.backends import module_allowed
 from echo_tools.errors import EgressDeniedError
@@ -51,22 +51,6 @@ if TYPE_CHECKING:
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 _PYTHON_TYPES = ("local", "crewai", "langchain")
-
-
-@dataclass
-class ApiState:
-    """What the routes share: the catalogue, the executor, the settings, the event fan-out and the gate
-    (`gate.requires(action)`: the dependency every route, in any router, declares)."""
-
-    registry: ToolRegistry
-    executor: ToolExecutor
-    settings: ApiSettings
-    broadcaster: EventBroadcaster
-    gate: Gatekeeper
-    history: Any = None  # the run history (`/workflows` records and resumes runs in it), when kept
-    run_pool: Any = None  # the workflow runs' own worker threads (`/workflows`), reported by health
-    # set by the workflow bridge's router: carry a paused recorded run on (`POST /tools/approvals/{id}`)
-    run_resumer: Callable[[str, Any, Principal], Awaitable[dict[str, Any] | None]] | None = None
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
@@ -259,7 +243,7 @@ def make_router(
         return {
             "status": "saturated" if runs and runs["saturated"] else "healthy",
             "service": "echo-tools",
-            "version": echo_tools.__version__,
+            "version": __version__,
             "tool_count": len(registry),
             **({"workflow_runs": runs} if runs else {}),
         }
@@ -466,9 +450,7 @@ def create_app(
             credentials).
     """
     settings = (settings or ApiSettings()).check()
-    app = FastAPI(
-        title="echo-tools", version=echo_tools.__version__, docs_url=None, redoc_url=None, openapi_url=None
-    )
+    app = FastAPI(title="echo-tools", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     router = make_router(registry, executor, settings, **options)
     app.include_router(router)
     add_docs_routes(app, router.state.gate)  # type: ignore[attr-defined]

@@ -31,7 +31,7 @@ from echo_tools.history.browse import PAGE_DEFAULT
 from echo_tools.history.queries import RUN_STATUSES, timestamp_now
 
 if TYPE_CHECKING:
-    from echo_tools.api.app import ApiState
+    from echo_tools.api.state import ApiState
 
 ASSETS = {
     "index.html": "text/html; charset=utf-8",
