@@ -231,29 +231,9 @@ class ToolExecutor:
                 result = self._finish(route, args, context, started, fields, on_loop, kept, None, 0, call_id)
                 return result if governed is None else self.governance.after(governed, result)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
-        timeout_ms = context.timeout_ms or tool.timeout_ms
-        output: Any = None
-        error: ToolError | None = None
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                output = await self._attempt(route, args, context, timeout_ms / 1000, call_id, on_loop)
-                error = None
-                break
-            # the caller gave up (task cancelled, Ctrl-C while waiting): close the call, pass it on
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                failure = cancelled_error(tool)
-                self._finish(route, args, context, started, fields, on_loop, None, failure, attempts, call_id)
-                raise
-            except Exception as exc:  # boundary: translated into the call's error at this one edge
-                error = as_tool_error(exc, tool, timeout_ms)
-            if not retry.again(tool, error, attempts):
-                break
-            if on_loop:
-                await asyncio.sleep(retry.backoff_s(tool, attempts))
-            else:
-                time.sleep(retry.backoff_s(tool, attempts))
+        output, error, attempts = await self._attempts(
+            route, args, context, started, fields, on_loop, call_id
+        )
         # 7-9. normalise and check the output, close the call, return the result
         result = self._finish(
             route, args, context, started, fields, on_loop, output, error, attempts, call_id
@@ -263,6 +243,40 @@ class ToolExecutor:
         if governed is not None:  # the hooks' `after`, and the result kept with the call's approval
             result = self.governance.after(governed, result)
         return result
+
+    async def _attempts(
+        self,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        started: float,
+        fields: dict[str, Any] | None,
+        on_loop: bool,
+        call_id: str | int,
+    ) -> tuple[Any, ToolError | None, int]:
+        """Step 6: the backend under the deadline, attempt after attempt as `retry` decides; the output,
+        the last attempt's error (None: it succeeded) and the number of attempts."""
+        tool = route.tool
+        timeout_ms = context.timeout_ms or tool.timeout_ms
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                output = await self._attempt(route, args, context, timeout_ms / 1000, call_id, on_loop)
+                return output, None, attempts
+            # the caller gave up (task cancelled, Ctrl-C while waiting): close the call, pass it on
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                failure = cancelled_error(tool)
+                self._finish(route, args, context, started, fields, on_loop, None, failure, attempts, call_id)
+                raise
+            except Exception as exc:  # boundary: translated into the call's error at this one edge
+                error = as_tool_error(exc, tool, timeout_ms)
+            if not retry.again(tool, error, attempts):
+                return None, error, attempts
+            if on_loop:
+                await asyncio.sleep(retry.backoff_s(tool, attempts))
+            else:
+                time.sleep(retry.backoff_s(tool, attempts))
 
     def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
         """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
