@@ -37,20 +37,25 @@ EVERYTHING_BIN = NPM_CACHE / "node_modules" / ".bin" / "mcp-server-everything"
 
 
 def installed() -> Path:
-    """The executable of server-everything, installed once (npm registry only) into `NPM_CACHE`."""
-    if not EVERYTHING_BIN.exists():
-        import pytest
+    """The executable of server-everything, installed once (npm registry only) into `NPM_CACHE`; one
+    process installs while the others (pytest-xdist workers, other runs) wait on the folder's lock."""
+    import fcntl
 
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("Node.js (npm) is not installed on this machine")
-        NPM_CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_CACHE), EVERYTHING_PACKAGE],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+    NPM_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(NPM_CACHE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not EVERYTHING_BIN.exists():
+            import pytest
+
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.skip("Node.js (npm) is not installed on this machine")
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_CACHE), EVERYTHING_PACKAGE],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
     return EVERYTHING_BIN
 
 
