@@ -130,6 +130,16 @@ def add_listed_server(registry: ToolRegistry, name: str, config: dict[str, Any])
     return register_server(registry, name, config, tool_listing(script_of(config)))
 
 
+def server_object(script: Path = CALC) -> Any:
+    """The SDK server object (`mcp`, a FastMCP) of a test server script, imported into this process, for
+    `echo_tools.mcp.memory.serve_in_memory`: a protocol peer without a process."""
+    import importlib
+
+    if str(SERVERS) not in sys.path:
+        sys.path.insert(0, str(SERVERS))  # the scripts import their neighbour `_serving`
+    return importlib.import_module(script.stem).mcp
+
+
 def make_registry(tmp_path: Path | None = None) -> ToolRegistry:
     """A registry (stored under `tmp_path` when given) whose egress policy allows loopback."""
     storage = tmp_path / "tools" if tmp_path is not None else None
