@@ -29,6 +29,7 @@ from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
 from echo_tools.mcp.callbacks import SessionCallbacks
 from echo_tools.mcp.limits import max_result_bytes
+from echo_tools.mcp.memory import in_memory_session
 from echo_tools.mcp.stream_watch import WatchedTransport
 from echo_tools.runtime import background_loop
 
@@ -132,17 +133,18 @@ class Connection:
 
         try:
             async with AsyncExitStack() as stack:
-                read, write = await self._open_transport(stack)
-                session = await stack.enter_async_context(
-                    ClientSession(
-                        read,
-                        write,
-                        message_handler=self._on_message,
-                        **self._callbacks.session_kwargs(),
-                        client_info=types.Implementation(name="echo-tools", version=_package_version()),
-                    )
-                )
-                await session.initialize()
+                kwargs = {
+                    "message_handler": self._on_message,
+                    **self._callbacks.session_kwargs(),
+                    "client_info": types.Implementation(name="echo-tools", version=_package_version()),
+                }
+                in_memory = in_memory_session(self.name)  # a server object served in this process
+                if in_memory is not None:
+                    session = await stack.enter_async_context(in_memory(**kwargs))
+                else:
+                    read, write = await self._open_transport(stack)
+                    session = await stack.enter_async_context(ClientSession(read, write, **kwargs))
+                    await session.initialize()
                 self.session = session
                 self._ready.set_result(session)
                 await self._stop.wait()
