@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from echo_tools.errors import ToolRegistrationError
 
 if TYPE_CHECKING:
+    from echo_tools.credentials.store import CredentialStore
     from echo_tools.egress import EgressPolicy
     from echo_tools.events import EventBus
     from echo_tools.in_process import InProcessTool
@@ -63,6 +64,9 @@ class HostCatalogue(Protocol):
 
     @property
     def allowed_modules(self) -> tuple[str, ...]: ...
+
+    @property
+    def credentials(self) -> CredentialStore: ...
 
     def in_process(self, tool: ToolDef) -> InProcessTool | None: ...
 
