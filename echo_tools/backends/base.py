@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from echo_tools.egress import EgressPolicy
     from echo_tools.events import EventBus
     from echo_tools.in_process import InProcessTool
-    from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolType
+    from echo_tools.models import ToolContext, ToolDef, ToolResult
 
 MODULE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DOTTED = MODULE_NAME_PATTERN
@@ -87,8 +87,6 @@ class BackendHost(Protocol):
 
     @property
     def egress(self) -> EgressPolicy: ...
-
-    def backend_for(self, tool_type: ToolType | str) -> ToolBackend: ...
 
     async def invoke(
         self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
