@@ -13,7 +13,8 @@ calling thread with waits that block (`on_loop=False`), so it never suspends and
 how step 6 waits differs between the two (`_attempt`): a tool whose backend offers it as a plain sync
 function (`ToolBackend.sync_call`) runs inline or on a worker thread (`runtime`) that a sync caller waits
 on directly; every other tool runs through `backend.call`, on the background loop for sync callers.
-What is decided once per tool lives in `routes`, the error table in `outcomes`, retries in `retry`.
+What is decided once per tool lives in `routes`, the error table in `outcomes`, retries in `retry`,
+the calling thread's own runs (the sync pipeline, inline tools) in `inline`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from echo_tools import gate, retry
@@ -34,17 +35,17 @@ from echo_tools.errors import (
     ToolError,
     ToolNotFoundError,
     ToolOutputValidationError,
-    ToolPermissionError,
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, format_call_id, next_call_number
 from echo_tools.governance.hooks import ToolCall
 from echo_tools.governance.stage import OFF_LOOP, Governance
+from echo_tools.inline import drive, run_inline
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
 from echo_tools.metrics import MetricsRecorder
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
-from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
+from echo_tools.outcomes import as_tool_error, cancelled_error, permission_refusal, result_error_type
 from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
 from echo_tools.runtime import await_in_worker, call_in_worker, run_sync
@@ -54,7 +55,7 @@ from echo_tools.suggest import tool_hint
 if TYPE_CHECKING:
     import httpx
 
-    from echo_tools.backends.base import SyncCall, ToolBackend
+    from echo_tools.backends.base import ToolBackend
     from echo_tools.governance.approvals import ApprovalPolicy, ApprovalRecord, ApprovalStore
     from echo_tools.governance.quotas import QuotaCounter
     from echo_tools.history.recording import Recording
@@ -158,7 +159,7 @@ class ToolExecutor:
         except RuntimeError:  # no loop in this thread: the caller may block
             context = context or NO_CONTEXT
             call = self._call(ref, input_data, context, on_loop=False)
-            return _drive(gate.metered(call, context) if context.budget is not None else call)
+            return drive(gate.metered(call, context) if context.budget is not None else call)
         raise RuntimeError(
             "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
             "use 'await executor.invoke(...)' instead"
@@ -183,15 +184,9 @@ class ToolExecutor:
         # 2. permissions: what the tool needs must be within what the caller granted (None: unrestricted)
         granted = context.granted_permissions
         if tool.permissions and granted is not None:
-            missing = [p.value for p in tool.permissions if p not in granted]
-            if missing:
-                refusal = ToolPermissionError(
-                    f"Tool {tool.tool_id!r} needs permissions {missing!r} that the caller did not grant "
-                    f"(granted: {[p.value for p in granted]!r})",
-                    tool_id=tool.tool_id,
-                    field="permissions",
-                )
-                return self._refuse(tool, ref, input_data, refusal, context, started, on_loop, call_id)
+            ungranted = permission_refusal(tool, granted)
+            if ungranted is not None:
+                return self._refuse(tool, ref, input_data, ungranted, context, started, on_loop, call_id)
         if context.budget is not None:  # the request's budget: calls, depth, fan-out, time, output
             spent = gate.admit(tool, context)
             if spent is not None:
@@ -424,7 +419,7 @@ class ToolExecutor:
                 sync = route.decide_sync(backend)
         if sync is not None:  # a plain sync function: inline, or on a worker thread waited for directly
             if sync.inline:
-                return _run_inline(sync, args, timeout_s)
+                return run_inline(sync.fn, args, timeout_s)
             if on_loop:
                 return await await_in_worker(sync.fn, timeout_s, args)
             return call_in_worker(sync.fn, timeout_s, args)
@@ -572,22 +567,3 @@ class ToolExecutor:
 def _ids(context: ToolContext) -> ToolContext | None:
     """The context whose ids events carry; None for a call made without one (its events need none)."""
     return None if context is NO_CONTEXT else context
-
-
-def _run_inline(sync: SyncCall, args: dict[str, Any], timeout_s: float) -> Any:
-    """One attempt in the calling thread: it cannot be cut short, so an overrun is reported when it returns."""
-    started = _perf()
-    output = sync.fn(args)
-    if _perf() - started > timeout_s:
-        raise TimeoutError
-    return output
-
-
-def _drive(coro: Coroutine[Any, Any, ToolResult]) -> ToolResult:
-    """Run a pipeline whose every wait blocks (`on_loop=False`): it finishes without ever suspending."""
-    try:
-        coro.send(None)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]
-    coro.close()
-    raise RuntimeError("the synchronous pipeline suspended, which it never should")  # a bug of ours
