@@ -34,9 +34,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # No test writes into the checkout: hypothesis keeps its examples and caches (./.hypothesis by default), and
 # code that falls back to ./.echo_tools keeps its tools, in a folder of this run outside the checkout.
+# Under pytest-xdist each worker is a process of its own with a folder of its own: a worker inherits the
+# controller's environment, so a value the controller set here (named by ECHO_TOOLS_TEST_SCRATCH) is replaced.
 _SCRATCH = tempfile.TemporaryDirectory(prefix="echo-tools-tests-")
+_INHERITED = os.environ.get("ECHO_TOOLS_TEST_SCRATCH")
+os.environ["ECHO_TOOLS_TEST_SCRATCH"] = _SCRATCH.name
 for _key, _name in {"HYPOTHESIS_STORAGE_DIRECTORY": "hypothesis", "ECHO_TOOLS_HOME": "echo_tools"}.items():
-    if not os.environ.get(_key):
+    _given = os.environ.get(_key)
+    if not _given or (_INHERITED and _given.startswith(_INHERITED + os.sep)):
         os.environ[_key] = os.path.join(_SCRATCH.name, _name)
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "echoai"
@@ -207,6 +212,21 @@ def repo_root() -> Path:
 # to the permanent generation, after a collection has freed that module's garbage; later passes then walk
 # only what later tests create.
 # Nothing a test creates is frozen while the test runs, so its own garbage is collected as before.
+# `make test` runs the suite in worker processes (pytest-xdist, `-n 2 --dist loadfile`, pyproject's addopts):
+# a work unit is a test file, so a module's fixtures start once, and the local model's tests, one file, get
+# one model server at a time. (`--dist loadgroup` cannot group: with pytest 9.2 xdist 3.8 can no longer
+# tag node ids with groups, pytest-dev/pytest-xdist#1386.) The files with a test marked slow go first,
+# so that no long file starts last while the other worker is idle.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    files = {item.nodeid.split("::", 1)[0]: item for item in items}
+    model_files = {file for file, item in files.items() if item.get_closest_marker("real_model")}
+    if len(model_files) > 1:  # one unit of work, so one model server at a time
+        raise pytest.UsageError(f"the tests marked real_model belong in one file, not {sorted(model_files)}")
+    slow_files = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a stable sort: each file's tests keep their order
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_files)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()

@@ -36,6 +36,7 @@ from echo_tools.credentials.fields import (
     new_key,
 )
 from echo_tools.credentials.oauth import basic_auth, fetch_token
+from echo_tools.credentials.per_user import listed_order, shared_names, split_key, user_key
 from echo_tools.errors import ToolStorageError
 from echo_tools.redaction import remember_credential
 
@@ -47,8 +48,6 @@ __all__ = [
     "CredentialStore",
     "check_credential",
     "check_name",
-    "check_tool_credential",
-    "credential_for",
     "new_key",
 ]
 
@@ -593,7 +592,3 @@ class CredentialStore:
             margin = min(TOKEN_MARGIN_S, lifetime / 10)
             self._tokens[name] = _Token(fingerprint, value, self.clock() + lifetime - margin)
             return value
-
-
-from echo_tools.credentials.binding import check_tool_credential, credential_for  # noqa: E402
-from echo_tools.credentials.per_user import listed_order, shared_names, split_key, user_key  # noqa: E402

@@ -37,20 +37,25 @@ EVERYTHING_BIN = NPM_CACHE / "node_modules" / ".bin" / "mcp-server-everything"
 
 
 def installed() -> Path:
-    """The executable of server-everything, installed once (npm registry only) into `NPM_CACHE`."""
-    if not EVERYTHING_BIN.exists():
-        import pytest
+    """The executable of server-everything, installed once (npm registry only) into `NPM_CACHE`; one
+    process installs while the others (pytest-xdist workers, other runs) wait on the folder's lock."""
+    import fcntl
 
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("Node.js (npm) is not installed on this machine")
-        NPM_CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_CACHE), EVERYTHING_PACKAGE],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+    NPM_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(NPM_CACHE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not EVERYTHING_BIN.exists():
+            import pytest
+
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.skip("Node.js (npm) is not installed on this machine")
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_CACHE), EVERYTHING_PACKAGE],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
     return EVERYTHING_BIN
 
 
@@ -123,6 +128,16 @@ def add_listed_server(registry: ToolRegistry, name: str, config: dict[str, Any])
     from echo_tools.mcp.config import register_server
 
     return register_server(registry, name, config, tool_listing(script_of(config)))
+
+
+def server_object(script: Path = CALC) -> Any:
+    """The SDK server object (`mcp`, a FastMCP) of a test server script, imported into this process, for
+    `echo_tools.mcp.memory.serve_in_memory`: a protocol peer without a process."""
+    import importlib
+
+    if str(SERVERS) not in sys.path:
+        sys.path.insert(0, str(SERVERS))  # the scripts import their neighbour `_serving`
+    return importlib.import_module(script.stem).mcp
 
 
 def make_registry(tmp_path: Path | None = None) -> ToolRegistry:

@@ -22,8 +22,9 @@ from echo_tools.mcp.config import (
     remove_mcp_server,
     tool_defs,
 )
+from echo_tools.mcp.memory import serve_in_memory
 from echo_tools.models import check_tool_id
-from tests.echo_tools._mcp_support import make_executor, make_registry, stdio_config
+from tests.echo_tools._mcp_support import make_executor, make_registry, server_object, stdio_config
 
 # -- bad config ----------------------------------------------------------------------------------------
 
@@ -165,7 +166,8 @@ def test_load_mcp_config_adds_every_server_of_the_file(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"calc": stdio_config()}}))
     registry = make_registry()  # in memory: configs live in registry.mcp_servers only
-    added = registry.load_mcp_config(path)
+    with serve_in_memory("calc", server_object()):  # a protocol peer is all the loading needs
+        added = registry.load_mcp_config(path)
     assert sorted(added) == ["calc"]
     assert registry.mcp_servers["calc"]["transport"] == "stdio"
     assert registry.get("mcp_calc_add") is not None
@@ -176,8 +178,8 @@ def test_load_mcp_config_adds_the_reachable_servers_and_names_the_others(tmp_pat
     ghost = {"command": str(tmp_path / "no-such-server")}
     path.write_text(json.dumps({"mcpServers": {"calc": stdio_config(), "ghost": ghost}}))
     registry = make_registry()
-    with pytest.raises(MCPConnectionError) as caught:
-        registry.load_mcp_config(path)
+    with serve_in_memory("calc", server_object()), pytest.raises(MCPConnectionError) as caught:
+        registry.load_mcp_config(path)  # calc in memory, ghost's command really fails to start
     assert "1 of 2" in caught.value.message and "'ghost'" in caught.value.message
     assert "added: ['calc']" in caught.value.message
     assert sorted(registry.mcp_servers) == ["calc"]
