@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.errors import MCPConnectionError
+from echo_tools.mcp.bound import bound_config, is_bound
 from echo_tools.mcp.connection import (
     CLOSE_TIMEOUT_S,
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -179,6 +180,7 @@ class MCPSessionPool:
             conn.discard()
             conn = None
         if conn is None:
+            self._close_unbound()
             conn = Connection(server, config, self.egress, self._tools_changed)
             self._conns[server] = conn
         try:
@@ -188,6 +190,12 @@ class MCPSessionPool:
                 del self._conns[server]
             raise
         return conn
+
+    def _close_unbound(self) -> None:
+        """Close the sessions of servers bound for runs that have ended (`echo_tools.mcp.bound`): a bound
+        server's session lasts no longer than its run, plus the time to the pool's next new session."""
+        for name in [n for n in self._conns if is_bound(n) and bound_config(n) is None]:
+            self._conns.pop(name).discard()
 
     def _tools_changed(self, server: str) -> None:
         if self._on_tools_changed is None or self._closed:
