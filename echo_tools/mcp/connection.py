@@ -404,7 +404,8 @@ class Connection:
             logger.debug("MCP server %r: %s", self.name, message)
             if not self._ready.done():  # output that is not JSON-RPC before initialize: not an MCP server
                 self.error = (
-                    f"MCP server {self.name!r} ({self.target}) is not an MCP server: {_first_line(message)}"
+                    f"MCP server {self.name!r} ({self.target}) is not an MCP server: "
+                    f"{_first_line(message, stdio=self.config.get('transport', 'stdio') == 'stdio')}"
                 )
                 self._runner.cancel()
 
@@ -486,10 +487,13 @@ def _progress_callback(listener: Listener) -> Any:
     return on_progress
 
 
-def _first_line(error: Exception) -> str:
-    """What a program wrote instead of JSON-RPC, as the SDK's parse error quotes it (one line, bounded)."""
+def _first_line(error: Exception, *, stdio: bool) -> str:
+    """What a server wrote instead of JSON-RPC, as the SDK's parse error quotes it (one line, bounded);
+    for a program on stdio, with what it should have written there."""
     text = str(error)
     found = re.search(r"input_value=('[^']*'|\"[^\"]*\")", text)
+    if not stdio:
+        return f"it answered {found.group(1)[:120]}" if found else text.splitlines()[0][:160]
     shown = f"it wrote {found.group(1)[:120]} on stdout" if found else text.splitlines()[0][:160]
     return shown + " (an MCP server speaks JSON-RPC on stdout)"
 
