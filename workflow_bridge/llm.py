@@ -144,6 +144,7 @@ def _from_agent_config(config: Mapping[str, Any]) -> BaseLLM | None:
         return None
     base_url = config.get("base_url") or config.get("baseUrl")
     if base_url:
+        _check_model_url(base_url)
         api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or "not-needed"
         return _build(model, base_url=base_url, api_key=api_key, **llm_params(config))
     provider = provider_of(model, config.get("provider"))
@@ -152,6 +153,20 @@ def _from_agent_config(config: Mapping[str, Any]) -> BaseLLM | None:
         return None  # configured but not runnable here: no key in the environment
     name = model if "/" in model or not provider else f"{provider}/{model}"
     return _build(name, **llm_params(config))
+
+
+def _check_model_url(base_url: Any) -> None:
+    """An agent's own model URL is the operator's to choose: a canvas sent by another principal (over
+    HTTP) may not make the server send its prompts, and its model API key, to a URL of the caller's."""
+    from echo_tools.gate import acting
+
+    principal = acting()
+    if not principal.grants.admin:
+        raise LLMConfigError(
+            f"llm.base_url {str(base_url)[:200]!r}: principal {principal.name!r} may not choose the model's "
+            "URL (the server would send its prompts and model key there); leave llm.base_url out to use "
+            f"the server's model ({ENV_SPEC} or --llm), or ask the operator to run it"
+        )
 
 
 def resolve_llm(agent_llm_config: Mapping[str, Any] | None, default: BaseLLM | str | None = None) -> BaseLLM:
