@@ -95,19 +95,23 @@ def check_hook(hook: Any) -> Any:
     return hook
 
 
+def bound(hooks: Sequence[Any], method: str) -> tuple[tuple[Any, Callable[..., Any]], ...]:
+    """(hook, its bound `method`) for every hook that has one: looked up once, when hooks change."""
+    pairs = ((hook, getattr(hook, method, None)) for hook in hooks)
+    return tuple((hook, fn) for hook, fn in pairs if fn is not None)
+
+
 def run_before(
-    hooks: Sequence[Any],
+    befores: Sequence[tuple[Any, Callable[[ToolCall], Any]]],
     call: ToolCall,
     validate: Callable[[dict[str, Any]], dict[str, Any] | ToolError],
 ) -> dict[str, Any] | ToolError:
     """The arguments the call runs with once every `before` hook has seen it, or the error that stops it.
 
-    `validate` checks replaced arguments against the tool's schema (steps 3-4 again).
+    `befores` pairs each hook with its bound `before` (`bound(hooks, "before")`); `validate` checks
+    replaced arguments against the tool's schema (steps 3-4 again).
     """
-    for hook in hooks:
-        before = getattr(hook, "before", None)
-        if before is None:
-            continue
+    for hook, before in befores:
         try:
             verdict = before(call)
         except Exception as exc:  # boundary: a failing hook fails the call closed, named
@@ -140,12 +144,12 @@ def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> To
     return ToolDeniedError(message, tool_id=tool_id, field="hook", hook=name)
 
 
-def run_after(hooks: Sequence[Any], call: ToolCall, result: ToolResult) -> ToolResult:
-    """The result the caller gets once every `after` hook has seen it (a raising hook withholds it)."""
-    for hook in hooks:
-        after = getattr(hook, "after", None)
-        if after is None:
-            continue
+def run_after(
+    afters: Sequence[tuple[Any, Callable[[ToolCall, ToolResult], Any]]], call: ToolCall, result: ToolResult
+) -> ToolResult:
+    """The result the caller gets once every `after` hook has seen it (a raising hook withholds it);
+    `afters` pairs each hook with its bound `after` (`bound(hooks, "after")`)."""
+    for hook, after in afters:
         try:
             replaced = after(call, result)
         except Exception as exc:  # boundary: a failing hook fails the call closed, named
