@@ -115,22 +115,39 @@ def run_before(
         try:
             verdict = before(call)
         except Exception as exc:  # boundary: a failing hook fails the call closed, named
-            return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")
-        if verdict is None:
-            continue
-        if isinstance(verdict, Deny):
-            return _denied(call, hook, verdict.reason, denied=True)
-        if isinstance(verdict, Replace):
-            checked = validate(dict(verdict.args))
-            if isinstance(checked, ToolError):
-                checked.message = f"{checked.message} (arguments replaced by hook {hook_name(hook)!r})"
-                checked.args = (checked.message,)
-                return checked
-            call.args = checked
-            continue
-        what = f"returned {verdict!r:.80}; before() must return None, Deny(reason) or Replace(args)"
-        return _denied(call, hook, f"{what}; the call was not run")
+            return hook_raised(call, hook, exc)
+        if verdict is not None:
+            stopped = judge(call, hook, verdict, validate)
+            if stopped is not None:
+                return stopped
     return call.args
+
+
+def hook_raised(call: ToolCall, hook: Any, exc: Exception) -> ToolDeniedError:
+    """The error of a call whose hook's `before` raised `exc`: it fails closed, naming the hook."""
+    return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")
+
+
+def judge(
+    call: ToolCall,
+    hook: Any,
+    verdict: Any,
+    validate: Callable[[dict[str, Any]], dict[str, Any] | ToolError],
+) -> ToolError | None:
+    """Apply a `before` hook's verdict other than None: the error that stops the call, or None when it
+    goes on (`Replace`: with the replaced arguments, validated, in `call.args`)."""
+    if isinstance(verdict, Deny):
+        return _denied(call, hook, verdict.reason, denied=True)
+    if isinstance(verdict, Replace):
+        checked = validate(dict(verdict.args))
+        if isinstance(checked, ToolError):
+            checked.message = f"{checked.message} (arguments replaced by hook {hook_name(hook)!r})"
+            checked.args = (checked.message,)
+            return checked
+        call.args = checked
+        return None
+    what = f"returned {verdict!r:.80}; before() must return None, Deny(reason) or Replace(args)"
+    return _denied(call, hook, f"{what}; the call was not run")
 
 
 def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> ToolDeniedError:

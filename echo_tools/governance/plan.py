@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from echo_tools.errors import ToolError
-from echo_tools.governance.hooks import ToolCall, run_after, run_before
+from echo_tools.governance.hooks import ToolCall, hook_raised, judge, run_after
 from echo_tools.governance.quotas import QuotaTake, counting, quota_error, scope_value
 from echo_tools.models import Approval, QuotaScope, ToolResult
 
@@ -40,7 +40,10 @@ class Grant:
 GRANT: contextvars.ContextVar[Grant | None] = contextvars.ContextVar(
     "echo_tools_approval_grant", default=None
 )
-_granted = GRANT.get  # bound once: read on every governed call
+_granted = GRANT.get  # bound once
+# one item per `decide` running an approved call now (list appends and pops are atomic): while it is
+# empty, no call can run under a grant and the contextvar is not read at all
+GRANTING: list[None] = []
 
 # one quota of a plan: (count one call under this scope value, the quota, "tool" or "executor")
 _Counted = tuple[QuotaTake, "Quota", str]
@@ -90,20 +93,37 @@ class CallPlan:
     ) -> dict[str, Any] | ToolError | ToolResult | object:
         """The arguments the call runs with (`call.args` itself when nothing changed them), the error
         that stops it, or the result it already had; or `OFF_LOOP`: then await `Governance.before_off_loop`."""
-        if self.befores:
-            checked = run_before(self.befores, call, validate)
-            if checked is not call.args:  # a hook denied the call, or replaced arguments that do not validate
-                return checked
-        governance = self.governance
-        if self.asks or _granted() is not None:
+        for hook, before in self.befores:  # `run_before`, inline: the common verdict is None
+            try:
+                verdict = before(call)
+            except Exception as exc:  # boundary: a failing hook fails the call closed, named
+                return hook_raised(call, hook, exc)
+            if verdict is not None:
+                stopped = judge(call, hook, verdict, validate)
+                if stopped is not None:  # denied, or replaced arguments that do not validate
+                    return stopped
+        if self.asks or (GRANTING and _granted() is not None):
+            governance = self.governance
             if on_loop and (governance.approvals.blocking or self.off_loop):
                 return OFF_LOOP
             return governance.approve_and_count(call, validate)
-        if not self.counts:
+        counts = self.counts
+        if not counts:
             return call.args
         if on_loop and self.off_loop:
             return OFF_LOOP
-        return self.count(call)
+        context = call.context
+        for take, quota, where in counts:  # `count`, inline
+            scope = quota.scope
+            if scope is _USER:
+                wait = take(context.user_id or "")
+            elif scope is _TOOL:
+                wait = take("")
+            else:
+                wait = take(scope_value(scope, call))
+            if wait > 0:
+                return quota_error(call, quota, wait, where)
+        return call.args
 
     def count(self, call: ToolCall) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of the first one it

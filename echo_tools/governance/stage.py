@@ -24,7 +24,7 @@ from echo_tools.errors import (
 )
 from echo_tools.governance import approvals as ap
 from echo_tools.governance.hooks import ToolCall, bound, check_hook
-from echo_tools.governance.plan import GRANT, OFF_LOOP, CallPlan, Grant, Validate
+from echo_tools.governance.plan import GRANT, GRANTING, OFF_LOOP, CallPlan, Grant, Validate
 from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter
 from echo_tools.models import Approval, Quota, ToolContext, ToolResult
 
@@ -304,11 +304,13 @@ class Governance:
             raise _decided(latest if latest is not None else record)
         if record.kind != "call" or record.status != ap.APPROVED:
             return record, None
+        GRANTING.append(None)
         token = GRANT.set(Grant(approval_id, record.tool_id))
         try:
             return record, run(record)
         finally:
             GRANT.reset(token)
+            GRANTING.pop()
 
 
 def _decided(record: ap.ApprovalRecord) -> ap.ApprovalDecisionError:
