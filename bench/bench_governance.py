@@ -165,6 +165,7 @@ def stage_part() -> list[tuple[str, float]]:
     plan = governed.governance.plan(tool)
     assert tool is not None and plan is not None
     take = plan.counts[0][0]
+    counted = ToolCall(tool, ARGS, USER, 1)
     lock = threading.Lock()
 
     def stage() -> None:
@@ -184,7 +185,7 @@ def stage_part() -> list[tuple[str, float]]:
         ("plain invoke_sync", lambda: plain.invoke_sync("add", ARGS, USER)),
         ("governance stage (hook + quota)", stage),
         ("  the call object (ToolCall)", lambda: ToolCall(tool, ARGS, USER, 1)),
-        ("  the quota count (take)", lambda: take("ann")),
+        ("  the quota count (take)", lambda: take(counted)),
         ("floor: one Python function call", nothing),
         ("floor: time.monotonic()", time.monotonic),
         ("floor: uncontended lock", locked),

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from echo_tools.errors import ToolError
 from echo_tools.governance.hooks import ToolCall, hook_raised, judge, run_after
-from echo_tools.governance.quotas import QuotaTake, counting, quota_error, scope_value
-from echo_tools.models import Approval, QuotaScope, ToolResult
+from echo_tools.governance.quotas import QuotaCount, counting, quota_error
+from echo_tools.models import Approval, ToolResult
 
 if TYPE_CHECKING:
     from echo_tools.governance.approvals import ApprovalPolicy, ApprovalStore
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 Validate = Callable[[dict[str, Any]], "dict[str, Any] | ToolError"]
 OFF_LOOP = object()  # `before`'s answer when the rest must wait for a database, off the event loop
-_TOOL, _USER = QuotaScope.TOOL, QuotaScope.USER  # enum members, read once
 
 
 class Grant:
@@ -46,7 +45,7 @@ _granted = GRANT.get  # bound once
 GRANTING: list[None] = []
 
 # one quota of a plan: (count one call under this scope value, the quota, "tool" or "executor")
-_Counted = tuple[QuotaTake, "Quota", str]
+_Counted = tuple[QuotaCount, "Quota", str]
 
 
 class Stage(Protocol):
@@ -112,15 +111,8 @@ class CallPlan:
             return call.args
         if on_loop and self.off_loop:
             return OFF_LOOP
-        context = call.context
         for take, quota, where in counts:  # `count`, inline
-            scope = quota.scope
-            if scope is _USER:
-                wait = take(context.user_id or "")
-            elif scope is _TOOL:
-                wait = take("")
-            else:
-                wait = take(scope_value(scope, call))
+            wait = take(call)
             if wait > 0:
                 return quota_error(call, quota, wait, where)
         return call.args
@@ -128,15 +120,8 @@ class CallPlan:
     def count(self, call: ToolCall) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of the first one it
         is over."""
-        context = call.context
         for take, quota, where in self.counts:
-            scope = quota.scope
-            if scope is _USER:
-                wait = take(context.user_id or "")
-            elif scope is _TOOL:
-                wait = take("")
-            else:
-                wait = take(scope_value(scope, call))
+            wait = take(call)
             if wait > 0:
                 return quota_error(call, quota, wait, where)
         return call.args

@@ -27,7 +27,7 @@ from echo_tools.models import Quota, QuotaScope
 if TYPE_CHECKING:
     from echo_tools.governance.hooks import ToolCall
 
-__all__ = ["MemoryQuotaCounter", "QuotaCounter", "QuotaTake", "counting", "quota_error", "scope_value"]
+__all__ = ["MemoryQuotaCounter", "QuotaCounter", "QuotaCount", "counting", "quota_error", "scope_value"]
 
 
 class QuotaCounter(Protocol):
@@ -53,19 +53,28 @@ class MemoryQuotaCounter:
         self._clock = clock
 
     def take(self, key: str, limit: int, per_s: float) -> float:
-        return self.counting(key, "", limit, per_s)("")
+        with self._lock:
+            group = self._groups.setdefault(key, {})
+            return _count_in(group, "", self._clock(), limit, per_s)
 
-    def counting(self, prefix: str, suffix: str, limit: int, per_s: float) -> QuotaTake:
-        """`take` for one quota, its key `prefix + value + suffix` and its window bound once: the
-        executor's per-call path (one clock read, one uncontended lock, O(1) amortised)."""
+    def counting(self, prefix: str, suffix: str, quota: Quota) -> QuotaCount:
+        """How a call is counted against `quota` (key `prefix + scope value + suffix`), everything but the
+        scope value bound once: the executor's per-call path (one clock read, one uncontended lock,
+        O(1) amortised), with no string built and no function called but the clock and the lock's."""
         with self._lock:
             group = self._groups.setdefault(prefix + "\0" + suffix, {})
         clock, acquire, release = self._clock, self._lock.acquire, self._lock.release
+        limit, per_s, scope = quota.limit, quota.per_s, quota.scope
+        by_user, by_tool = scope is QuotaScope.USER, scope is QuotaScope.TOOL
 
-        def take(value: str) -> float:
+        def take(call: ToolCall) -> float:
+            if by_user:
+                value = call.context.user_id or ""
+            else:
+                value = "" if by_tool else scope_value(scope, call)
             now = clock()
             acquire()
-            try:
+            try:  # `_count_in`, inline
                 hits = group.get(value)
                 if hits is None:
                     hits = group[value] = deque()
@@ -82,19 +91,31 @@ class MemoryQuotaCounter:
         return take
 
 
-QuotaTake = Callable[[str], float]  # count one call under a scope value: 0.0, or the seconds to wait
+def _count_in(group: dict[str, deque[float]], value: str, now: float, limit: int, per_s: float) -> float:
+    """Count one call at `now` in the window of `value` (0.0), or the seconds until one more fits."""
+    hits = group.get(value)
+    if hits is None:
+        hits = group[value] = deque()
+    edge = now - per_s
+    while hits and hits[0] <= edge:
+        hits.popleft()
+    if len(hits) < limit:
+        hits.append(now)
+        return 0.0
+    return max(hits[0] + per_s - now, 0.001)
 
 
-def counting(counter: QuotaCounter, tool_id: str | None, quota: Quota) -> QuotaTake:
+QuotaCount = Callable[["ToolCall"], float]  # count one call: 0.0, or the seconds until one more fits
+
+
+def counting(counter: QuotaCounter, tool_id: str | None, quota: Quota) -> QuotaCount:
     """How one call of `tool_id` (None: any tool, an executor quota) is counted against `quota` in
-    `counter`, given the call's scope value; the key is built once, here, not per call."""
+    `counter`; the key's fixed parts are built once, here, not per call."""
     prefix, suffix = _key_parts(quota, tool_id)
-    limit, per_s = quota.limit, quota.per_s
-    fast = getattr(counter, "counting", None)
-    if fast is not None:
-        return fast(prefix, suffix, limit, per_s)  # type: ignore[no-any-return]
-    take = counter.take
-    return lambda value: take(prefix + value + suffix, limit, per_s)
+    if isinstance(counter, MemoryQuotaCounter):  # the in-process counter: everything bound once
+        return counter.counting(prefix, suffix, quota)
+    take, limit, per_s, scope = counter.take, quota.limit, quota.per_s, quota.scope
+    return lambda call: take(prefix + scope_value(scope, call) + suffix, limit, per_s)
 
 
 _TOOL, _USER, _RUN = QuotaScope.TOOL, QuotaScope.USER, QuotaScope.RUN  # enum members, read once
