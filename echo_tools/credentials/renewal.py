@@ -16,6 +16,7 @@ import asyncio
 import json
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,7 +50,10 @@ class CredentialStore(Protocol):
     ) -> dict[str, str]: ...
 
 
-_locks: dict[tuple[int, str], asyncio.Lock] = {}  # (event loop, store key): one renewal at a time
+# per event loop (gone with it), per store key: one renewal at a time
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
 _locks_lock = threading.Lock()
 
 
@@ -81,7 +85,7 @@ async def renew(store: CredentialStore, key: str, *, policy: EgressPolicy | None
     if not _due(cred):
         return
     with _locks_lock:
-        lock = _locks.setdefault((id(asyncio.get_running_loop()), key), asyncio.Lock())
+        lock = _locks.setdefault(asyncio.get_running_loop(), {}).setdefault(key, asyncio.Lock())
     async with lock:
         cred = await asyncio.to_thread(store.load_mcp_oauth, key)
         if cred is None or not _due(cred):
