@@ -200,18 +200,22 @@ class ToolExecutor:
         if self.replay is not None:  # 5-9 answered from a recorded run: no tool runs
             return self.replay.answer(self, tool, args, _ids(context), call_id, on_loop)
         governed = None  # hooks, approval, quotas (`echo_tools.governance`): may deny, change, hold, answer
-        if self.governance.applies(tool):
+        plan = self.governance.plan(tool)  # what applies to this tool, worked out once per tool version
+        if plan is not None:
             governed = ToolCall(tool, args, context, call_id)  # replaced or edited args: validated again
-            verdict = self.governance.before(governed, lambda a: self._checked_input(route, a), on_loop)
-            if verdict is OFF_LOOP:  # a database answers (approvals, quota counts): wait off the loop
-                verdict = await self.governance.before_off_loop(
-                    governed, lambda a: self._checked_input(route, a)
-                )
-            if isinstance(verdict, ToolError):
-                return self._refuse(tool, ref, args, verdict, context, started, on_loop, call_id)
-            if isinstance(verdict, ToolResult):  # the approved call ran before: its result, not a second run
-                return verdict
-            args = cast("dict[str, Any]", verdict)
+            verdict = plan.before(governed, lambda a: self._checked_input(route, a), on_loop)
+            if verdict is not args:  # denied, held, answered, replaced, or waiting for a database
+                if verdict is OFF_LOOP:  # a database answers (approvals, quota counts): wait off the loop
+                    verdict = await self.governance.before_off_loop(
+                        governed, lambda a: self._checked_input(route, a)
+                    )
+                if isinstance(verdict, ToolError):
+                    return self._refuse(tool, ref, args, verdict, context, started, on_loop, call_id)
+                if isinstance(
+                    verdict, ToolResult
+                ):  # the approved call ran before: its result, not a second run
+                    return verdict
+                args = cast("dict[str, Any]", verdict)
         # 5. announce the call
         fields = None
         if self.events.sinks:
@@ -225,7 +229,7 @@ class ToolExecutor:
             if hit is not None:
                 kept = BackendOutput(hit.output, {**hit.metadata, "cached": True})
                 result = self._finish(route, args, context, started, fields, on_loop, kept, None, 0, call_id)
-                return result if governed is None else self.governance.after(governed, result)
+                return result if plan is None or governed is None else plan.after(governed, result)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
         output, error, attempts = await self._attempts(
             route, args, context, started, fields, on_loop, call_id
@@ -236,8 +240,9 @@ class ToolExecutor:
         )
         if cache_key is not None and result.success and route.cache_ttl_s is not None:
             self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
-        if governed is not None:  # the hooks' `after`, and the result kept with the call's approval
-            result = self.governance.after(governed, result)
+        # the hooks' `after`, and the result kept with the call's approval
+        if plan is not None and governed is not None and (plan.afters or governed.approval_id is not None):
+            result = plan.after(governed, result)
         return result
 
     async def _attempts(

@@ -90,4 +90,8 @@ async def credential_for(
             tool_id=tool.tool_id,
             field="execution_config.credential",
         )
+    if store.type_of(name) == "oauth_user":  # a user's OAuth connection: renewed once its token expired
+        from echo_tools.credentials.renewal import renew
+
+        await renew(store, name, policy=executor.egress)
     return await store.apply(name, url, tool_id=tool.tool_id, egress=executor.egress, client=client)

@@ -465,7 +465,7 @@ class CredentialStore:
     def load_mcp_oauth(self, name: str) -> dict[str, Any] | None:
         """The stored OAuth state of an MCP server (`mcp_oauth` credential `name`), or None when there is none.
 
-        Only `echo_tools.mcp.auth`'s token storage reads it, to hand the tokens to the MCP SDK.
+        Read by `echo_tools.mcp.auth` (tokens for the MCP SDK) and `governance.connect` (renews `oauth_user`).
 
         Raises:
             CredentialError: `name` is a credential of another type, or the store cannot be read.
@@ -473,7 +473,7 @@ class CredentialStore:
         if name not in self:
             return None
         cred = self._credential(name)
-        if cred["type"] != "mcp_oauth":
+        if cred["type"] not in ("mcp_oauth", "oauth_user"):
             raise CredentialError(
                 f"credential {name!r} is of type {cred['type']!r}, not the 'mcp_oauth' an MCP server's OAuth "
                 "tokens are kept in; choose another name for the server's tokens",
@@ -544,7 +544,7 @@ class CredentialStore:
                 tool_id=tool_id,
                 field="execution_config.credential",
             )
-        if kind == "bearer":
+        if kind in ("bearer", "oauth_user"):  # a user's OAuth connection: its access token
             return AppliedCredential(origin, {"Authorization": f"Bearer {cred['token']}"})
         if kind == "basic":
             return AppliedCredential(
