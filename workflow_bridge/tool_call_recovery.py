@@ -6,7 +6,7 @@ reads such a text back into calls when, and only when, the text is a call: a JSO
 them) shaped `{"name": <tool>, "arguments": {...}}` (also `parameters` / `args`, or OpenAI's
 `{"function": {"name", "arguments"}}`), with a name among the tools the model was given, standing alone
 in the text apart from fences, tags and a short preface, or each alone in a ```json fence of its own
-(with prose around it but no other fence). Anything else stays text: a Python dict, a JSON
+(with prose and other fences around it). Anything else stays text: a Python dict, a JSON
 answer, code that happens to hold braces. A call-shaped object naming an unknown tool is reported
 (`Recovery.unknown`, with the closest known names) so the model can be told and try again.
 
@@ -147,19 +147,15 @@ def _stands_alone(text: str, spans: list[tuple[int, int]]) -> bool:
 
 
 def _fenced_alone(text: str, spans: list[tuple[int, int]]) -> bool:
-    """True when each call is the whole of a ```json (or bare) fence of its own and the text holds no other
-    fence: a model explaining around the call it shows ("Here's how: ```json {...}``` This returns...")
-    means the call, as a fence holds what is to be run; prose quoting a call outside a fence does not."""
-    if text.count("```") != 2 * len(spans):
-        return False
+    """True when each call is the whole of a ```json (or bare) fence of its own: a model explaining around
+    the calls it shows ("Here's how: ```json {...}``` This returns...") means them, as a fence holds what
+    is to be run; prose quoting a call outside a fence, or a call inside a code fence, does not."""
     for start, end in spans:
         before, after = text[:start].rstrip(), text[end:].lstrip()
-        opening = before.rfind("```")
-        if (
-            opening < 0
-            or before[opening + 3 :].strip().lower() not in _CALL_FENCES
-            or not after.startswith("```")
-        ):
+        if before.count("```") % 2 == 0 or not after.startswith("```"):
+            return False  # not inside a fence, or not all of it
+        language = before[before.rfind("```") + 3 :].strip().lower()
+        if language not in _CALL_FENCES:
             return False
     return True
 

@@ -178,5 +178,7 @@ def test_a_call_alone_in_a_json_fence_is_recovered_with_an_explanation_around_it
     text = preface + "```json\n" + json.dumps(CALL, indent=2) + "\n```" + remark
     assert calls(text) != []
     assert calls(text.replace("```json", "```python")) == []  # code to read, not a call
-    assert calls(text + "\n```python\nprint(1)\n```") == []  # a text with code of its own is an answer
+    with_code = text + "\n```python\nprint(12 * 11)\n```\n```output\n132\n```"
+    assert calls(with_code) != []  # the call the model showed, not the output it imagined for its code
+    assert calls("```python\nd = " + json.dumps(CALL) + "\n```\n" + "Explained at length. " * 20) == []
     assert calls(text.replace("```json\n", "").replace("\n```", "")) == []  # quoted in prose, no fence
