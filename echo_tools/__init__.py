@@ -37,7 +37,7 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
-from echo_tools.gate import Budget, BudgetMeter, Grants, Principal
+from echo_tools.gate import Budget, BudgetMeter, Grants, Principal, ToolOwnedError
 from echo_tools.lookup import ToolLookup
 from echo_tools.models import (
     Approval,
@@ -126,6 +126,7 @@ __all__ = [
     "ToolNameConflictError",
     "ToolNotFoundError",
     "ToolOutputValidationError",
+    "ToolOwnedError",
     "ToolPermission",
     "ToolPermissionError",
     "ToolReadOnlyError",

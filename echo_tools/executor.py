@@ -42,6 +42,7 @@ from echo_tools.governance.hooks import ToolCall
 from echo_tools.governance.stage import OFF_LOOP, Governance
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
+from echo_tools.mcp.bound import bound_tool
 from echo_tools.metrics import MetricsRecorder
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
 from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
@@ -172,7 +173,7 @@ class ToolExecutor:
         # a caller may name the call itself (`context.call_id`)
         call_id: str | int = context.call_id or next_call_number()  # a number: formatted only when read
         # 1. resolve; refuse disabled tools
-        tool = self.registry.resolve(ref)
+        tool = bound_tool(ref, context) or self.registry.resolve(ref)  # a canvas server bound for a run
         if tool is None:
             hint = tool_hint(self.registry, ref)  # "did you mean"
             refusal: ToolError = ToolNotFoundError(f"No tool matches {ref!r}{hint}", field="tool")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.errors import ToolBudgetError, ToolConfigError
+from echo_tools.errors import ToolBudgetError, ToolConfigError, ToolError
 from echo_tools.models import ToolPermission
 
 if TYPE_CHECKING:
@@ -35,14 +35,18 @@ __all__ = [
     "BudgetMeter",
     "Grants",
     "Principal",
+    "ToolOwnedError",
     "acting",
     "acting_as",
+    "acting_owner",
     "admit",
+    "check_owner",
     "hash_key",
     "load_principals",
     "may_store",
     "metered",
     "principals_from",
+    "under_acting",
 ]
 
 ACTIONS = ("invoke", "run", "register", "import", "credentials", "mcp", "history", "approve", "compile")
@@ -330,14 +334,26 @@ async def metered(call: Coroutine[Any, Any, ToolResult], context: ToolContext) -
 
 # -- who is acting in this thread of work (what a library call deep inside a request asks) ----------------
 
-_ACTING: ContextVar[tuple[Principal, bool] | None] = ContextVar("echo_tools_acting", default=None)
+
+@dataclass(frozen=True)
+class _Acting:
+    principal: Principal
+    stores: bool
+    meter: BudgetMeter
+
+
+_ACTING: ContextVar[_Acting | None] = ContextVar("echo_tools_acting", default=None)
 
 
 @contextmanager
-def acting_as(principal: Principal, *, stores: bool = True) -> Iterator[Principal]:
+def acting_as(
+    principal: Principal, *, stores: bool = True, meter: BudgetMeter | None = None
+) -> Iterator[Principal]:
     """While the block runs (and in the threads it starts with its context), `acting()` is `principal`;
-    `stores=False` (a compile) makes `may_store` False whatever the grants."""
-    token = _ACTING.set((principal, stores))
+    `stores=False` (a compile) makes `may_store` False whatever the grants. `meter` (default: a fresh one
+    of the principal's budget) is what every tool call made under the block without a meter of its own
+    counts against (`under_acting`)."""
+    token = _ACTING.set(_Acting(principal, stores, meter or principal.meter()))
     try:
         yield principal
     finally:
@@ -347,14 +363,63 @@ def acting_as(principal: Principal, *, stores: bool = True) -> Iterator[Principa
 def acting() -> Principal:
     """The principal a request runs for; the CLI and in-process Python are the `OPERATOR`."""
     found = _ACTING.get()
-    return OPERATOR if found is None else found[0]
+    return OPERATOR if found is None else found.principal
+
+
+def acting_owner() -> str | None:
+    """The `owner` to record on what the work running now stores: the acting principal's name, or None
+    outside an `acting_as` block (the CLI and in-process Python: the operator's, as before owners)."""
+    found = _ACTING.get()
+    return None if found is None else found.principal.name
 
 
 def may_store(action: str) -> bool:
     """Whether the work running now may store what `action` covers (an MCP server from a canvas entry:
     `mcp`); never during a compile, which stores nothing."""
     found = _ACTING.get()
-    return found is None or (found[1] and found[0].may(action))
+    return found is None or (found.stores and found.principal.may(action))
+
+
+def under_acting(context: ToolContext) -> ToolContext:
+    """`context` with the acting principal's ceiling, budget meter, name and end user, for a tool call made
+    under `acting_as` by a path that built its own context (a LangGraph tool node, `create_agent`'s tools):
+    the same refusals as `/tools/invoke`. A context that already names its principal (a route's, a run's)
+    or a call outside any `acting_as` block is returned as is."""
+    found = _ACTING.get()
+    if found is None or context.principal is not None:
+        return context
+    principal = found.principal
+    granted = principal.grants.permissions
+    asked = context.granted_permissions
+    if granted is None:
+        ceiling = asked
+    else:
+        ceiling = list(granted) if asked is None else [p for p in asked if p in granted]
+    return context.model_copy(
+        update={
+            "granted_permissions": ceiling,
+            "budget": context.budget if context.budget is not None else found.meter,
+            "principal": principal.name,
+            "user_id": context.user_id or principal.user_id,
+        }
+    )
+
+
+class ToolOwnedError(ToolError, error_type="owned"):
+    """Something another principal owns was to be replaced, removed or reused (HTTP 409 `owned`)."""
+
+
+def check_owner(owner: str | None, what: str, *, field: str, principal: Principal | None = None) -> None:
+    """Raise `ToolOwnedError` naming the owner when `what` (owned by `owner`; None: the operator) is not
+    `principal`'s (default: the one acting now) to replace, remove or reuse."""
+    who = principal or acting()
+    if who.owns(owner):
+        return
+    raise ToolOwnedError(
+        f"{what} is owned by {owner or OPERATOR.name!r}; principal {who.name!r} may not replace, remove or "
+        "reuse it (only its owner or an admin may)",
+        field=field,
+    )
 
 
 # -- principals: the keys of a server --------------------------------------------------------------------

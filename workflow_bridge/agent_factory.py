@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from echo_tools.errors import ToolNotFoundError
+from echo_tools.mcp.bound import bound_in_scope
 from echo_tools.models import ToolContext, ToolDef, ToolStatus
 from echo_tools.suggest import tool_hint
 from workflow_bridge.canvas.code_entries import code_tool, has_code
@@ -149,6 +150,7 @@ class AgentFactory:
     def _require(self, agent_def: Mapping[str, Any], ref: Any) -> ToolDef:
         ref = ref.get("tool_id") or ref.get("name") if isinstance(ref, Mapping) else ref
         tool = self.registry.resolve(ref) if isinstance(ref, str) else None
+        tool = tool or bound_in_scope(ref)  # a canvas MCP server bound for this compile or run only
         if tool is None:
             raise ToolNotFoundError(
                 f"Agent {agent_label(agent_def)} names tool {ref!r}, which is not in the registry; "

@@ -22,6 +22,7 @@ from langgraph.config import get_stream_writer
 from langgraph.prebuilt import ToolNode
 
 from echo_tools.events import ToolEvent
+from echo_tools.gate import under_acting
 from echo_tools.llm_text import content_blocks, text_for_llm
 from echo_tools.mcp.callbacks import graph_pauses
 from echo_tools.models import ToolContext, ToolDef, ToolResult
@@ -62,6 +63,8 @@ _INJECTED_RUNTIME = {"runtime": Annotated[Any, InjectedToolArg()], "kwargs": Any
 
 
 def _with_call_id(ctx: ToolContext, call_id: str | None) -> ToolContext:
+    # a graph run for a principal (a request's, `/workflows/run`'s): its ceiling, budget and name
+    ctx = under_acting(ctx)
     if not call_id:
         return ctx
     return ctx.model_copy(update={"tool_call_id": call_id})
@@ -380,12 +383,13 @@ class ExecutorToolNode(ToolNode):
         calls, as_dict = self._parse(input)
         token = _WRITER.set(_stream_writer())
         try:
+            ctx = under_acting(self.context)  # read here: the background loop does not see this context
             if len(calls) == 1:
                 try:
                     asyncio.get_running_loop()
                 except RuntimeError:  # no loop in this thread: run the one call here
-                    return self._output([self._call_one_sync(calls[0])], as_dict)
-            return self._output(run_sync(_streamed(_WRITER.get(), self._call_all(calls))), as_dict)
+                    return self._output([self._call_one_sync(calls[0], ctx)], as_dict)
+            return self._output(run_sync(_streamed(_WRITER.get(), self._call_all(calls, ctx))), as_dict)
         finally:
             _WRITER.reset(token)
 
@@ -393,7 +397,7 @@ class ExecutorToolNode(ToolNode):
         calls, as_dict = self._parse(input)
         token = _WRITER.set(_stream_writer())
         try:
-            return self._output(await self._call_all(calls), as_dict)
+            return self._output(await self._call_all(calls, under_acting(self.context)), as_dict)
         finally:
             _WRITER.reset(token)
 
@@ -404,36 +408,37 @@ class ExecutorToolNode(ToolNode):
         views = (self._view(c["name"]) for c in calls)
         return any(v is not None and v.tool.approval != "never" for v in views)
 
-    def _call_one_sync(self, call: dict[str, Any]) -> ToolMessage:
+    def _call_one_sync(self, call: dict[str, Any], context: ToolContext) -> ToolMessage:
         view = self._view(call["name"])
         if view is None:
             return self._unknown(call)
-        ctx = _with_call_id(self.context, call.get("id"))
+        ctx = _with_call_id(context, call.get("id"))
         result = self.executor.invoke_sync(view.tool.tool_id, view.call_args(call.get("args")), ctx)
         return self._message(call, view, result)
 
-    async def _call_one(self, call: dict[str, Any]) -> ToolMessage:
+    async def _call_one(self, call: dict[str, Any], context: ToolContext) -> ToolMessage:
         view = self._view(call["name"])
         if view is None:
             return self._unknown(call)
-        ctx = _with_call_id(self.context, call.get("id"))
+        ctx = _with_call_id(context, call.get("id"))
         result = await self.executor.invoke(view.tool.tool_id, view.call_args(call.get("args")), ctx)
         return self._message(call, view, result)
 
-    async def _call_all(self, calls: list[dict[str, Any]]) -> list[ToolMessage]:
+    async def _call_all(self, calls: list[dict[str, Any]], context: ToolContext) -> list[ToolMessage]:
+        """Run `calls` with `context` (the node's, under the acting principal's ceiling and budget)."""
         if len(calls) == 1:
-            return [await self._call_one(calls[0])]
+            return [await self._call_one(calls[0], context)]
         if self._may_ask(calls):
             # calls that may wait for a person's approval run one after the other: each pause happens in
             # call order (a resume answers the pause it was given for) and none is left running behind it
-            return [await self._call_one(c) for c in calls]
+            return [await self._call_one(c, context) for c in calls]
         if len(calls) <= self.max_concurrency:  # within the bound: no semaphore needed
-            return list(await asyncio.gather(*(self._call_one(c) for c in calls)))
+            return list(await asyncio.gather(*(self._call_one(c, context) for c in calls)))
         limit = asyncio.Semaphore(self.max_concurrency)
 
         async def bounded(call: dict[str, Any]) -> ToolMessage:
             async with limit:
-                return await self._call_one(call)
+                return await self._call_one(call, context)
 
         return list(await asyncio.gather(*(bounded(c) for c in calls)))
 

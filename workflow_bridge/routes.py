@@ -14,7 +14,7 @@ import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,6 +26,7 @@ from echo_tools.api.errors import ApiError, contract_route_class, from_tool_erro
 from echo_tools.api.events import SSE_HEADERS, format_sse
 from echo_tools.errors import ToolError
 from echo_tools.gate import Principal, acting_as
+from echo_tools.mcp.bound import bound_scope
 from echo_tools.models import ToolContext
 from echo_tools.shapes import event_dict
 from workflow_bridge.shapes import compile_summary, diagnostic_dict
@@ -74,7 +75,8 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         runner = _runner()
 
         def work() -> Any:
-            with acting_as(principal, stores=False):  # a compile stores nothing (no MCP server added)
+            # a compile stores nothing: an MCP server a canvas names by URL binds for this compile only
+            with acting_as(principal, stores=False), bound_scope(None, principal.name):
                 return runner.compile_source(source, state.registry, state.executor)
 
         try:
@@ -123,7 +125,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         history = histories.get()
 
         def work() -> dict[str, Any]:
-            with under_principal(run_id, principal):
+            with under_principal(run_id, principal, executor=state.executor):
                 final = runner.resume_run(
                     run_id, decision, storage=history, registry=state.registry, executor=state.executor
                 )
@@ -147,7 +149,7 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         def work() -> dict[str, Any] | None:
             if history is None or history.run(run_id) is None:
                 return None  # a graph of the host's own (create_agent, a StateGraph): the host resumes it
-            with under_principal(run_id, principal):
+            with under_principal(run_id, principal, executor=state.executor):
                 final = runner.resume_run(
                     run_id, decision, storage=history, registry=state.registry, executor=state.executor
                 )
@@ -347,21 +349,38 @@ def _plain(answer: dict[str, Any]) -> dict[str, Any]:
     return {**answer, "state": json.loads(json.dumps(state, default=str))}
 
 
-def under_principal(run_id: str, principal: Principal) -> Any:
-    """While the block runs, every tool call of run `run_id` (whatever thread its agent runs in) carries
-    the principal's permission ceiling, one budget meter for the whole run, its name and end user."""
+def under_principal(run_id: str, principal: Principal, *, executor: Any = None) -> Any:
+    """While the block runs, every tool call of run `run_id` (whatever thread its agent runs in, or a host
+    graph's tool node under it) carries the principal's permission ceiling, one budget meter for the whole
+    run, its name and end user; an MCP server its canvas names by URL without the `mcp` action binds for
+    this run only."""
     from workflow_bridge.run_scope import SubRun, filed
 
     fields = principal_context(principal)
-    return _both(
+    return _all(
         filed(run_id, SubRun(inner=ToolContext(**fields), deadline=fields["budget"].deadline)),
-        acting_as(principal),
+        acting_as(principal, meter=fields["budget"]),  # a host graph's tool nodes count on the same meter
+        _bound_for_run(run_id, principal, executor),  # MCP servers its canvas binds by URL, for this run only
     )
 
 
 @contextmanager
-def _both(first: Any, second: Any) -> Iterator[None]:
-    with first, second:
+def _bound_for_run(run_id: str, principal: Principal, executor: Any) -> Iterator[None]:
+    """The run's bound MCP servers; when it ends, `executor` forgets their tools (routes, cached results)."""
+    with bound_scope(run_id, principal.name) as scope:
+        try:
+            yield
+        finally:
+            if executor is not None:
+                for tool_id in list(scope.tools):
+                    executor.forget(tool_id)
+
+
+@contextmanager
+def _all(*blocks: Any) -> Iterator[None]:
+    with ExitStack() as stack:
+        for block in blocks:
+            stack.enter_context(block)
         yield
 
 
@@ -387,7 +406,7 @@ def _start_run(
             pass  # the server's loop is closed; nobody is listening any more
 
     def work() -> Any:
-        with under_principal(run_id, principal or state.gate.operator):
+        with under_principal(run_id, principal or state.gate.operator, executor=state.executor):
             return runner.run_workflow(
                 source,
                 registry=state.registry,

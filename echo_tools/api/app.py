@@ -402,7 +402,7 @@ def principal_context(principal: Principal) -> dict[str, Any]:
     """The `ToolContext` fields a principal sets on a request's calls: its permission ceiling, a fresh
     budget meter shared by every nested call of the request, its name and the end user it acts for."""
     return {
-        "granted_permissions": principal.granted_permissions,
+        "granted_permissions": principal.grants.permissions,  # a tuple (or None), decided at start-up
         "budget": principal.meter(),
         "principal": principal.name,
         "user_id": principal.user_id,

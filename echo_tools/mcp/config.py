@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
+from echo_tools.gate import acting_owner, check_owner
 from echo_tools.mcp.auth import bind, check_auth_config, check_registration, set_server_auth
+from echo_tools.mcp.bound import bound_config, is_bound
 from echo_tools.mcp.limits import DEFAULT_MAX_RESULT_BYTES
 from echo_tools.models import SideEffect, ToolDef, ToolPermission, ToolSource, ToolStatus, ToolType, slugify
 from echo_tools.redaction import hide_values
@@ -55,6 +57,12 @@ def check_server_name(name: Any) -> str:
         raise ToolConfigError(
             f"MCP server name {name!r} is invalid: it must match {SERVER_NAME.pattern} after lower-casing "
             "(letters, digits, '_' and '-', at most 64 characters)",
+            field="mcpServers.name",
+        )
+    if is_bound(lowered):
+        raise ToolConfigError(
+            f"MCP server name {name!r} is invalid: names starting 'bound-' are those of servers a canvas "
+            "binds for one run only; choose another name",
             field="mcpServers.name",
         )
     return lowered
@@ -170,11 +178,19 @@ def _store(registry: Catalogue, name: str, config: dict[str, Any] | None) -> Non
 
 
 def server_config(registry: Catalogue, name: str) -> dict[str, Any]:
-    """The stored config of server `name` (references unresolved).
+    """The stored config of server `name` (references unresolved), or of a server a canvas bound for one
+    compile or run only (`echo_tools.mcp.bound`) while it is bound.
 
     Raises:
         ToolNotFoundError: no server of that name is configured.
     """
+    if is_bound(name):
+        held = bound_config(name)
+        if held is None:
+            raise ToolNotFoundError(
+                f"MCP server {name!r} was bound for one workflow run only, which has ended", field="server"
+            )
+        return held
     config = registry.mcp_servers.get(name)
     if config is None:
         registry.mcp_servers.update(
@@ -222,6 +238,7 @@ def add_mcp_server(
     """
     name = check_server_name(name)
     checked = check_server_config(name, config)
+    refuse_unowned_server(registry, name)
     check_env_refs(name, checked)
     check_registration(registry, name, checked)
     if auth is not None:
@@ -250,11 +267,31 @@ def check_env_refs(name: str, config: Mapping[str, Any]) -> None:
 def register_server(
     registry: Catalogue, name: str, config: Mapping[str, Any], listing: list[types.Tool]
 ) -> list[ToolDef]:
-    """Store a server's config and register the tools of a listing already fetched (or cached)."""
+    """Store a server's config and register the tools of a listing already fetched (or cached).
+
+    The config records its `owner`: the principal acting now (`echo_tools.gate.acting_owner`; none for
+    the CLI and in-process Python, which are the operator), and the server's tools carry it too.
+
+    Raises:
+        ToolOwnedError: a server of that name is another principal's (HTTP 409 `owned`).
+    """
     name = check_server_name(name)
     checked = check_server_config(name, config)
+    refuse_unowned_server(registry, name)
+    checked.pop("owner", None)  # never taken from the config given: it is who stores it
+    owner = acting_owner()
+    if owner is not None:
+        checked["owner"] = owner
     _store(registry, name, checked)
     return apply_listing(registry, name, listing)
+
+
+def refuse_unowned_server(registry: Catalogue, name: str) -> None:
+    """`ToolOwnedError` naming the owner when server `name` exists and is not the acting principal's to
+    replace or remove (only its owner or an admin may; no recorded owner: the operator's)."""
+    current = registry.mcp_servers.get(name) or _read_stored(registry).get(name)
+    if current is not None:
+        check_owner(current.get("owner"), f"MCP server {name!r}", field="server")
 
 
 def servers_of(data: Any, source: str) -> dict[str, Any]:
@@ -351,6 +388,7 @@ def remove_mcp_server(registry: Catalogue, name: str) -> list[str]:
     """Forget a server's config and disable its tools; returns the disabled tool ids."""
     name = check_server_name(name)
     server_config(registry, name)
+    refuse_unowned_server(registry, name)
     disabled = _disable_missing(registry, name, keep=set())
     _store(registry, name, None)
     set_server_auth(registry, name, None)
@@ -440,11 +478,17 @@ def apply_listing(registry: Catalogue, server: str, listing: list[types.Tool]) -
     A tool the registry refuses (an invalid schema, a name clash) is logged and skipped.
 
     Returns:
-        The server's current tools as registered.
+        The server's current tools as registered (none for a server bound for one run only: its tools
+        are never registered, whatever it lists).
     """
+    if is_bound(server):
+        return []
     current: list[ToolDef] = []
-    credential = registry.mcp_servers.get(server, {}).get("credential")
+    config = registry.mcp_servers.get(server, {})
+    credential, owner = config.get("credential"), config.get("owner")
     for fresh in tool_defs(server, listing, credential if isinstance(credential, str) else None):
+        if isinstance(owner, str):
+            fresh = fresh.model_copy(update={"owner": owner})
         old = registry.get(fresh.tool_id)
         if old is not None:
             vanished = bool(old.metadata.get("mcp", {}).get("missing"))

@@ -274,10 +274,10 @@ async def test_compile_never_adds_the_mcp_server_a_canvas_names(
     canvas = chain(
         node("n1", "Agent", "Adder", tools=[entry], model={"modelName": "rehearsal"}), workflow_id="w"
     )
-    for headers in (TEAM, OPERATOR):
+    for headers in (TEAM, OPERATOR):  # bound for the compile only, under the egress policy (no loopback)
         response = await client.post("/workflows/compile", json=canvas, headers=headers)
         assert response.status_code == 422, response.text
-        assert "'mcp' action" in json.dumps(response.json())
+        assert "config.serverUrl 'http://127.0.0.1:9/mcp' is refused" in json.dumps(response.json())
     assert registry.list_mcp_servers() == {}
     assert not registry.list_by_type("mcp")
 

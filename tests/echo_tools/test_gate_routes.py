@@ -90,3 +90,23 @@ def test_a_route_without_an_action_is_found(tmp_path: Path) -> None:
 
     found = declared_actions(app)
     assert found["GET /tools/forgotten"] == set()
+
+
+def test_the_gate_reads_a_request_s_headers_once_as_starlette_would() -> None:
+    from starlette.datastructures import Headers
+
+    from echo_tools.api.security import _gate_headers, presented_key
+
+    cases = [
+        [(b"x-api-key", b"k1"), (b"x-api-key", b"k2"), (b"host", b"127.0.0.1:80"), (b"content-length", b"7")],
+        [(b"authorization", b"Bearer  tok "), (b"x-echo-user", b"u1"), (b"x-echo-user", b"u2")],
+        [(b"authorization", b"Basic abc"), (b"x-api-key", b"")],
+        [(b"x-api-key", b""), (b"authorization", b"bearer t2")],
+        [(b"x-api-key", b""), (b"x-api-key", b"second"), (b"authorization", b"Bearer t3")],
+        [],
+    ]
+    for raw in cases:
+        headers = Headers(raw=raw)
+        expected = (headers.get("content-length"), presented_key(headers), headers.get("host"),
+                    headers.get("x-echo-user"))  # fmt: skip
+        assert _gate_headers(raw) == expected, raw

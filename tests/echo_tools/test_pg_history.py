@@ -252,8 +252,37 @@ def test_many_events_from_many_threads_keep_each_runs_order(history: PgRunHistor
     assert history.count() == 1200 and history.dropped == 0
 
 
-def test_a_forged_notify_puts_no_event_into_another_replica_s_stream(dsn: str) -> None:
-    """Anyone who can connect can NOTIFY (no table privilege needed): the note carries only a row id, so a
+@pytest.fixture
+def stranger_dsn(dsn: str) -> Iterator[str]:
+    """The DSN of a real role of the same server that may log in and nothing more: no table privileges
+    (CREATE ROLE ... LOGIN, no grants), as anyone with a login to a shared server has."""
+    role = f"stranger_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")  # type: ignore[arg-type]
+    try:
+        yield dsn.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP ROLE {role}")  # type: ignore[arg-type]
+
+
+def _forge(stranger_dsn: str, forged: ToolEvent) -> None:
+    """What a role without table privileges can send: notes on the channel, in every shape."""
+    with psycopg.connect(stranger_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # it can read and write no table
+            conn.execute("SELECT count(*) FROM echo_events")
+        bodies = [
+            {"origin": "someone", "seq": 999_999_999, "body": forged.to_json()},
+            {"body": forged.to_json()},
+            {"origin": "someone", "seq": 1},  # a row id that is not this replica's to announce
+            forged.to_dict(),
+        ]
+        for body in bodies:
+            conn.execute("SELECT pg_notify('echo_events', %s)", (json.dumps(body),))
+
+
+def test_a_forged_notify_puts_no_event_into_another_replica_s_stream(dsn: str, stranger_dsn: str) -> None:
+    """Any role that can log in can NOTIFY (no table privilege needed): the note carries only a row id, so a
     forged event in it is never delivered, and a repeated note delivers its real event once."""
     one, two = PgRunHistory(dsn), PgRunHistory(dsn)
     try:
@@ -265,20 +294,23 @@ def test_a_forged_notify_puts_no_event_into_another_replica_s_stream(dsn: str) -
             arrived.set()
 
         two.follow(note)
-        forged = _event("tool.completed", run_id="forged", tool_id="forged_tool")
+        with psycopg.connect(dsn, autocommit=True) as listener:  # the notes do reach every listener
+            listener.execute("LISTEN echo_events")
+            _forge(stranger_dsn, _event("tool.completed", run_id="forged", tool_id="forged_tool"))
+            notes = [n.payload for n in listener.notifies(timeout=10, stop_after=4)]
+        assert len(notes) == 4 and sum("forged_tool" in n for n in notes) == 3
         real = _event("tool.completed", run_id="real")
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            body = json.dumps({"origin": "someone", "seq": 999_999_999, "body": forged.to_json()})
-            conn.execute("SELECT pg_notify('echo_events', %s)", (body,))
-            conn.execute("SELECT pg_notify('echo_events', %s)", (json.dumps({"body": forged.to_json()}),))
         one(real)
         assert one.flush(10) and arrived.wait(10)
         arrived.clear()
-        with psycopg.connect(dsn, autocommit=True) as conn:  # the real note, replayed by a third party
+        row = None
+        with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SELECT seq FROM echo_events WHERE event_id = %s", (real.event_id,)).fetchone()
-            assert row is not None
-            seq = row[0]
-            conn.execute("SELECT pg_notify('echo_events', %s)", (json.dumps({"origin": "x", "seq": seq}),))
+        assert row is not None
+        with psycopg.connect(
+            stranger_dsn, autocommit=True
+        ) as conn:  # the real note, replayed by the stranger
+            conn.execute("SELECT pg_notify('echo_events', %s)", (json.dumps({"origin": "x", "seq": row[0]}),))
         one(_event("tool.completed", run_id="after"))  # a later note, so the replayed one was surely heard
         assert one.flush(10) and arrived.wait(10)
         assert [e.run_id for e in heard] == ["real", "after"]
@@ -286,3 +318,37 @@ def test_a_forged_notify_puts_no_event_into_another_replica_s_stream(dsn: str) -
     finally:
         one.close()
         two.close()
+
+
+def test_a_forged_notify_never_reaches_a_replica_s_tools_events_stream(
+    dsn: str, stranger_dsn: str, tmp_path: Path
+) -> None:
+    """A replica wired as `serve` wires it (its /tools/events follows the shared history): the stranger's
+    notes, sent first and naming the very run the client follows, never reach the stream; the real event
+    recorded after them is the first one it streams."""
+    from echo_tools.api import create_app
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.registry import ToolRegistry
+    from tests.echo_tools._api_support import serve_in_thread
+    from tests.echo_tools._pg_support import first_streamed_event
+
+    writer, followed = PgRunHistory(dsn), PgRunHistory(dsn)
+    registry = ToolRegistry(tmp_path / "tools")
+    executor = ToolExecutor(registry)
+    app = create_app(registry, executor, history=followed)
+    followed.follow(app.state.echo_tools.broadcaster)
+    real = _event("tool.completed", run_id="watched", tool_id="real_tool")
+
+    def trigger() -> None:
+        _forge(stranger_dsn, _event("tool.completed", run_id="watched", tool_id="forged_tool"))
+        writer(real)
+        assert writer.flush(10)
+
+    try:
+        with serve_in_thread(app) as url:
+            first = first_streamed_event(f"{url}/tools/events", "watched", trigger)
+    finally:
+        executor.close()
+        writer.close()
+        followed.close()
+    assert first["tool_id"] == "real_tool" and first["event_id"] == real.event_id

@@ -66,7 +66,7 @@ def test_the_catalogue_core_is_exported() -> None:
 
 
 def test_the_gate_is_exported() -> None:
-    for name in ["Budget", "BudgetMeter", "Grants", "Principal", "ToolBudgetError"]:
+    for name in ["Budget", "BudgetMeter", "Grants", "Principal", "ToolBudgetError", "ToolOwnedError"]:
         assert name in echo_tools.__all__
     assert echo_tools.Principal is echo_tools.gate.Principal
 

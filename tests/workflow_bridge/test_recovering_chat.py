@@ -253,3 +253,42 @@ def test_crewai_an_explanation_after_a_failed_call_is_sent_back_asking_for_the_c
     )
     answer = RecoveringCrewLLM(inner).call(history, tools=CREW_TOOLS)
     assert answer[0]["function"]["name"] == "calculator"
+
+
+def after_a_call(result: str) -> list[BaseMessage]:
+    return [
+        HumanMessage("What is 17 times 23?"),
+        AIMessage(
+            content="", tool_calls=[{"name": "calculator", "args": {"expression": "17*23"}, "id": "c1"}]
+        ),
+        ToolMessage(result, tool_call_id="c1"),
+    ]
+
+
+def test_an_answer_that_drops_the_result_gets_the_result_and_the_request_back_once():
+    model, inner = wrapped("The number of days between two dates is 365.", "17 times 23 is 391.")
+    message = model.invoke(after_a_call("391"))
+    assert message.content == "17 times 23 is 391." and message.tool_calls == []
+    nudge = inner.asked[1][-1].content
+    assert "The calculator tool returned: 391" in nudge and "What is 17 times 23?" in nudge
+    assert len(inner.asked) == 2
+
+
+def test_an_answer_still_without_the_result_after_the_nudge_is_returned_as_it_is():
+    model, inner = wrapped("It is 365.", "I cannot say.")
+    assert model.invoke(after_a_call("391")).content == "I cannot say."
+    assert len(inner.asked) == 2  # one nudge, never a loop
+
+
+def test_an_answer_stating_the_result_is_returned_at_once_in_any_number_format():
+    model, inner = wrapped("The product is 1,391.0 exactly.")
+    assert model.invoke(after_a_call("1391")).content == "The product is 1,391.0 exactly."
+    text_model, text_inner = wrapped("The name is LINUS.")
+    assert text_model.invoke(after_a_call('"Linus"')).content == "The name is LINUS."
+    assert len(inner.asked) == 1 and len(text_inner.asked) == 1
+
+
+def test_a_long_result_is_not_checked_against_the_answer():
+    model, inner = wrapped("A summary of the page.")
+    assert model.invoke(after_a_call("word " * 100)).content == "A summary of the page."
+    assert len(inner.asked) == 1

@@ -3,7 +3,10 @@
 The registered MCP tool of that server and operation binds. When the server is not registered and the
 entry gives `serverUrl`, the server is listed first (under the registry's egress policy: a loopback or
 private URL is refused unless the policy allows it) and added only when it serves the operation, so an
-entry that cannot bind stores nothing. Every other case is a reason the caller reports, naming the field.
+entry that cannot bind stores nothing. It is added (owned by the principal acting now) only when that
+principal may store MCP servers (the `mcp` action; the CLI and in-process Python may); in a compile, or
+for a principal without `mcp`, it binds for that compile or run only (`echo_tools.mcp.bound`) and nothing
+is stored. Every other case is a reason the caller reports, naming the field.
 """
 
 from __future__ import annotations
@@ -80,24 +83,32 @@ def mcp_server_tool(
 def _add_server(
     registry: ToolRegistry, server: str, operation: str, url: Any
 ) -> tuple[ToolDef | None, str, str]:
-    from echo_tools.mcp.config import check_server_config, check_server_name, register_server
+    from echo_tools.mcp.bound import bound_name, current_scope
+    from echo_tools.mcp.config import check_server_config, check_server_name, register_server, tool_defs
     from echo_tools.mcp.sessions import discover_tools
     from echo_tools.runtime import run_sync
 
     if not isinstance(url, str):
         return None, "serverUrl", f"config.serverUrl must be an http(s) URL, got {url!r:.80}"
-    if not may_store(
-        "mcp"
-    ):  # a compile stores nothing; over HTTP only a principal granted `mcp` adds servers
+    # a compile stores nothing, and over HTTP only a principal granted `mcp` adds servers: otherwise the
+    # server binds for this compile or run only (`echo_tools.mcp.bound`)
+    scope = None if may_store("mcp") else current_scope()
+    if scope is None and not may_store("mcp"):
         return (
             None,
             "serverUrl",
             f"MCP server {server!r} is not registered and {acting().name!r} may not add one from a canvas here "
-            "(it needs the 'mcp' action, and /workflows/compile stores nothing); ask the operator to add it "
-            "(`echo-tools mcp add`)",
+            "(it needs the 'mcp' action); ask the operator to add it (`echo-tools mcp add`)",
         )
     try:
         name = check_server_name(server)
+        if scope is not None and scope.bound_entry(name, url):  # bound earlier in this compile or run
+            tool = scope.tool_for(name, url, operation)
+            if tool is not None:
+                return tool, "", ""
+            known = sorted(str(t.execution_config.get("tool")) for t in scope.tools.values()
+                           if t.execution_config.get("server") == bound_name(name, url))  # fmt: skip
+            return None, "operationName", _no_operation(server, operation, known)
         checked = check_server_config(name, {"url": url})
         registry.egress.check_url(url)  # the literal address now; names are resolved and checked at connect
         listing = run_sync(discover_tools(name, checked, registry.egress), timeout=_LISTING_TIMEOUT_S)
@@ -114,8 +125,11 @@ def _add_server(
     operations = sorted(t.name for t in listing)
     if operation not in operations:
         return None, "operationName", _no_operation(server, operation, operations) + "; nothing was added"
+    if scope is not None:  # listed under its bound name: no stored server's sessions or tools
+        scope.bind(name, checked, tool_defs(bound_name(name, url), listing))
+        return scope.tool_for(name, url, operation), "", ""
     try:
-        register_server(registry, name, checked, listing)
+        register_server(registry, name, checked, listing)  # owned by the principal acting now
     except ToolError as exc:
         return None, "serverUrl", f"MCP server {server!r} at {url!r} cannot be added: {exc}"
     tool = match_mcp_tool(registry, name, operation)
