@@ -11,12 +11,20 @@ machine whose load changes meanwhile weighs on both alike; every run is reported
 
 `--soak`: one echo-tools server with the history on and SSE subscribers attached, 100,000 requests at 50
 concurrent clients; reports the server's RSS after warm-up and at the end, failed requests and p99.
+
+`--postgres`: two more servers in the same run, both gated as above with the run history on: one with the
+JSON catalogue and the SQLite history (the embedded stores), one with the catalogue and the history on
+PostgreSQL, wired as `echo-tools serve --database-url` wires them (one pool, the registry reloaded on
+NOTIFY, `/tools/events` following every replica). The PostgreSQL server is started here (initdb into a
+temporary folder, fsync on, 127.0.0.1) and removed at the end; the second table is PostgreSQL / JSON store,
+every run. With `--soak`, the soak runs on the PostgreSQL server.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -24,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +79,8 @@ def principals() -> dict[str, Any]:
 
 def build_app(mode: str, storage: str) -> Any:
     """`stock`: a bare FastAPI route; `operator`: echo-tools with one key; `gate`: three principals;
-    `soak`: three principals, the run history kept in `storage`."""
+    `json`: three principals, the catalogue and the run history in `storage` (JSON files and SQLite);
+    `pg`: three principals, the catalogue and the run history in the PostgreSQL database `$ECHO_BENCH_DSN`."""
     if mode == "stock":
         from _common import add
         from fastapi import Body, FastAPI
@@ -91,17 +101,41 @@ def build_app(mode: str, storage: str) -> Any:
     from echo_tools.registry import ToolRegistry
     from echo_tools.settings import ApiSettings
 
+    settings = ApiSettings(api_key=OPERATOR_KEY, principals=principals() if mode != "operator" else None)
+    if mode in ("json", "pg"):
+        return stored_app(mode, storage, settings)
     registry = ToolRegistry(storage_dir=storage, allowed_modules=("_common",))
     registry.register(TOOL)
-    settings = ApiSettings(api_key=OPERATOR_KEY, principals=principals() if mode != "operator" else None)
-    executor = ToolExecutor(registry)
-    history = None
-    if mode == "soak":
-        from echo_tools.history import RunHistory
+    return create_app(registry, ToolExecutor(registry), settings)
 
+
+def stored_app(mode: str, storage: str, settings: Any) -> Any:
+    """The app with the run history on, its stores wired as `echo-tools serve` wires them: the history is
+    the executor's sink and holds the approvals and quota counts; on PostgreSQL one pool for everything,
+    the registry reloaded when another replica changes the catalogue, `/tools/events` following them."""
+    from echo_tools.api import create_app
+    from echo_tools.executor import ToolExecutor
+    from echo_tools.governance.wiring import governance_stores
+    from echo_tools.history import RunHistory
+    from echo_tools.registry import ToolRegistry
+
+    stores: Any = None
+    if mode == "pg":
+        from echo_tools.pg import attach, open_stores
+
+        stores = open_stores(os.environ["ECHO_BENCH_DSN"])
+        registry = ToolRegistry(storage=stores.storage, allowed_modules=("_common",))
+        attach(registry, stores)
+        history: Any = stores.history
+    else:
+        registry = ToolRegistry(storage_dir=storage, allowed_modules=("_common",))
         history = RunHistory(storage)
-        executor.add_sink(history)
-    return create_app(registry, executor, settings, history=history)
+    registry.register(TOOL)
+    executor = ToolExecutor(registry, [history], **governance_stores(history))
+    app = create_app(registry, executor, settings, history=history)
+    if stores is not None:
+        stores.history.follow(app.state.echo_tools.broadcaster)
+    return app
 
 
 def serve(port: int, mode: str) -> None:
@@ -119,11 +153,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(mode: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(mode: str, dsn: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """A server of `mode` in its own process (`dsn`: the PostgreSQL database of the `pg` mode)."""
     import httpx
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), mode], cwd=HERE.parent)
+    env = {**os.environ, **({"ECHO_BENCH_DSN": dsn} if dsn else {})}
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), mode], cwd=HERE.parent, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:  # bounded wait for readiness
@@ -144,6 +180,7 @@ async def hammer(url: str, path: str, total: int, clients: int, key: str = KEY) 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     latencies: list[float] = []
     failed = 0
+    failures: list[str] = []  # what the failed requests answered (the first few are printed)
     remaining = total
     async with httpx.AsyncClient(
         base_url=url, limits=limits, headers={"X-API-Key": key}, timeout=60
@@ -158,9 +195,12 @@ async def hammer(url: str, path: str, total: int, clients: int, key: str = KEY) 
                 started = time.perf_counter()
                 try:
                     response = await client.post(path, json={"a": 1, "b": 2})
-                    failed += response.status_code != 200
-                except httpx.HTTPError:
+                    if response.status_code != 200:
+                        failed += 1
+                        failures.append(f"{response.status_code}: {response.text[:200]}")
+                except httpx.HTTPError as exc:
                     failed += 1
+                    failures.append(f"{type(exc).__name__}: {exc}")
                 latencies.append(time.perf_counter() - started)
 
         started = time.perf_counter()
@@ -172,14 +212,15 @@ async def hammer(url: str, path: str, total: int, clients: int, key: str = KEY) 
         "p50": latencies[len(latencies) // 2] * 1000,
         "p99": latencies[int(len(latencies) * 0.99)] * 1000,
         "failed": failed,
+        "failures": sorted(set(failures))[:5],
     }
 
 
 def compare(
-    modes: list[tuple[str, str, str, str]], runs: int, total: int, clients: int
+    modes: list[tuple[str, str, str, str]], runs: int, total: int, clients: int, dsn: str | None = None
 ) -> list[dict[str, Any]]:
     """Each `(label, server mode, path, key)` measured once per run, the order alternating run by run."""
-    servers = {label: start_server(mode) for label, mode, _, _ in modes}
+    servers = {label: start_server(mode, dsn) for label, mode, _, _ in modes}
     rows: list[dict[str, Any]] = []
     try:
         for run in range(1, runs + 1):
@@ -236,8 +277,8 @@ async def subscriber(url: str, stop: asyncio.Event, seen: list[int]) -> None:
                     return
 
 
-async def soak(total: int, clients: int, subscribers: int) -> dict[str, Any]:
-    proc, url = start_server("soak")
+async def soak(total: int, clients: int, subscribers: int, dsn: str | None = None) -> dict[str, Any]:
+    proc, url = start_server("pg" if dsn else "json", dsn)
     try:
         stop = asyncio.Event()
         seen = [0]
@@ -258,6 +299,63 @@ async def soak(total: int, clients: int, subscribers: int) -> dict[str, Any]:
             "growth_mb": (after - before) / 1024, "sse_events_seen": seen[0]}  # fmt: skip
 
 
+@contextlib.contextmanager
+def database(wanted: bool) -> Iterator[str | None]:
+    """The DSN of a fresh database on a PostgreSQL server started for this run (fsync on, 127.0.0.1, in a
+    temporary folder, as the tests start theirs), stopped and removed at the end; None when not `wanted`."""
+    if not wanted:
+        yield None
+        return
+    from tests.echo_tools._pg_support import PgServer
+
+    server = PgServer(fsync=True).start()
+    try:
+        dsn = server.new_database()
+        from echo_tools.pg import PgDatabase
+
+        PgDatabase(dsn).close()  # migrated once here, not raced by the servers
+        yield dsn
+    finally:
+        server.stop()
+
+
+def headers(base: str, other: str) -> tuple[str, ...]:
+    return ("run", f"{base} req/s", f"{other} req/s", f"{other}/{base}", f"{base} p50", f"{other} p50", "p50 x",
+            f"{other} p99", f"{base} cpu us", f"{other} cpu us", f"{base}/{other} cpu", "failed")  # fmt: skip
+
+
+def comparison(runs: int, total: int, clients: int, dsn: str | None) -> None:
+    """Stock vs echo-tools with the gate; with `dsn`, also the JSON store vs PostgreSQL (history on both)."""
+    gate, json_store, pg = "echo-tools (gate, 3 principals)", "json store", "postgres"
+    modes = [("stock", "stock", "/add", KEY), (gate, "gate", INVOKE, IDE_KEY)]
+    if dsn:
+        modes += [(json_store, "json", INVOKE, IDE_KEY), (pg, "pg", INVOKE, IDE_KEY)]
+    rows = compare(modes, runs, total, clients, dsn)
+    for row in rows:
+        for failure in row["failures"]:
+            print(f"run {row['run']}, {row['label']}: a request failed: {failure}")
+    title = f"{clients} concurrent clients, {total} requests per run, uvicorn on 127.0.0.1"
+    table = ratio_rows(rows, "stock", gate)
+    report(table, title=f"HTTP invoke, {title}", headers=headers("stock", "echo"))
+    print(
+        f"worst echo/stock req/s: {min(r[3] for r in table):.2f}; worst p50 ratio: {max(r[6] for r in table):.2f}"
+    )
+    if not dsn:
+        return
+    print()
+    table = ratio_rows(rows, json_store, pg)
+    report(
+        table,
+        title=f"HTTP invoke with the run history on, JSON catalogue + SQLite vs PostgreSQL, {title}",
+        headers=headers("json", "pg"),
+    )
+    print(
+        f"worst pg/json req/s: {min(r[3] for r in table):.2f}; worst p50 ratio: {max(r[6] for r in table):.2f}"
+    )
+    against_stock = [r[3] for r in ratio_rows(rows, "stock", pg)]
+    print("pg/stock req/s per run: " + ", ".join(f"{r:.2f}" for r in against_stock))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -266,30 +364,20 @@ def main() -> int:
     parser.add_argument("--soak", action="store_true", help="the bounded soak instead of the comparison")
     parser.add_argument("--soak-requests", type=int, default=100_000)
     parser.add_argument("--subscribers", type=int, default=3)
+    parser.add_argument("--postgres", action="store_true", help="also the stores on PostgreSQL (see above)")
     parser.add_argument("--serve", nargs=2, metavar=("PORT", "MODE"))
     args = parser.parse_args()
     if args.serve:
         serve(int(args.serve[0]), args.serve[1])
         return 0
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    if args.soak:
-        result = asyncio.run(soak(args.soak_requests, args.clients, args.subscribers))
-        print(
-            json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}, indent=2)
-        )
-        return 0 if result["failed"] == 0 and result["growth_mb"] < 20 else 1
-    modes = [("stock", "stock", "/add", KEY), ("echo-tools (gate, 3 principals)", "gate", INVOKE, IDE_KEY)]
-    rows = compare(modes, args.runs, args.requests, args.clients)
-    table = ratio_rows(rows, "stock", modes[1][0])
-    report(
-        table,
-        title=f"HTTP invoke, {args.clients} concurrent clients, {args.requests} requests per run, uvicorn on 127.0.0.1",
-        headers=("run", "stock req/s", "echo req/s", "echo/stock", "stock p50", "echo p50", "p50 x", "echo p99",
-                 "stock cpu us", "echo cpu us", "stock/echo cpu", "failed"),
-    )  # fmt: skip
-    worst = min(r[3] for r in table)
-    print(f"worst echo/stock req/s: {worst:.2f}; worst p50 ratio: {max(r[6] for r in table):.2f}")
-    return 0
+    with database(args.postgres) as dsn:
+        if not args.soak:
+            comparison(args.runs, args.requests, args.clients, dsn)
+            return 0
+        result = asyncio.run(soak(args.soak_requests, args.clients, args.subscribers, dsn))
+    print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}, indent=2))
+    return 0 if result["failed"] == 0 and result["growth_mb"] < 20 else 1
 
 
 if __name__ == "__main__":

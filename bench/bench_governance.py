@@ -7,9 +7,14 @@
         database, calls alternating between them): p50 and p95 added latency per call over the same call
         without a quota.
 
+    (c) `stage` (only when asked): the governance stage of (a) alone, in process (the call object, the
+        plan's `before` with the hook and the quota, the `after` check), beside the floor it cannot go
+        under on this machine (one Python function call, one `time.monotonic()`, one uncontended lock)
+        and the plain call: what the stage adds, in ns, when the machine is too busy for (a)'s ratio.
+
 Both rows of each pair are measured in this run, interleaved in rounds, so machine noise hits both alike.
-Medians in microseconds. Run: `.venv/bin/python bench/bench_governance.py [memory] [postgres]` (the
-PostgreSQL part starts a server in a temporary folder; see tests/echo_tools/_pg_support.py).
+Medians in microseconds. Run: `.venv/bin/python bench/bench_governance.py [memory] [postgres] [stage]`
+(the PostgreSQL part starts a server in a temporary folder; see tests/echo_tools/_pg_support.py).
 """
 
 from __future__ import annotations
@@ -146,8 +151,65 @@ def postgres_part() -> list[tuple[str, float, float, float]]:
         server.stop()
 
 
+def stage_part() -> list[tuple[str, float]]:
+    """ns per call: the stage alone, its parts, the floor, and the plain call (best of many rounds)."""
+    import threading
+    import timeit
+
+    from echo_tools.governance.hooks import ToolCall
+
+    plain = ToolExecutor(registry(None))
+    governed = ToolExecutor(registry(Quota(limit=10 * N * ROUNDS, per_s=3600, scope="user")))
+    governed.add_hook(Guardrail())
+    tool = governed.registry.resolve("add")
+    plan = governed.governance.plan(tool)
+    assert tool is not None and plan is not None
+    take = plan.counts[0][0]
+    counted = ToolCall(tool, ARGS, USER, 1)
+    lock = threading.Lock()
+
+    def stage() -> None:
+        call = ToolCall(tool, ARGS, USER, 1)
+        assert plan.before(call, lambda a: a, False) is ARGS
+        if plan.afters or call.approval_id is not None:
+            raise AssertionError("nothing to do after this call")
+
+    def nothing() -> None:
+        pass
+
+    def locked() -> None:
+        lock.acquire()
+        lock.release()
+
+    rows = [
+        ("plain invoke_sync", lambda: plain.invoke_sync("add", ARGS, USER)),
+        ("governance stage (hook + quota)", stage),
+        ("  the call object (ToolCall)", lambda: ToolCall(tool, ARGS, USER, 1)),
+        ("  the quota count (take)", lambda: take(counted)),
+        ("floor: one Python function call", nothing),
+        ("floor: time.monotonic()", time.monotonic),
+        ("floor: uncontended lock", locked),
+    ]
+    n = max(500, N // 20)
+    found = [(name, min(timeit.repeat(fn, number=n, repeat=ROUNDS * 2)) / n * 1e9) for name, fn in rows]
+    plain.close()
+    governed.close()
+    return found
+
+
 def main() -> None:
     parts = sys.argv[1:] or ["memory", "postgres"]
+    if "stage" in parts:
+        rows = stage_part()
+        plain_ns = rows[0][1]
+        report(
+            [
+                (name, ns, f"{(plain_ns + ns) / plain_ns:.3f}x" if i == 1 else "")
+                for i, (name, ns) in enumerate(rows)
+            ],
+            title="(c) the governance stage alone, in process (best of rounds, ns per call; ratio: plain + stage)",
+            headers=["what", "ns", "implied ratio"],
+        )
     if "memory" in parts:
         rows = memory_part()
         report(

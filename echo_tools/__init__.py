@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from echo_tools._version import __version__ as __version__
 from echo_tools.builtin_tools import builtin_tools_dir
 from echo_tools.catalogue import Catalogue
 from echo_tools.egress import EgressPolicy, egress_client
@@ -152,8 +153,6 @@ __all__ = [
     "tool_from_function",
     "tool_from_langchain",
 ]
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 import httpx
@@ -22,8 +22,21 @@ from httpx_aiohttp import AiohttpTransport
 
 from echo_tools.bounded_body import BoundedDecoder, UndecodableBodyError
 
-if TYPE_CHECKING:
-    from echo_tools.egress import EgressPolicy
+
+class AddressPolicy(Protocol):
+    """What the transport asks of an egress policy (`echo_tools.egress.EgressPolicy` is the one in use)."""
+
+    @property
+    def max_response_bytes(self) -> int: ...
+
+    def check_url(self, url: str) -> None: ...
+
+    def check_address(
+        self, address: ipaddress.IPv4Address | ipaddress.IPv6Address, url: str = ""
+    ) -> None: ...
+
+    def allows_host_name(self, host: str) -> bool: ...
+
 
 DECODED_FROM = "echo_tools.decoded_from"  # response extension: the Content-Encoding undone here
 
@@ -45,7 +58,7 @@ class PinnedResolver(AbstractResolver):
             inject one that answers what they choose.
     """
 
-    def __init__(self, policy: EgressPolicy, inner: AbstractResolver | None = None) -> None:
+    def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
         self.policy = policy
         self.inner = inner or aiohttp.ThreadedResolver()
 
@@ -131,7 +144,7 @@ class EgressTransport(httpx.AsyncBaseTransport):
 
     def __init__(
         self,
-        policy: EgressPolicy,
+        policy: AddressPolicy,
         *,
         max_body_bytes: int | None = None,
         resolver: AbstractResolver | None = None,

@@ -13,7 +13,8 @@ calling thread with waits that block (`on_loop=False`), so it never suspends and
 how step 6 waits differs between the two (`_attempt`): a tool whose backend offers it as a plain sync
 function (`ToolBackend.sync_call`) runs inline or on a worker thread (`runtime`) that a sync caller waits
 on directly; every other tool runs through `backend.call`, on the background loop for sync callers.
-What is decided once per tool lives in `routes`, the error table in `outcomes`, retries in `retry`.
+What is decided once per tool lives in `routes`, the error table in `outcomes`, retries in `retry`,
+the calling thread's own runs (the sync pipeline, inline tools) in `inline`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from echo_tools import gate, retry
@@ -34,18 +35,18 @@ from echo_tools.errors import (
     ToolError,
     ToolNotFoundError,
     ToolOutputValidationError,
-    ToolPermissionError,
     ToolValidationError,
 )
 from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, format_call_id, next_call_number
 from echo_tools.governance.hooks import ToolCall
 from echo_tools.governance.stage import OFF_LOOP, Governance
+from echo_tools.inline import drive, run_inline
 from echo_tools.jsonvalue import to_json_value
 from echo_tools.limits import ConcurrencyLimits
 from echo_tools.mcp.bound import bound_tool
 from echo_tools.metrics import MetricsRecorder
 from echo_tools.models import ToolContext, ToolDef, ToolResult, ToolStatus, ToolType
-from echo_tools.outcomes import as_tool_error, cancelled_error, result_error_type
+from echo_tools.outcomes import as_tool_error, cancelled_error, permission_refusal, result_error_type
 from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
 from echo_tools.runtime import await_in_worker, call_in_worker, run_sync
@@ -55,7 +56,7 @@ from echo_tools.suggest import tool_hint
 if TYPE_CHECKING:
     import httpx
 
-    from echo_tools.backends.base import SyncCall, ToolBackend
+    from echo_tools.backends.base import ToolBackend
     from echo_tools.governance.approvals import ApprovalPolicy, ApprovalRecord, ApprovalStore
     from echo_tools.governance.quotas import QuotaCounter
     from echo_tools.history.recording import Recording
@@ -159,7 +160,7 @@ class ToolExecutor:
         except RuntimeError:  # no loop in this thread: the caller may block
             context = context or NO_CONTEXT
             call = self._call(ref, input_data, context, on_loop=False)
-            return _drive(gate.metered(call, context) if context.budget is not None else call)
+            return drive(gate.metered(call, context) if context.budget is not None else call)
         raise RuntimeError(
             "ToolExecutor.invoke_sync() cannot run inside a running event loop (it would block it); "
             "use 'await executor.invoke(...)' instead"
@@ -184,15 +185,9 @@ class ToolExecutor:
         # 2. permissions: what the tool needs must be within what the caller granted (None: unrestricted)
         granted = context.granted_permissions
         if tool.permissions and granted is not None:
-            missing = [p.value for p in tool.permissions if p not in granted]
-            if missing:
-                refusal = ToolPermissionError(
-                    f"Tool {tool.tool_id!r} needs permissions {missing!r} that the caller did not grant "
-                    f"(granted: {[p.value for p in granted]!r})",
-                    tool_id=tool.tool_id,
-                    field="permissions",
-                )
-                return self._refuse(tool, ref, input_data, refusal, context, started, on_loop, call_id)
+            ungranted = permission_refusal(tool, granted)
+            if ungranted is not None:
+                return self._refuse(tool, ref, input_data, ungranted, context, started, on_loop, call_id)
         if context.budget is not None:  # the request's budget: calls, depth, fan-out, time, output
             spent = gate.admit(tool, context)
             if spent is not None:
@@ -205,18 +200,22 @@ class ToolExecutor:
         if self.replay is not None:  # 5-9 answered from a recorded run: no tool runs
             return self.replay.answer(self, tool, args, _ids(context), call_id, on_loop)
         governed = None  # hooks, approval, quotas (`echo_tools.governance`): may deny, change, hold, answer
-        if self.governance.applies(tool):
+        plan = self.governance.plan(tool)  # what applies to this tool, worked out once per tool version
+        if plan is not None:
             governed = ToolCall(tool, args, context, call_id)  # replaced or edited args: validated again
-            verdict = self.governance.before(governed, lambda a: self._checked_input(route, a), on_loop)
-            if verdict is OFF_LOOP:  # a database answers (approvals, quota counts): wait off the loop
-                verdict = await self.governance.before_off_loop(
-                    governed, lambda a: self._checked_input(route, a)
-                )
-            if isinstance(verdict, ToolError):
-                return self._refuse(tool, ref, args, verdict, context, started, on_loop, call_id)
-            if isinstance(verdict, ToolResult):  # the approved call ran before: its result, not a second run
-                return verdict
-            args = cast("dict[str, Any]", verdict)
+            verdict = plan.before(governed, lambda a: self._checked_input(route, a), on_loop)
+            if verdict is not args:  # denied, held, answered, replaced, or waiting for a database
+                if verdict is OFF_LOOP:  # a database answers (approvals, quota counts): wait off the loop
+                    verdict = await self.governance.before_off_loop(
+                        governed, lambda a: self._checked_input(route, a)
+                    )
+                if isinstance(verdict, ToolError):
+                    return self._refuse(tool, ref, args, verdict, context, started, on_loop, call_id)
+                if isinstance(
+                    verdict, ToolResult
+                ):  # the approved call ran before: its result, not a second run
+                    return verdict
+                args = cast("dict[str, Any]", verdict)
         # 5. announce the call
         fields = None
         if self.events.sinks:
@@ -230,18 +229,42 @@ class ToolExecutor:
             if hit is not None:
                 kept = BackendOutput(hit.output, {**hit.metadata, "cached": True})
                 result = self._finish(route, args, context, started, fields, on_loop, kept, None, 0, call_id)
-                return result if governed is None else self.governance.after(governed, result)
+                return result if plan is None or governed is None else plan.after(governed, result)
         # 6. run the backend under the deadline, attempt after attempt as `retry` decides
+        output, error, attempts = await self._attempts(
+            route, args, context, started, fields, on_loop, call_id
+        )
+        # 7-9. normalise and check the output, close the call, return the result
+        result = self._finish(
+            route, args, context, started, fields, on_loop, output, error, attempts, call_id
+        )
+        if cache_key is not None and result.success and route.cache_ttl_s is not None:
+            self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
+        # the hooks' `after`, and the result kept with the call's approval
+        if plan is not None and governed is not None and (plan.afters or governed.approval_id is not None):
+            result = plan.after(governed, result)
+        return result
+
+    async def _attempts(
+        self,
+        route: Route,
+        args: dict[str, Any],
+        context: ToolContext,
+        started: float,
+        fields: dict[str, Any] | None,
+        on_loop: bool,
+        call_id: str | int,
+    ) -> tuple[Any, ToolError | None, int]:
+        """Step 6: the backend under the deadline, attempt after attempt as `retry` decides; the output,
+        the last attempt's error (None: it succeeded) and the number of attempts."""
+        tool = route.tool
         timeout_ms = context.timeout_ms or tool.timeout_ms
-        output: Any = None
-        error: ToolError | None = None
         attempts = 0
         while True:
             attempts += 1
             try:
                 output = await self._attempt(route, args, context, timeout_ms / 1000, call_id, on_loop)
-                error = None
-                break
+                return output, None, attempts
             # the caller gave up (task cancelled, Ctrl-C while waiting): close the call, pass it on
             except (asyncio.CancelledError, KeyboardInterrupt):
                 failure = cancelled_error(tool)
@@ -250,20 +273,11 @@ class ToolExecutor:
             except Exception as exc:  # boundary: translated into the call's error at this one edge
                 error = as_tool_error(exc, tool, timeout_ms)
             if not retry.again(tool, error, attempts):
-                break
+                return None, error, attempts
             if on_loop:
                 await asyncio.sleep(retry.backoff_s(tool, attempts))
             else:
                 time.sleep(retry.backoff_s(tool, attempts))
-        # 7-9. normalise and check the output, close the call, return the result
-        result = self._finish(
-            route, args, context, started, fields, on_loop, output, error, attempts, call_id
-        )
-        if cache_key is not None and result.success and route.cache_ttl_s is not None:
-            self.result_cache.put(cache_key, tool, result.output, result.metadata, route.cache_ttl_s)
-        if governed is not None:  # the hooks' `after`, and the result kept with the call's approval
-            result = self.governance.after(governed, result)
-        return result
 
     def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
         """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
@@ -411,7 +425,7 @@ class ToolExecutor:
                 sync = route.decide_sync(backend)
         if sync is not None:  # a plain sync function: inline, or on a worker thread waited for directly
             if sync.inline:
-                return _run_inline(sync, args, timeout_s)
+                return run_inline(sync.fn, args, timeout_s)
             if on_loop:
                 return await await_in_worker(sync.fn, timeout_s, args)
             return call_in_worker(sync.fn, timeout_s, args)
@@ -559,22 +573,3 @@ class ToolExecutor:
 def _ids(context: ToolContext) -> ToolContext | None:
     """The context whose ids events carry; None for a call made without one (its events need none)."""
     return None if context is NO_CONTEXT else context
-
-
-def _run_inline(sync: SyncCall, args: dict[str, Any], timeout_s: float) -> Any:
-    """One attempt in the calling thread: it cannot be cut short, so an overrun is reported when it returns."""
-    started = _perf()
-    output = sync.fn(args)
-    if _perf() - started > timeout_s:
-        raise TimeoutError
-    return output
-
-
-def _drive(coro: Coroutine[Any, Any, ToolResult]) -> ToolResult:
-    """Run a pipeline whose every wait blocks (`on_loop=False`): it finishes without ever suspending."""
-    try:
-        coro.send(None)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]
-    coro.close()
-    raise RuntimeError("the synchronous pipeline suspended, which it never should")  # a bug of ours

@@ -1,4 +1,5 @@
-"""How a tool call ends: the one table that turns whatever step 6 raised into the call's `ToolError`.
+"""How a tool call ends: the one table that turns whatever step 6 raised into the call's `ToolError`, and
+the errors of a call refused or stopped (permissions not granted, a deadline, a cancellation).
 
 Backends translate the exceptions of the code they run (`from exc`); what still reaches the executor is
 mapped here, once, and the `ToolResult` takes its `error_type` and `error_field` from the result.
@@ -6,9 +7,29 @@ mapped here, once, and the `ToolResult` takes its `error_type` and `error_field`
 
 from __future__ import annotations
 
-from echo_tools.errors import ToolConfigError, ToolError, ToolExecutionError, ToolTimeoutError
-from echo_tools.models import ToolDef
+from echo_tools.errors import (
+    ToolConfigError,
+    ToolError,
+    ToolExecutionError,
+    ToolPermissionError,
+    ToolTimeoutError,
+)
+from echo_tools.models import ToolDef, ToolPermission
 from echo_tools.runtime import WorkersBusy
+
+
+def permission_refusal(tool: ToolDef, granted: list[ToolPermission]) -> ToolPermissionError | None:
+    """The refusal of a call whose tool needs permissions the caller did not grant (step 2); None when
+    every one it needs is granted."""
+    missing = [p.value for p in tool.permissions if p not in granted]
+    if not missing:
+        return None
+    return ToolPermissionError(
+        f"Tool {tool.tool_id!r} needs permissions {missing!r} that the caller did not grant "
+        f"(granted: {[p.value for p in granted]!r})",
+        tool_id=tool.tool_id,
+        field="permissions",
+    )
 
 
 def as_tool_error(exc: BaseException, tool: ToolDef, timeout_ms: float) -> ToolError:

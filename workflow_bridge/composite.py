@@ -83,6 +83,7 @@ class _CompositeBackend(ToolBackend):
     """What both types share: the nesting checks and running a blocking crew under a sub-run id."""
 
     nests = True
+    executor: ToolExecutor  # more than a `BackendHost`: workflows and agents compile over the whole executor
 
     def __init__(self, executor: ToolExecutor) -> None:
         self.executor = executor

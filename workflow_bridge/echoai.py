@@ -86,12 +86,15 @@ class ToolLayer:
 
     @property
     def executor(self) -> Any:
-        """The `ToolExecutor` every tool call goes through."""
+        """The `ToolExecutor` every tool call goes through; its approvals are kept beside the run history
+        (`governance_stores`), so a run paused for a tool approval is decided from any process."""
 
         def build() -> Any:
             from echo_tools import ToolExecutor
+            from echo_tools.governance import governance_stores
 
-            return ToolExecutor(self.registry, event_sinks=self.event_sinks)
+            stores = governance_stores(self.history)
+            return ToolExecutor(self.registry, event_sinks=self.event_sinks, **stores)
 
         return self._once("executor", build)
 

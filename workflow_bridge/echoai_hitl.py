@@ -1,14 +1,23 @@
 """EchoAI's `HITLManager`, answered from the run history: approve, reject and modify resume the paused run
 (`runner.resume_run`), defer keeps it paused and marked `deferred`, and the status, context, decisions and
 pending list are read from the history. `echoai.install` puts it in place of EchoAI's class.
+
+A run paused at a tool call waiting for approval (a `tool_approval` interrupt, `echo_tools.governance`)
+is decided through the same methods: the acting principal needs the `approve` action, the approval is
+decided in the approval store first (exactly once, only by its owner or an admin: what
+`/tools/approvals/{id}` and `echo-tools approvals` do), then the run is carried on; `modify`'s `changes`
+are the call's new arguments, validated against the tool's schema.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
+from echo_tools.gate import acting
+from echo_tools.governance import ApprovalDecisionError
 from workflow_bridge import runner
 from workflow_bridge.echoai_host import _note_pause, _outcome, off_the_loop, recorded_status
 
@@ -46,7 +55,12 @@ class EchoAIHitl:
     def __call__(self, *_args: Any, **_kwargs: Any) -> EchoAIHitl:
         return self  # EchoAI's routes call `HITLManager()`: the class is replaced by this object
 
-    def _resume(self, run_id: str, action: str, decision: dict[str, Any], actor: str) -> dict[str, Any]:
+    def _resume(
+        self, run_id: str, action: str, decision: dict[str, Any], actor: str, changes: Any = None
+    ) -> dict[str, Any]:
+        waiting = self._tool_approvals(run_id)
+        if waiting:  # the run waits for a tool call's approval: decided in the approval store first
+            decision = self._decide_approvals(run_id, waiting, action, decision, actor, changes)
         decision = {**decision, "actor": actor}  # kept with the decision, as EchoAI's audit trail keeps it
 
         def work() -> dict[str, Any]:
@@ -86,12 +100,15 @@ class EchoAIHitl:
     def modify(
         self, run_id: str, actor: str = "unknown", changes: Any = None, rationale: str | None = None
     ) -> dict[str, Any]:
-        """Resume the paused run with `edit`: `changes` replace the paused node's result.
+        """Resume the paused run with `edit`: `changes` replace the paused node's result (for a run
+        waiting for a tool call's approval: the call's new arguments, `changes.args` or `changes`).
 
         Raises:
             HitlRequestError: `changes` holds an agent-config key (`llm`, `prompt`, ...): EchoAI's modify
                 edits the agent and re-validates the workflow, which a paused run cannot take.
         """
+        if self._tool_approvals(run_id):
+            return self._resume(run_id, "modify", _decision("edit", rationale), actor, changes)
         if isinstance(changes, Mapping):
             for key in AGENT_CONFIG_KEYS:
                 if key in changes:
@@ -166,7 +183,79 @@ class EchoAIHitl:
         }
         if deferral is not None:
             answer["defer_until"] = deferral.get("defer_until")
+        if request.get("type") == "tool_approval":  # a tool call waits: which one, and who asked
+            answer["blocked_at"] = request.get("agent_name") or request.get("tool")
+            answer["tool_approval"] = request
         return answer
+
+    # -- runs waiting for a tool call's approval (`echo_tools.governance`) -------------------------
+
+    def _tool_approvals(self, run_id: str) -> list[Mapping[str, Any]]:
+        """The `tool_approval` requests run `run_id` is paused at (none: not paused at one)."""
+        try:
+            answer = runner.run_status(run_id, storage=self.layer.history)
+        except runner.RunResumeError:
+            return []  # unknown: the resume names it
+        if answer["status"] != "interrupted":
+            return []
+        requests = answer["state"].get("__interrupt__") or []
+        return [r for r in requests if isinstance(r, Mapping) and r.get("type") == "tool_approval"]
+
+    def _decide_approvals(
+        self,
+        run_id: str,
+        waiting: list[Mapping[str, Any]],
+        action: str,
+        decision: dict[str, Any],
+        actor: str,
+        changes: Any,
+    ) -> dict[str, Any]:
+        """Decide every approval the run waits for, as `/tools/approvals/{id}` does (the `approve` action,
+        the owner or an admin, exactly once), and answer the decision the run is resumed with (the
+        arguments of an edit stay in the store, where the paused call reads them)."""
+        principal = acting()
+        ids = ", ".join(str(r.get("approval_id")) for r in waiting)
+        if not principal.may("approve"):
+            raise HitlRequestError(
+                f"principal {principal.name!r} may not decide tool approvals (action 'approve' is not in its "
+                f"grants); run {run_id!r} waits for approval {ids}",
+                field="action",
+                value="approve",
+            )
+        kind = {"approve": "approve", "reject": "reject", "modify": "edit"}[action]
+        args = _edit_args(changes) if kind == "edit" else None
+        for request in waiting:
+            approval_id = str(request.get("approval_id"))
+            try:
+                off_the_loop(partial(self._decide_one, approval_id, kind, args, decision, actor, principal))
+            except ApprovalDecisionError as exc:
+                raise HitlRequestError(
+                    f"{exc}; run {run_id!r} stays paused", field=exc.field or "approval_id", value=approval_id
+                ) from exc
+        resumed = {"decision": "reject" if kind == "reject" else "approve"}
+        return {**resumed, **({"comment": decision["comment"]} if decision.get("comment") else {})}
+
+    def _decide_one(
+        self, approval_id: str, kind: str, args: Any, decision: dict[str, Any], actor: str, principal: Any
+    ) -> None:
+        """`executor.decide` of one approval; one already decided the same way (the run's carry-on
+        failed after the decision) is carried on as it stands."""
+        executor = self.layer.executor
+        record = executor.governance.approvals.get(approval_id)
+        admin = principal.grants.admin
+        if record is not None and (admin or record.owner == principal.name) and record.status != "pending":
+            same = ("rejected",) if kind == "reject" else ("approved", "done")
+            if kind != "edit" and record.status in same:
+                return  # decided the same way before: carry the run on (the call is claimed once)
+        executor.decide(
+            approval_id,
+            kind,
+            args=args,
+            comment=decision.get("comment"),
+            by=actor if actor and actor != "unknown" else principal.name,
+            principal=principal.name,
+            admin=admin,
+        )
 
     def _deferral(self, run_id: str) -> dict[str, Any] | None:
         """The deferral holding the paused run back: the latest HITL mark is a deferral whose time (if
@@ -258,6 +347,14 @@ def _instant(value: datetime | str | None) -> str | None:
         ) from exc
     when = when if when.tzinfo else when.replace(tzinfo=UTC)
     return when.astimezone(UTC).isoformat()
+
+
+def _edit_args(changes: Any) -> Any:
+    """The new arguments of a tool call in EchoAI's `changes`: `changes.args` when it is an object, else
+    `changes` itself (anything else is passed on: `decide` answers 422 naming `args`)."""
+    if isinstance(changes, Mapping) and isinstance(changes.get("args"), Mapping):
+        return dict(changes["args"])
+    return dict(changes) if isinstance(changes, Mapping) else changes
 
 
 def _decision(kind: str, rationale: str | None) -> dict[str, Any]:

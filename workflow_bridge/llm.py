@@ -144,6 +144,7 @@ def _from_agent_config(config: Mapping[str, Any]) -> BaseLLM | None:
         return None
     base_url = config.get("base_url") or config.get("baseUrl")
     if base_url:
+        _check_model_url(base_url)
         api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or "not-needed"
         return _build(model, base_url=base_url, api_key=api_key, **llm_params(config))
     provider = provider_of(model, config.get("provider"))
@@ -152,6 +153,20 @@ def _from_agent_config(config: Mapping[str, Any]) -> BaseLLM | None:
         return None  # configured but not runnable here: no key in the environment
     name = model if "/" in model or not provider else f"{provider}/{model}"
     return _build(name, **llm_params(config))
+
+
+def _check_model_url(base_url: Any) -> None:
+    """An agent's own model URL is the operator's to choose: a canvas sent by another principal (over
+    HTTP) may not make the server send its prompts, and its model API key, to a URL of the caller's."""
+    from echo_tools.gate import acting
+
+    principal = acting()
+    if not principal.grants.admin:
+        raise LLMConfigError(
+            f"llm.base_url {str(base_url)[:200]!r}: principal {principal.name!r} may not choose the model's "
+            "URL (the server would send its prompts and model key there); leave llm.base_url out to use "
+            f"the server's model ({ENV_SPEC} or --llm), or ask the operator to run it"
+        )
 
 
 def resolve_llm(agent_llm_config: Mapping[str, Any] | None, default: BaseLLM | str | None = None) -> BaseLLM:
@@ -203,7 +218,13 @@ def check_llm(llm: Any, *, timeout: float = 3.0) -> None:
     provider's API key is not in the environment. The rehearsal model always passes.
 
     A model with a URL is asked for `GET <url>/models`; any HTTP answer (even 401 or 404) counts as
-    reachable, only a transport failure does not.
+    reachable, only a transport failure does not. The answer's body is never read (a server streaming an
+    endless or huge body cannot hold the check up).
+
+    The probe is not sent through `echo_tools.egress`: it asks whether the run's model client (CrewAI's,
+    which never goes through the egress client) will reach the URL the operator configured, so it takes
+    the same road, proxies included. Through the egress client it would refuse a model on this machine
+    or the LAN and ignore the proxy settings the model client follows: its verdict would not be the run's.
 
     Raises:
         LLMConfigError: naming the model, the URL or the missing variable, and what to do.
@@ -215,7 +236,8 @@ def check_llm(llm: Any, *, timeout: float = 3.0) -> None:
         import httpx
 
         try:
-            httpx.get(base.rstrip("/") + "/models", timeout=timeout)
+            with httpx.stream("GET", base.rstrip("/") + "/models", timeout=timeout):
+                pass  # the status line is the answer; the body is left unread and the connection closed
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             raise LLMConfigError(

@@ -14,8 +14,8 @@ of your own, `model.bind_tools(...)`. On each turn it
 - stops a loop: a call repeating the previous one with the same arguments is not made again; the model
   is asked to answer from the result it already has, without tools;
 - keeps the answer on the result: when the model answers right after a successful call and its answer
-  does not hold that call's short result (a small model may answer some other question), the result and
-  the user's question go back to it once (`GROUNDING_NUDGE`).
+  does not hold that call's short result (a small model offered tools may answer some other question),
+  the same conversation is asked once more without tools, which small models answer from the result.
 
 Validation errors of the arguments come back from the executor as the tool's error message (naming the
 field and the closest field names), which the model reads on its next turn.
@@ -57,7 +57,6 @@ LOOP_NUDGE = (
     "You already called {name} with these same arguments and its result is above. Do not call it "
     "again: answer the request now, in plain text, from the results you have."
 )
-GROUNDING_NUDGE = "The {name} tool returned: {result}\nUsing that result, answer this request: {request}"
 GROUNDED_RESULT_CHARS = 200  # longer results are summarised, not quoted: no check for them
 BAD_ARGUMENTS = (
     "Your call to {name!r} had arguments that are not a JSON object ({error}). Call it again with the "
@@ -201,9 +200,8 @@ class RecoveringChatModel(BaseChatModel):
             if failure is not None and self.tools:
                 nudge = retry_instruction(*failure, tool_schemas_of(self.tools))
                 return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
-            grounding = _grounding_nudge(conversation, str(reply.content))
-            if grounding is not None:
-                return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(grounding)])
+            if _drops_the_result(conversation, str(reply.content)):
+                return _Turn(with_tools=False)  # the same question again, answered without tools
             return _Turn(message=_text_only(reply))
         unknown = [c["name"] for c in calls if c["name"] not in known]
         if unknown:
@@ -252,30 +250,15 @@ def _failed_call(conversation: list[BaseMessage]) -> tuple[str, Any, str] | None
     return None
 
 
-def _grounding_nudge(conversation: list[BaseMessage], answer: str) -> str | None:
-    """The result and the request again, when `answer` follows one successful call without its result."""
+def _drops_the_result(conversation: list[BaseMessage], answer: str) -> bool:
+    """True when `answer` follows one successful call with a short result and does not state it."""
     if not conversation or not isinstance(conversation[-1], ToolMessage):
-        return None
+        return False
     last = conversation[-1]
     result = str(last.content).strip().strip('"').strip()
     if last.status == "error" or not result or len(result) > GROUNDED_RESULT_CHARS:
-        return None
-    if _holds(answer, result):
-        return None
-    name = next(
-        (
-            call["name"]
-            for message in reversed(conversation)
-            if isinstance(message, AIMessage)
-            for call in message.tool_calls
-            if call.get("id") == last.tool_call_id
-        ),
-        None,
-    )
-    request = next((m for m in reversed(conversation) if isinstance(m, HumanMessage)), None)
-    if name is None or request is None:
-        return None
-    return GROUNDING_NUDGE.format(name=name, result=result, request=str(request.content)[:2000])
+        return False
+    return not _holds(answer, result)
 
 
 def _holds(answer: str, result: str) -> bool:

@@ -116,6 +116,15 @@ def make_workflow_router(state: ApiState) -> APIRouter:
             raise _resume_error(exc) from exc
         return _plain(answer)
 
+    _add_resume_routes(router, state, histories, pool)
+    return router
+
+
+def _add_resume_routes(router: APIRouter, state: ApiState, histories: _Histories, pool: RunPool) -> None:
+    """`POST /workflows/runs/{run_id}/resume`, and the same resume for `POST /tools/approvals/{id}`
+    deciding a paused recorded run (`state.run_resumer`); both on the runs' own pool."""
+    gate = state.gate
+
     @router.post("/runs/{run_id}/resume", summary="Resume a run paused at a HITL node")
     async def resume_run(
         run_id: str, body: dict[str, Any] = Body(...), principal: Principal = gate.requires("approve")
@@ -167,7 +176,6 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         return None if answer is None else _plain(answer)
 
     state.run_resumer = carry_on
-    return router
 
 
 RUN_SLOTS_ENV = "ECHO_TOOLS_RUN_SLOTS"

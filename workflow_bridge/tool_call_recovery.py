@@ -5,7 +5,8 @@ Small local models often answer a tool request with the right call written as te
 reads such a text back into calls when, and only when, the text is a call: a JSON object (or a list of
 them) shaped `{"name": <tool>, "arguments": {...}}` (also `parameters` / `args`, or OpenAI's
 `{"function": {"name", "arguments"}}`), with a name among the tools the model was given, standing alone
-in the text apart from fences, tags and a short preface. Anything else stays text: a Python dict, a JSON
+in the text apart from fences, tags and a short preface, or each alone in a ```json fence of its own
+(with prose around it but no other fence). Anything else stays text: a Python dict, a JSON
 answer, code that happens to hold braces. A call-shaped object naming an unknown tool is reported
 (`Recovery.unknown`, with the closest known names) so the model can be told and try again.
 
@@ -145,6 +146,24 @@ def _stands_alone(text: str, spans: list[tuple[int, int]]) -> bool:
     return not words.endswith(("=", "(", ",", ":=", "return"))
 
 
+def _fenced_alone(text: str, spans: list[tuple[int, int]]) -> bool:
+    """True when each call is the whole of a ```json (or bare) fence of its own and the text holds no other
+    fence: a model explaining around the call it shows ("Here's how: ```json {...}``` This returns...")
+    means the call, as a fence holds what is to be run; prose quoting a call outside a fence does not."""
+    if text.count("```") != 2 * len(spans):
+        return False
+    for start, end in spans:
+        before, after = text[:start].rstrip(), text[end:].lstrip()
+        opening = before.rfind("```")
+        if (
+            opening < 0
+            or before[opening + 3 :].strip().lower() not in _CALL_FENCES
+            or not after.startswith("```")
+        ):
+            return False
+    return True
+
+
 def _python_literal(text: str, start: int) -> tuple[Any, int] | None:
     """A dict or list written with Python quoting (`'...'` strings, as small models write JSON inside a
     call) at `start`, read with `ast.literal_eval` (literals only, nothing runs); and where it ends."""
@@ -214,7 +233,7 @@ def recover_tool_calls(text: Any, tool_names: Iterable[str]) -> Recovery:
         spans.append((start, end))
     if recovery.unknown or not calls:
         return recovery
-    if not _stands_alone(text, spans):
+    if not (_stands_alone(text, spans) or _fenced_alone(text, spans)):
         return recovery  # calls quoted inside an answer or inside code are part of it
     recovery.calls = calls[:MAX_CALLS]
     return recovery

@@ -266,28 +266,7 @@ def _check_nodes(tree: ast.Module, issues: list[Issue]) -> None:
     loop_depth_nodes = (ast.For, ast.While, ast.AsyncFor)
     for node in ast.walk(tree):
         if isinstance(node, ast.ExceptHandler):
-            if node.type is None:
-                issues.append(
-                    Issue(
-                        node.lineno,
-                        "bugs",
-                        "warning",
-                        "bare-except",
-                        "A bare 'except:' also catches KeyboardInterrupt and SystemExit",
-                        "Catch the specific exceptions you expect (at least 'except Exception:')",
-                    )
-                )
-            if len(node.body) == 1 and isinstance(node.body[0], ast.Pass):
-                issues.append(
-                    Issue(
-                        node.lineno,
-                        "bugs",
-                        "warning",
-                        "swallowed-exception",
-                        "An exception is caught and silently ignored",
-                        "Log it or handle it; ignoring errors hides bugs",
-                    )
-                )
+            _check_handler(node, issues)
         elif isinstance(node, ast.Call):
             _check_call(node, issues)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -310,24 +289,7 @@ def _check_nodes(tree: ast.Module, issues: list[Issue]) -> None:
                         )
                     )
         elif isinstance(node, loop_depth_nodes):
-            for inner in ast.walk(node):
-                if (
-                    isinstance(inner, ast.AugAssign)
-                    and isinstance(inner.op, ast.Add)
-                    and isinstance(inner.value, (ast.JoinedStr, ast.Constant))
-                    and isinstance(getattr(inner.value, "value", ""), str)
-                ):
-                    issues.append(
-                        Issue(
-                            inner.lineno,
-                            "performance",
-                            "suggestion",
-                            "string-concat-in-loop",
-                            "Strings are concatenated with += inside a loop (quadratic time)",
-                            "Collect the parts in a list and ''.join() them once",
-                        )
-                    )
-                    break
+            _check_loop(node, issues)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
             isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
         ):
@@ -343,6 +305,54 @@ def _check_nodes(tree: ast.Module, issues: list[Issue]) -> None:
                         f"Rename it (e.g. '{name}_')",
                     )
                 )
+
+
+def _check_handler(node: ast.ExceptHandler, issues: list[Issue]) -> None:
+    """A bare `except:`, and a handler whose whole body is `pass`."""
+    if node.type is None:
+        issues.append(
+            Issue(
+                node.lineno,
+                "bugs",
+                "warning",
+                "bare-except",
+                "A bare 'except:' also catches KeyboardInterrupt and SystemExit",
+                "Catch the specific exceptions you expect (at least 'except Exception:')",
+            )
+        )
+    if len(node.body) == 1 and isinstance(node.body[0], ast.Pass):
+        issues.append(
+            Issue(
+                node.lineno,
+                "bugs",
+                "warning",
+                "swallowed-exception",
+                "An exception is caught and silently ignored",
+                "Log it or handle it; ignoring errors hides bugs",
+            )
+        )
+
+
+def _check_loop(node: ast.For | ast.While | ast.AsyncFor, issues: list[Issue]) -> None:
+    """The first string concatenated with `+=` inside the loop (quadratic time), once per loop."""
+    for inner in ast.walk(node):
+        if (
+            isinstance(inner, ast.AugAssign)
+            and isinstance(inner.op, ast.Add)
+            and isinstance(inner.value, (ast.JoinedStr, ast.Constant))
+            and isinstance(getattr(inner.value, "value", ""), str)
+        ):
+            issues.append(
+                Issue(
+                    inner.lineno,
+                    "performance",
+                    "suggestion",
+                    "string-concat-in-loop",
+                    "Strings are concatenated with += inside a loop (quadratic time)",
+                    "Collect the parts in a list and ''.join() them once",
+                )
+            )
+            break
 
 
 def _check_call(node: ast.Call, issues: list[Issue]) -> None:

@@ -127,14 +127,7 @@ class DateTimeService:
                 **describe(converted),
             }
         if operation == "add":
-            try:
-                shifted = moment + timedelta(
-                    weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds
-                )
-            except OverflowError as exc:
-                raise ValueError(
-                    f"adding {weeks}w {days}d {hours}h {minutes}m {seconds}s to {value!r} leaves the supported date range"
-                ) from exc
+            shifted = _shifted(moment, value, weeks, days, hours, minutes, seconds)
             return {
                 "operation": operation,
                 "result": shifted.isoformat(),
@@ -154,15 +147,30 @@ class DateTimeService:
                 "days": delta / 86400,
                 "human": _human(delta),
             }
-        iso_year, iso_week, _ = moment.isocalendar()
-        return {
-            "operation": operation,
-            "result": moment.date().isoformat(),
-            **describe(moment),
-            "iso_week": iso_week,
-            "iso_year": iso_year,
-            "day_of_year": moment.timetuple().tm_yday,
-            "is_leap_year": calendar.isleap(moment.year),
-            "days_in_month": calendar.monthrange(moment.year, moment.month)[1],
-            "quarter": (moment.month - 1) // 3 + 1,
-        }
+        return {"operation": operation, "result": moment.date().isoformat(), **_calendar_facts(moment)}
+
+
+def _shifted(
+    moment: datetime, value: Any, weeks: float, days: float, hours: float, minutes: float, seconds: float
+) -> datetime:
+    """`moment` moved by the given amounts (`add`); ValueError when that leaves the supported range."""
+    try:
+        return moment + timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError as exc:
+        raise ValueError(
+            f"adding {weeks}w {days}d {hours}h {minutes}m {seconds}s to {value!r} leaves the supported date range"
+        ) from exc
+
+
+def _calendar_facts(moment: datetime) -> dict[str, Any]:
+    """What `info` answers besides the date: `describe`'s fields and the calendar's (ISO week, quarter)."""
+    iso_year, iso_week, _ = moment.isocalendar()
+    return {
+        **describe(moment),
+        "iso_week": iso_week,
+        "iso_year": iso_year,
+        "day_of_year": moment.timetuple().tm_yday,
+        "is_leap_year": calendar.isleap(moment.year),
+        "days_in_month": calendar.monthrange(moment.year, moment.month)[1],
+        "quarter": (moment.month - 1) // 3 + 1,
+    }

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import Request
 
-import echo_tools
+from echo_tools._version import __version__
 from echo_tools.api.errors import (
     ApiError,
     contract_route_class,
@@ -36,6 +35,7 @@ from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, p
 from echo_tools.api.owners import owned_copy, refuse_unowned
 from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
+from echo_tools.api.state import ApiState
 from echo_tools.api.ui import make_ui_router
 from echo_tools.backends import module_allowed
 from echo_tools.errors import EgressDeniedError
@@ -51,22 +51,6 @@ if TYPE_CHECKING:
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 _PYTHON_TYPES = ("local", "crewai", "langchain")
-
-
-@dataclass
-class ApiState:
-    """What the routes share: the catalogue, the executor, the settings, the event fan-out and the gate
-    (`gate.requires(action)`: the dependency every route, in any router, declares)."""
-
-    registry: ToolRegistry
-    executor: ToolExecutor
-    settings: ApiSettings
-    broadcaster: EventBroadcaster
-    gate: Gatekeeper
-    history: Any = None  # the run history (`/workflows` records and resumes runs in it), when kept
-    run_pool: Any = None  # the workflow runs' own worker threads (`/workflows`), reported by health
-    # set by the workflow bridge's router: carry a paused recorded run on (`POST /tools/approvals/{id}`)
-    run_resumer: Callable[[str, Any, Principal], Awaitable[dict[str, Any] | None]] | None = None
 
 
 def refuse_forbidden(state: ApiState, tool: ToolDef) -> None:
@@ -201,7 +185,22 @@ def make_router(
     router = APIRouter(prefix="/tools", tags=["tools"], route_class=contract_route_class())
     router.state = state  # type: ignore[attr-defined]  # lets create_app and tests reach the shared state
 
-    # the hot routes first: a request is matched against the routes in order
+    _add_call_routes(router, state)  # the hot routes first: a request is matched against the routes in order
+    _add_listing_routes(router, state, secured)
+    _add_status_routes(router, state)
+    _add_admin_routes(router, state, secured)
+    from echo_tools.api.planning import add_planning_routes  # POST /tools/plan, GET /tools/graph
+    from echo_tools.api.thirdparty import add_thirdparty_routes  # OpenAPI import and credentials
+
+    add_thirdparty_routes(router, state, secured)  # before `/{tool_id}`, which would shadow them
+    add_planning_routes(router, state, secured)
+    _add_tool_routes(router, state, secured)
+    return router
+
+
+def _add_call_routes(router: APIRouter, state: ApiState) -> None:
+    """The hot routes (matched first): invoke by id or by name, and register."""
+    registry, settings, gate = state.registry, state.settings, state.gate
     invoker = gate.requires("invoke")
 
     context_query = {"parameters": CONTEXT_PARAMETERS, "requestBody": INPUT_BODY}
@@ -240,6 +239,11 @@ def make_router(
             "message": f"Tool {outcome['tool_id']!r} {outcome['status']}",
         }
 
+
+def _add_listing_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
+    """The catalogue's listings: every tool, the tools of one type, a search."""
+    registry = state.registry
+
     @router.get("/list", dependencies=secured, summary="Every tool")
     async def list_tools() -> list[dict[str, Any]]:
         return [list_item(t) for t in registry.list_all()]
@@ -252,6 +256,12 @@ def make_router(
     async def search(q: str = Query("", max_length=200)) -> list[dict[str, Any]]:
         return [list_item(t) for t in registry.search(q)]
 
+
+def _add_status_routes(router: APIRouter, state: ApiState) -> None:
+    """Liveness, the live event stream, the event history and the approvals."""
+    registry, settings, gate = state.registry, state.settings, state.gate
+    broadcaster, history = state.broadcaster, state.history
+
     # Declared before `/{tool_id}`: EchoAI's `/health` was shadowed by it and answered 404.
     @router.get("/health", dependencies=[gate.requires(PUBLIC)], summary="Liveness (needs no API key)")
     async def health() -> dict[str, Any]:
@@ -259,7 +269,7 @@ def make_router(
         return {
             "status": "saturated" if runs and runs["saturated"] else "healthy",
             "service": "echo-tools",
-            "version": echo_tools.__version__,
+            "version": __version__,
             "tool_count": len(registry),
             **({"workflow_runs": runs} if runs else {}),
         }
@@ -280,6 +290,12 @@ def make_router(
     from echo_tools.api.approvals import add_approval_routes
 
     add_approval_routes(router, state)  # /tools/approvals (echo_tools.governance), action "approve"
+
+
+def _add_admin_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
+    """Metrics, discovery, the instance cache, an EchoAI agent's tools, an input check."""
+    registry, executor, settings, gate = state.registry, state.executor, state.settings, state.gate
+    broadcaster = state.broadcaster
 
     @router.get("/metrics", dependencies=secured, summary="Executor metrics, Prometheus text format")
     async def metrics() -> PlainTextResponse:
@@ -339,11 +355,10 @@ def make_router(
             return {"valid": True, "tool_id": tool.tool_id, "message": "Input is valid"}
         return {"valid": False, "tool_id": tool.tool_id, "error": "; ".join(errors), "errors": errors}
 
-    from echo_tools.api.planning import add_planning_routes  # POST /tools/plan, GET /tools/graph
-    from echo_tools.api.thirdparty import add_thirdparty_routes  # OpenAPI import and credentials
 
-    add_thirdparty_routes(router, state, secured)  # before `/{tool_id}`, which would shadow them
-    add_planning_routes(router, state, secured)
+def _add_tool_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
+    """`/{tool_id}` (GET, DELETE): declared last, since it would shadow every one-segment path."""
+    registry, executor, gate = state.registry, state.executor, state.gate
 
     @router.get("/{tool_id}", dependencies=secured, summary="One tool's full definition")
     async def get_tool(tool_id: str = PathParam(..., max_length=200)) -> Any:
@@ -365,8 +380,6 @@ def make_router(
         await anyio.to_thread.run_sync(registry.delete_remote, tool_id)
         executor.forget(tool_id)
         return {"status": "deleted", "tool_id": tool_id, "message": f"Tool {tool_id!r} deleted"}
-
-    return router
 
 
 def _wrong_method(router: APIRouter, method: str, segment: str) -> JSONResponse | None:
@@ -466,9 +479,7 @@ def create_app(
             credentials).
     """
     settings = (settings or ApiSettings()).check()
-    app = FastAPI(
-        title="echo-tools", version=echo_tools.__version__, docs_url=None, redoc_url=None, openapi_url=None
-    )
+    app = FastAPI(title="echo-tools", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     router = make_router(registry, executor, settings, **options)
     app.include_router(router)
     add_docs_routes(app, router.state.gate)  # type: ignore[attr-defined]

@@ -20,7 +20,7 @@ from echo_tools.models import ToolDef, ToolType
 from echo_tools.planning import MAX_PLAN_STEPS, Plan, plan
 
 if TYPE_CHECKING:
-    from echo_tools.api import ApiState
+    from echo_tools.api.state import ApiState
 
 __all__ = ["PlanRegistration", "PlanRequest", "add_planning_routes", "skill_of"]
 

@@ -21,7 +21,7 @@ from echo_tools.errors import EgressDeniedError
 from echo_tools.gate import Principal
 
 if TYPE_CHECKING:
-    from echo_tools.api import ApiState
+    from echo_tools.api.state import ApiState
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 

@@ -31,7 +31,8 @@ from echo_tools.history.browse import PAGE_DEFAULT
 from echo_tools.history.queries import RUN_STATUSES, timestamp_now
 
 if TYPE_CHECKING:
-    from echo_tools.api.app import ApiState
+    from echo_tools.api.security import Gatekeeper
+    from echo_tools.api.state import ApiState
 
 ASSETS = {
     "index.html": "text/html; charset=utf-8",
@@ -61,9 +62,15 @@ def asset(name: str) -> bytes:
 
 def make_ui_router(state: ApiState, history: Any) -> APIRouter:
     """The `/ui` routes (page, files, data, stream) on `history` (None: the data routes answer 404)."""
-    gate = state.gate
-    public, secured = [gate.requires(PUBLIC)], [gate.requires("history")]
     router = APIRouter(prefix="/ui", tags=["ui"], route_class=contract_route_class())
+    _add_page_routes(router, state.gate)
+    _add_run_routes(router, state, history)
+    return router
+
+
+def _add_page_routes(router: APIRouter, gate: Gatekeeper) -> None:
+    """The page and its files: public routes (the page answers 401 without the key, and shows a form)."""
+    public = [gate.requires(PUBLIC)]
     files = {name: asset(name) for name in ASSETS}
 
     def allowed(request: Request) -> bool:
@@ -94,6 +101,11 @@ def make_ui_router(state: ApiState, history: Any) -> APIRouter:
             raise ApiError(404, "not_found", f"The run viewer has no file {name!r}", field="path")
         allowed(request)  # code, no data: loaded before the login form can send the key
         return Response(files[name], headers=PAGE_HEADERS, media_type=ASSETS[name])
+
+
+def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
+    """The data the page reads, behind the `history` action: a page of runs, one run, and the stream."""
+    secured = [state.gate.requires("history")]
 
     def kept() -> Any:
         """The history (its `browser` is read on a worker thread: the first read makes its indexes)."""
@@ -168,8 +180,6 @@ def make_ui_router(state: ApiState, history: Any) -> APIRouter:
         if client is not None:
             weakref.finalize(frames, state.broadcaster.remove_client, client)
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
-
-    return router
 
 
 def _page_limit(text: str | None) -> int:

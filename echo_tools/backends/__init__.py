@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from echo_tools.backends.base import BackendOutput, ToolBackend, config_error, module_allowed
+from echo_tools.backends.base import (
+    BackendHost,
+    BackendOutput,
+    HostCatalogue,
+    ToolBackend,
+    config_error,
+    module_allowed,
+)
 from echo_tools.backends.catalog import backend_class
 from echo_tools.errors import ToolConfigError
 from echo_tools.models import ToolType
@@ -17,7 +24,15 @@ if TYPE_CHECKING:
     from echo_tools.egress import EgressPolicy
     from echo_tools.models import ToolDef
 
-__all__ = ["BackendOutput", "ToolBackend", "check_execution_config", "check_stored_ref", "module_allowed"]
+__all__ = [
+    "BackendHost",
+    "BackendOutput",
+    "HostCatalogue",
+    "ToolBackend",
+    "check_execution_config",
+    "check_stored_ref",
+    "module_allowed",
+]
 
 
 def check_execution_config(

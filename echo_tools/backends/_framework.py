@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import ToolBackend, check_python_target, forget_entries
+from echo_tools.backends.base import BackendHost, ToolBackend, check_python_target, forget_entries
 from echo_tools.backends.python_targets import build_instance, import_module_checked
 from echo_tools.errors import ToolConfigError
 from echo_tools.extras import MissingExtraError, require
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolDef
 
 
@@ -35,7 +34,7 @@ class FrameworkToolBackend(ToolBackend):
     ) -> None:
         check_python_target(tool, allowed_modules, kinds=("class", "factory"))
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: BackendHost) -> None:
         self.executor = executor
         self._instances: dict[str, tuple[ToolDef, Any, bool]] = {}
         self._lock = threading.Lock()

@@ -12,14 +12,16 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from echo_tools.errors import ToolRegistrationError
 
 if TYPE_CHECKING:
+    from echo_tools.credentials.store import CredentialStore
     from echo_tools.egress import EgressPolicy
-    from echo_tools.executor import ToolExecutor
-    from echo_tools.models import ToolContext, ToolDef
+    from echo_tools.events import EventBus
+    from echo_tools.in_process import InProcessTool
+    from echo_tools.models import ToolContext, ToolDef, ToolResult
 
 MODULE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DOTTED = MODULE_NAME_PATTERN
@@ -57,6 +59,40 @@ class SyncCall:
     inline: bool = False
 
 
+class HostCatalogue(Protocol):
+    """What a backend reads of the catalogue its executor resolves tools from (`echo_tools.Catalogue`)."""
+
+    @property
+    def allowed_modules(self) -> tuple[str, ...]: ...
+
+    @property
+    def credentials(self) -> CredentialStore: ...
+
+    def in_process(self, tool: ToolDef) -> InProcessTool | None: ...
+
+
+class BackendHost(Protocol):
+    """What a backend uses of the executor that runs it (`echo_tools.ToolExecutor` is the one).
+
+    Declared here, below the executor, so that backends (which the catalogue asks to check configs) never
+    depend on the executor's module; a backend that needs more of it (the MCP backend registers the tools
+    a server lists) declares its own `executor` type.
+    """
+
+    @property
+    def registry(self) -> HostCatalogue: ...
+
+    @property
+    def events(self) -> EventBus: ...
+
+    @property
+    def egress(self) -> EgressPolicy: ...
+
+    async def invoke(
+        self, ref: str | ToolDef, input_data: dict[str, Any] | None = None, context: ToolContext | None = None
+    ) -> ToolResult: ...
+
+
 class ToolBackend(ABC):
     """Runs calls of one tool type. One instance per executor; it may pool connections.
 
@@ -66,7 +102,7 @@ class ToolBackend(ABC):
 
     nests: ClassVar[bool] = False
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: BackendHost) -> None:
         self.executor = executor
 
     @classmethod  # noqa: B027 - most types take any config

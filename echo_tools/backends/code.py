@@ -12,7 +12,7 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import BackendOutput, ToolBackend
+from echo_tools.backends.base import BackendHost, BackendOutput, ToolBackend
 from echo_tools.code_tools import ENTRY_POINT, check_code_config, merge_config
 from echo_tools.errors import ToolExecutionError, ToolTimeoutError
 from echo_tools.sandbox import SandboxLimits, run_python
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
 _MODULE = "tool_code"
@@ -48,7 +47,7 @@ _TAIL_LINES = 12
 class CodeBackend(ToolBackend):
     """Runs `code` tools in the sandbox; a failing `main` is a failed call carrying its traceback's tail."""
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: BackendHost) -> None:
         self.executor = executor
 
     @classmethod

@@ -24,7 +24,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from echo_tools.backends.base import BackendOutput, ToolBackend, config_error
+from echo_tools.backends.base import BackendHost, BackendOutput, ToolBackend, config_error
 from echo_tools.bounded_body import UndecodableBodyError
 from echo_tools.bounded_read import content_encoding_of, read_bounded
 from echo_tools.credentials import credential_for
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     import httpx
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -183,7 +182,7 @@ class HttpBackend(ToolBackend):
             except EgressDeniedError as exc:
                 raise config_error(tool, "execution_config.url", str(exc)) from exc
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: BackendHost) -> None:
         self.executor = executor
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
         self._clients = weakref.WeakKeyDictionary()

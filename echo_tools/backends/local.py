@@ -21,7 +21,14 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import SyncCall, ToolBackend, check_python_target, config_error, forget_entries
+from echo_tools.backends.base import (
+    BackendHost,
+    SyncCall,
+    ToolBackend,
+    check_python_target,
+    config_error,
+    forget_entries,
+)
 from echo_tools.backends.python_targets import (
     CallPlan,
     import_target,
@@ -37,7 +44,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef
 
 
@@ -57,7 +63,7 @@ class LocalBackend(ToolBackend):
                 tool, "execution_config.method", "execution_config.class needs execution_config.method"
             )
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: BackendHost) -> None:
         self.executor = executor
         self._plans: dict[str, CallPlan] = {}
         self._lock = threading.Lock()

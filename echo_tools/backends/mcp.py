@@ -52,6 +52,8 @@ _BACKSTOP_S = 5.0
 class MCPBackend(ToolBackend):
     """Runs `mcp` tools for one executor; its sessions close with `executor.aclose()`."""
 
+    executor: ToolExecutor  # more than a `BackendHost`: it registers what a server lists in the catalogue
+
     @classmethod
     def check_config(
         cls, tool: ToolDef, allowed_modules: Sequence[str], egress: EgressPolicy | None = None

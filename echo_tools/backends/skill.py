@@ -14,7 +14,7 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.backends.base import BackendOutput, ToolBackend, forget_entries
+from echo_tools.backends.base import BackendHost, BackendOutput, ToolBackend, forget_entries
 from echo_tools.errors import ToolBudgetError, ToolExecutionError, ToolTimeoutError
 from echo_tools.skills import SkillPlan, SkillStep, StepPlan, check_nesting, parse_skill, plan_skill
 
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from echo_tools.egress import EgressPolicy
-    from echo_tools.executor import ToolExecutor
     from echo_tools.models import ToolContext, ToolDef, ToolResult
 
 
@@ -44,7 +43,7 @@ class SkillBackend(ToolBackend):
     ) -> None:
         parse_skill(tool.tool_id, tool.execution_config)
 
-    def __init__(self, executor: ToolExecutor) -> None:
+    def __init__(self, executor: BackendHost) -> None:
         self.executor = executor
         self._parsed: dict[str, tuple[ToolDef, SkillPlan]] = {}  # tool id -> (the definition, its plan)
 
@@ -87,7 +86,7 @@ class _SkillRun:
 
     def __init__(
         self,
-        executor: ToolExecutor,
+        executor: BackendHost,
         skill: SkillPlan,
         tool: ToolDef,
         args: dict[str, Any],

@@ -115,7 +115,9 @@ def run_thirdparty(args: argparse.Namespace) -> int:
             )  # fmt: skip
         except ToolError as exc:
             raise CliError(exc.message) from exc
-        sys.stdout.write(f"Credential {args.name!r} of user {args.user!r} (bearer) {done['status']}\n")
+        sys.stdout.write(
+            f"Credential {args.name!r} of user {args.user!r} ({done['type']}) {done['status']}\n"
+        )
         return 0
     outcome = store.set(args.name, _read_credential(args), user_id=args.user)
     whose = f" of user {args.user!r}" if args.user else ""

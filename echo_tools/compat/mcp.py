@@ -1,4 +1,4 @@
-"""The MCP SDK's private names the pooled sessions need (`echo_tools.mcp.sessions`), in one place.
+"""The MCP SDK's private names the pooled sessions need (`echo_tools.mcp.connection`), in one place.
 
 A request's JSON-RPC id is what `notifications/cancelled` must name, what the server's progress and
 sampling requests point back to, and how a broken response stream is tied to the call it broke. The SDK's

@@ -4,14 +4,13 @@
 checks each credential type's fields; `oauth` fetches and caches OAuth2 client-credentials tokens.
 """
 
+from echo_tools.credentials.binding import check_tool_credential, credential_for
 from echo_tools.credentials.store import (
     SECRET_KEY_ENV,
     STORE_FILE,
     CredentialError,
     CredentialStore,
     check_name,
-    check_tool_credential,
-    credential_for,
     new_key,
 )
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from echo_tools.credentials.fields import NAME_PATTERN, CredentialError
 
 if TYPE_CHECKING:
+    from echo_tools.backends.base import BackendHost
     from echo_tools.credentials.store import AppliedCredential, CredentialStore
     from echo_tools.models import ToolDef
 
@@ -55,7 +56,7 @@ def check_tool_credential(tool: ToolDef, store: CredentialStore | None) -> None:
 
 
 async def credential_for(
-    executor: Any, tool: ToolDef, url: str, client: Any = None, user_id: str | None = None
+    executor: BackendHost, tool: ToolDef, url: str, client: Any = None, user_id: str | None = None
 ) -> AppliedCredential | None:
     """The `api` backend's hook: what `tool`'s `execution_config.credential` adds to a request to `url`.
 
@@ -65,7 +66,7 @@ async def credential_for(
     name = tool.execution_config.get("credential")
     if not name:
         return None
-    store: CredentialStore = executor.registry.credentials
+    store = executor.registry.credentials
     if user_id is not None:
         from echo_tools.credentials.per_user import user_key
 
@@ -89,4 +90,8 @@ async def credential_for(
             tool_id=tool.tool_id,
             field="execution_config.credential",
         )
+    if store.type_of(name) == "oauth_user":  # a user's OAuth connection: renewed once its token expired
+        from echo_tools.credentials.renewal import renew
+
+        await renew(store, name, policy=executor.egress)
     return await store.apply(name, url, tool_id=tool.tool_id, egress=executor.egress, client=client)

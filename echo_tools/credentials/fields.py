@@ -27,8 +27,16 @@ CREDENTIAL_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # written by an MCP server's OAuth 2.1 flow (echo_tools.mcp.auth): its tokens and client registration,
     # as the SDK's JSON; it authenticates that server's connections only
     "mcp_oauth": (("server_url",), ("tokens", "client_info", "expires_at")),
+    # written by an end user's OAuth 2.1 connection (echo_tools.governance.connect): the access token, sent
+    # as a bearer token, and what renews it once it expires (the refresh token is a secret, never shown)
+    "oauth_user": (
+        ("token",),
+        ("refresh_token", "token_url", "client_id", "client_secret", "resource", "expires_at"),
+    ),
 }
-SECRET_FIELDS = frozenset({"token", "value", "password", "client_secret", "tokens", "client_info"})
+SECRET_FIELDS = frozenset(
+    {"token", "value", "password", "client_secret", "tokens", "client_info", "refresh_token"}
+)
 NEW_KEY_HINT = (
     f"make one with `echo-tools credentials new-key` and set it as {SECRET_KEY_ENV} "
     "(keep it safe: the credentials cannot be read without it)"
@@ -173,6 +181,34 @@ def _check_mcp_oauth(name: str, credential: Mapping[str, Any], clean: dict[str, 
                 field=key,
             )
         clean[key] = value
+    _check_expiry(name, credential, clean)
+
+
+def _check_oauth_user(name: str, credential: Mapping[str, Any], clean: dict[str, Any]) -> None:
+    for key in ("refresh_token", "token_url", "client_id", "client_secret", "resource"):
+        value = credential.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value or any(c in value for c in "\r\n\x00"):
+            shown = "a secret" if key in SECRET_FIELDS else repr(value)
+            raise CredentialError(
+                f"credential {name!r}: {key} must be a non-empty string on one line, got {shown}", field=key
+            )
+        clean[key] = value
+    for key in ("token_url", "resource"):
+        if key in clean and urlsplit(clean[key]).scheme not in ("http", "https"):
+            raise CredentialError(
+                f"credential {name!r}: {key} must be an http(s) URL, got {clean[key]!r}", field=key
+            )
+    if "refresh_token" in clean and not ("token_url" in clean and "client_id" in clean):
+        raise CredentialError(
+            f"credential {name!r}: a refresh_token needs the token_url and client_id that renew it",
+            field="token_url" if "token_url" not in clean else "client_id",
+        )
+    _check_expiry(name, credential, clean)
+
+
+def _check_expiry(name: str, credential: Mapping[str, Any], clean: dict[str, Any]) -> None:
     expires_at = credential.get("expires_at")
     if expires_at is not None:
         if isinstance(expires_at, bool) or not isinstance(expires_at, int | float):
@@ -188,4 +224,5 @@ _CHECKS_BY_TYPE: dict[str, Callable[[str, Mapping[str, Any], dict[str, Any]], No
     "api_key": _check_api_key,
     "oauth2_client_credentials": _check_oauth2_client_credentials,
     "mcp_oauth": _check_mcp_oauth,
+    "oauth_user": _check_oauth_user,
 }

@@ -36,6 +36,7 @@ from echo_tools.credentials.fields import (
     new_key,
 )
 from echo_tools.credentials.oauth import basic_auth, fetch_token
+from echo_tools.credentials.per_user import listed_order, shared_names, split_key, user_key
 from echo_tools.errors import ToolStorageError
 from echo_tools.redaction import remember_credential
 
@@ -47,8 +48,6 @@ __all__ = [
     "CredentialStore",
     "check_credential",
     "check_name",
-    "check_tool_credential",
-    "credential_for",
     "new_key",
 ]
 
@@ -466,7 +465,7 @@ class CredentialStore:
     def load_mcp_oauth(self, name: str) -> dict[str, Any] | None:
         """The stored OAuth state of an MCP server (`mcp_oauth` credential `name`), or None when there is none.
 
-        Only `echo_tools.mcp.auth`'s token storage reads it, to hand the tokens to the MCP SDK.
+        Read by `echo_tools.mcp.auth` (tokens for the MCP SDK) and `governance.connect` (renews `oauth_user`).
 
         Raises:
             CredentialError: `name` is a credential of another type, or the store cannot be read.
@@ -474,7 +473,7 @@ class CredentialStore:
         if name not in self:
             return None
         cred = self._credential(name)
-        if cred["type"] != "mcp_oauth":
+        if cred["type"] not in ("mcp_oauth", "oauth_user"):
             raise CredentialError(
                 f"credential {name!r} is of type {cred['type']!r}, not the 'mcp_oauth' an MCP server's OAuth "
                 "tokens are kept in; choose another name for the server's tokens",
@@ -545,7 +544,7 @@ class CredentialStore:
                 tool_id=tool_id,
                 field="execution_config.credential",
             )
-        if kind == "bearer":
+        if kind in ("bearer", "oauth_user"):  # a user's OAuth connection: its access token
             return AppliedCredential(origin, {"Authorization": f"Bearer {cred['token']}"})
         if kind == "basic":
             return AppliedCredential(
@@ -593,7 +592,3 @@ class CredentialStore:
             margin = min(TOKEN_MARGIN_S, lifetime / 10)
             self._tokens[name] = _Token(fingerprint, value, self.clock() + lifetime - margin)
             return value
-
-
-from echo_tools.credentials.binding import check_tool_credential, credential_for  # noqa: E402
-from echo_tools.credentials.per_user import listed_order, shared_names, split_key, user_key  # noqa: E402

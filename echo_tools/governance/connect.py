@@ -4,9 +4,13 @@
 metadata (RFC 8414, at the server URL's origin), registers a client (RFC 7591), and answers the
 authorization URL (PKCE S256, a random `state`) the user opens; `finish(state, code)` exchanges the code
 the authorization server sent back to `redirect_uri` for a token (one request, PKCE verifier, under the
-egress policy) and stores it as the user's own credential `name` (`{"type": "bearer"}`,
-`CredentialStore.set(..., user_id=user_id)`). A pending connection lives in this object, for
-`PENDING_TTL_S` seconds, and is finished at most once. No secret appears in an error.
+egress policy) and stores it as the user's own credential `name` (`CredentialStore.set(...,
+user_id=user_id)`): `{"type": "bearer"}` when the server gave no refresh token, else `{"type":
+"oauth_user"}` holding the refresh token too (a secret, never shown). A pending connection lives in this
+object, for `PENDING_TTL_S` seconds, and is finished at most once. No secret appears in an error.
+
+`echo_tools.credentials.renewal` renews the access token of an `oauth_user` credential before a call
+sends it, once it has expired, with that same user's refresh token.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from urllib.parse import urlencode, urlsplit
 
 from echo_tools.credentials.fields import CredentialError
 from echo_tools.credentials.per_user import check_user_id
+from echo_tools.credentials.renewal import expiry
 from echo_tools.errors import ToolExecutionError
 
 if TYPE_CHECKING:
@@ -138,7 +143,14 @@ class Connections:
         token = answer.get("access_token")
         if not isinstance(token, str) or not token:
             raise self._fail(name, pending.token_url, "answered no access_token")
-        secret = {"type": "bearer", "token": token}
+        secret: dict[str, Any] = {"type": "bearer", "token": token}
+        refresh = answer.get("refresh_token")
+        if isinstance(refresh, str) and refresh:  # kept, to renew the access token once it expires
+            secret = {
+                "type": "oauth_user", "token": token, "refresh_token": refresh, "token_url": pending.token_url,
+                "client_id": pending.client_id, "resource": pending.resource, **expiry(answer),
+                **({"client_secret": pending.client_secret} if pending.client_secret else {}),
+            }  # fmt: skip
         stored = await asyncio.to_thread(
             store.set, name, secret, owner=pending.owner, user_id=pending.user_id
         )

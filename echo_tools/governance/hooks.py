@@ -95,38 +95,59 @@ def check_hook(hook: Any) -> Any:
     return hook
 
 
+def bound(hooks: Sequence[Any], method: str) -> tuple[tuple[Any, Callable[..., Any]], ...]:
+    """(hook, its bound `method`) for every hook that has one: looked up once, when hooks change."""
+    pairs = ((hook, getattr(hook, method, None)) for hook in hooks)
+    return tuple((hook, fn) for hook, fn in pairs if fn is not None)
+
+
 def run_before(
-    hooks: Sequence[Any],
+    befores: Sequence[tuple[Any, Callable[[ToolCall], Any]]],
     call: ToolCall,
     validate: Callable[[dict[str, Any]], dict[str, Any] | ToolError],
 ) -> dict[str, Any] | ToolError:
     """The arguments the call runs with once every `before` hook has seen it, or the error that stops it.
 
-    `validate` checks replaced arguments against the tool's schema (steps 3-4 again).
+    `befores` pairs each hook with its bound `before` (`bound(hooks, "before")`); `validate` checks
+    replaced arguments against the tool's schema (steps 3-4 again).
     """
-    for hook in hooks:
-        before = getattr(hook, "before", None)
-        if before is None:
-            continue
+    for hook, before in befores:
         try:
             verdict = before(call)
         except Exception as exc:  # boundary: a failing hook fails the call closed, named
-            return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")
-        if verdict is None:
-            continue
-        if isinstance(verdict, Deny):
-            return _denied(call, hook, verdict.reason, denied=True)
-        if isinstance(verdict, Replace):
-            checked = validate(dict(verdict.args))
-            if isinstance(checked, ToolError):
-                checked.message = f"{checked.message} (arguments replaced by hook {hook_name(hook)!r})"
-                checked.args = (checked.message,)
-                return checked
-            call.args = checked
-            continue
-        what = f"returned {verdict!r:.80}; before() must return None, Deny(reason) or Replace(args)"
-        return _denied(call, hook, f"{what}; the call was not run")
+            return hook_raised(call, hook, exc)
+        if verdict is not None:
+            stopped = judge(call, hook, verdict, validate)
+            if stopped is not None:
+                return stopped
     return call.args
+
+
+def hook_raised(call: ToolCall, hook: Any, exc: Exception) -> ToolDeniedError:
+    """The error of a call whose hook's `before` raised `exc`: it fails closed, naming the hook."""
+    return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")
+
+
+def judge(
+    call: ToolCall,
+    hook: Any,
+    verdict: Any,
+    validate: Callable[[dict[str, Any]], dict[str, Any] | ToolError],
+) -> ToolError | None:
+    """Apply a `before` hook's verdict other than None: the error that stops the call, or None when it
+    goes on (`Replace`: with the replaced arguments, validated, in `call.args`)."""
+    if isinstance(verdict, Deny):
+        return _denied(call, hook, verdict.reason, denied=True)
+    if isinstance(verdict, Replace):
+        checked = validate(dict(verdict.args))
+        if isinstance(checked, ToolError):
+            checked.message = f"{checked.message} (arguments replaced by hook {hook_name(hook)!r})"
+            checked.args = (checked.message,)
+            return checked
+        call.args = checked
+        return None
+    what = f"returned {verdict!r:.80}; before() must return None, Deny(reason) or Replace(args)"
+    return _denied(call, hook, f"{what}; the call was not run")
 
 
 def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> ToolDeniedError:
@@ -140,12 +161,12 @@ def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> To
     return ToolDeniedError(message, tool_id=tool_id, field="hook", hook=name)
 
 
-def run_after(hooks: Sequence[Any], call: ToolCall, result: ToolResult) -> ToolResult:
-    """The result the caller gets once every `after` hook has seen it (a raising hook withholds it)."""
-    for hook in hooks:
-        after = getattr(hook, "after", None)
-        if after is None:
-            continue
+def run_after(
+    afters: Sequence[tuple[Any, Callable[[ToolCall, ToolResult], Any]]], call: ToolCall, result: ToolResult
+) -> ToolResult:
+    """The result the caller gets once every `after` hook has seen it (a raising hook withholds it);
+    `afters` pairs each hook with its bound `after` (`bound(hooks, "after")`)."""
+    for hook, after in afters:
         try:
             replaced = after(call, result)
         except Exception as exc:  # boundary: a failing hook fails the call closed, named

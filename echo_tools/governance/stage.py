@@ -1,7 +1,8 @@
 """The governance stage of the executor's pipeline: hooks, approvals and quotas, in that order.
 
-`ToolExecutor` calls `Governance.before` once the input is validated (step 4) and before the tool runs,
-and `Governance.after` once the result is made (steps 7-9). Nothing else runs them: there is no second
+`ToolExecutor` asks `Governance.plan(tool)` once the input is validated (step 4); when a plan applies
+(`echo_tools.governance.plan`, worked out once per tool version), it runs the plan's `before` before the
+tool runs and its `after` once the result is made (steps 7-9). Nothing else runs them: there is no second
 pipeline. Before: every hook's `before` (Deny / Replace, replaced arguments validated again), then the
 approval (a pause inside a graph, `approval_required` outside one, or the approved call claimed in one
 step), then the quotas (a refused call is not counted). After: every hook's `after`, then the result kept
@@ -22,29 +23,15 @@ from echo_tools.errors import (
     ToolError,
 )
 from echo_tools.governance import approvals as ap
-from echo_tools.governance.hooks import ToolCall, check_hook, run_after, run_before
-from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter, QuotaPlan, quota_plan, take_all
+from echo_tools.governance.hooks import ToolCall, bound, check_hook
+from echo_tools.governance.plan import GRANT, GRANTING, OFF_LOOP, CallPlan, Grant, Validate
+from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter
 from echo_tools.models import Approval, Quota, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from echo_tools.models import ToolDef
 
-Validate = Callable[[dict[str, Any]], "dict[str, Any] | ToolError"]
-
-
-class _Grant:
-    """The approval `decide` runs a call under: used by the first call of its tool, once."""
-
-    __slots__ = ("approval_id", "tool_id", "used")
-
-    def __init__(self, approval_id: str, tool_id: str) -> None:
-        self.approval_id, self.tool_id, self.used = approval_id, tool_id, False
-
-
-OFF_LOOP = object()  # `before`'s answer when the rest must wait for a database, off the event loop
-_GRANT: contextvars.ContextVar[_Grant | None] = contextvars.ContextVar(
-    "echo_tools_approval_grant", default=None
-)
+__all__ = ["OFF_LOOP", "Governance"]  # OFF_LOOP (from `plan`) is what the executor compares verdicts to
 
 
 class Governance:
@@ -59,19 +46,25 @@ class Governance:
         quota_counter: QuotaCounter | None = None,
     ) -> None:
         self.hooks: list[Any] = []
-        self.approval_policy = approval_policy
         self.approvals: ap.ApprovalStore = approvals if approvals is not None else ap.MemoryApprovalStore()
         self.quotas = tuple(Quota.model_validate(q) for q in quotas)
         self.counter: QuotaCounter = quota_counter if quota_counter is not None else MemoryQuotaCounter()
-        self.active = False
-        self._plans: dict[str, tuple[ToolDef, QuotaPlan]] = {}  # per tool version: what it is counted against
+        self.approval_policy = approval_policy  # (re)builds the plans
+
+    @property
+    def approval_policy(self) -> ap.ApprovalPolicy | None:
+        return self._policy
+
+    @approval_policy.setter
+    def approval_policy(self, policy: ap.ApprovalPolicy | None) -> None:
+        self._policy = policy
         self._refresh()
 
     def _refresh(self) -> None:
-        self.active = bool(self.hooks or self.approval_policy or self.quotas)
-        # worked out once per change, not per call: the hooks that have a `before` / an `after`
-        self._befores = [h for h in self.hooks if getattr(h, "before", None) is not None]
-        self._afters = [h for h in self.hooks if getattr(h, "after", None) is not None]
+        # worked out once per change, not per call: each hook's bound `before` / `after`, and every plan
+        self.befores = bound(self.hooks, "before")
+        self.afters = bound(self.hooks, "after")
+        self._plans: dict[str, CallPlan] = {}
 
     def add_hook(self, hook: Any) -> None:
         self.hooks.append(check_hook(hook))
@@ -81,57 +74,46 @@ class Governance:
         self.hooks.remove(hook)
         self._refresh()
 
+    def plan(self, tool: ToolDef) -> CallPlan | None:
+        """What this stage does for calls of `tool` (None: nothing, the pipeline skips it)."""
+        plan = self._plans.get(tool.tool_id)
+        if plan is None or plan.tool is not tool:  # a new tool, or a new version of it
+            plan = self._plans[tool.tool_id] = CallPlan(self, tool)
+        return plan if plan.on else None
+
     def applies(self, tool: ToolDef) -> bool:
         """Whether a call of `tool` passes this stage at all (else the pipeline skips it)."""
-        return self.active or tool.approval is not Approval.NEVER or bool(tool.quotas)
+        return self.plan(tool) is not None
 
     # -- before the tool runs ------------------------------------------------------------------------
 
     def before(
         self, call: ToolCall, validate: Validate, on_loop: bool
     ) -> dict[str, Any] | ToolError | ToolResult | object:
-        """The arguments the call runs with, the error that stops it, or the result it already had; or
-        `OFF_LOOP` when the rest must wait for a database: then await `before_off_loop`."""
-        if self._befores:
-            checked = run_before(self._befores, call, validate)
-            if isinstance(checked, ToolError):
-                return checked
-        if on_loop and (self.approvals.blocking or self.counter.blocking) and self._asks(call):
-            return OFF_LOOP
-        return self._approve_and_count(call, validate)
+        """`CallPlan.before` of the call's tool (the executor asks the plan itself, once per call)."""
+        plan = self.plan(call.tool)
+        return call.args if plan is None else plan.before(call, validate, on_loop)
 
     async def before_off_loop(
         self, call: ToolCall, validate: Validate
     ) -> dict[str, Any] | ToolError | ToolResult:
         """The approval and quota part of `before`, in a worker thread (in the caller's context)."""
-        return await asyncio.to_thread(
-            contextvars.copy_context().run, self._approve_and_count, call, validate
-        )
+        return await asyncio.to_thread(contextvars.copy_context().run, self.approve_and_count, call, validate)
 
-    def _asks(self, call: ToolCall) -> bool:
-        """Whether the call needs the approval store or the quota counter at all."""
-        tool = call.tool
-        return bool(
-            self.quotas
-            or tool.quotas
-            or self.approval_policy
-            or tool.approval is not Approval.NEVER
-            or _GRANT.get() is not None
-        )
-
-    def _approve_and_count(
+    def approve_and_count(
         self, call: ToolCall, validate: Validate
     ) -> dict[str, Any] | ToolError | ToolResult:
-        grant = _GRANT.get()
+        """The approval part of `before` (ask, or claim the approved call in one step), then the quotas."""
+        grant = GRANT.get()
         tool = call.tool
-        if grant is None and self.approval_policy is None and tool.approval is Approval.NEVER:
+        if grant is None and self._policy is None and tool.approval is Approval.NEVER:
             return self._count(call)  # no approval can apply: only the quotas (the common case)
         if grant is not None and not grant.used and grant.tool_id == tool.tool_id:
             grant.used = True  # the call `decide` approved; the tools it calls in turn ask for themselves
             call.approval_id = grant.approval_id
-        elif self.approval_policy is not None or tool.approval is not Approval.NEVER:
+        elif self._policy is not None or tool.approval is not Approval.NEVER:
             try:
-                asks = ap.needs_approval(tool, call, self.approval_policy)
+                asks = ap.needs_approval(tool, call, self._policy)
             except Exception as exc:  # boundary: a failing policy fails the call closed, named
                 return ToolDeniedError(
                     f"Tool {tool.tool_id!r}: the approval policy raised {type(exc).__name__}: {exc}; "
@@ -156,15 +138,8 @@ class Governance:
 
     def _count(self, call: ToolCall) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of one it is over."""
-        tool = call.tool
-        if self.quotas or tool.quotas:
-            plan = self._plans.get(tool.tool_id)
-            if plan is None or plan[0] is not tool:  # a new tool, or a new version of it
-                plan = self._plans[tool.tool_id] = (tool, quota_plan(tool.tool_id, tool.quotas, self.quotas))
-            over = take_all(self.counter, call, plan[1])
-            if over is not None:
-                return over
-        return call.args
+        plan = self.plan(call.tool)
+        return call.args if plan is None else plan.count(call)
 
     def _approval(self, call: ToolCall, validate: Validate) -> ToolError | ToolResult | None:
         """None when the call may go on (approved: `call.approval_id` set), else why it may not."""
@@ -260,13 +235,15 @@ class Governance:
     # -- after the tool ran --------------------------------------------------------------------------
 
     def after(self, call: ToolCall, result: ToolResult) -> ToolResult:
-        """The result the caller gets (every `after` hook applied); kept with the call's approval (one
-        update of the store, for an approved call only)."""
-        if self._afters:
-            result = run_after(self._afters, call, result)
-        if call.approval_id is not None:
-            self.approvals.finish(call.approval_id, result.model_dump(mode="json"))
-            result.metadata = {**result.metadata, "approval_id": call.approval_id}
+        """`CallPlan.after` of the call's tool: the result the caller gets (every `after` hook applied),
+        kept with the call's approval (one update of the store, for an approved call only)."""
+        plan = self.plan(call.tool)
+        return result if plan is None else plan.after(call, result)
+
+    def finish(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """Keep the result of an approved call with its approval, so a repeat gets it instead of a run."""
+        self.approvals.finish(call.approval_id or "", result.model_dump(mode="json"))
+        result.metadata = {**result.metadata, "approval_id": call.approval_id}
         return result
 
     # -- decisions -----------------------------------------------------------------------------------
@@ -327,11 +304,13 @@ class Governance:
             raise _decided(latest if latest is not None else record)
         if record.kind != "call" or record.status != ap.APPROVED:
             return record, None
-        token = _GRANT.set(_Grant(approval_id, record.tool_id))
+        GRANTING.append(None)
+        token = GRANT.set(Grant(approval_id, record.tool_id))
         try:
             return record, run(record)
         finally:
-            _GRANT.reset(token)
+            GRANT.reset(token)
+            GRANTING.pop()
 
 
 def _decided(record: ap.ApprovalRecord) -> ap.ApprovalDecisionError:

@@ -20,7 +20,7 @@ from echo_tools.events import ToolEvent, call_fields
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 
 if TYPE_CHECKING:
-    from echo_tools.executor import ToolExecutor
+    from echo_tools.backends.base import BackendHost
 
 OUTCOMES = frozenset({"tool.completed", "tool.failed", "tool.timeout"})
 
@@ -106,7 +106,7 @@ class Recording:
 
     def answer(
         self,
-        executor: ToolExecutor,
+        executor: BackendHost,
         tool: ToolDef,
         args: dict[str, Any],
         context: ToolContext | None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from echo_tools.catalogue import Catalogue
     from echo_tools.credentials import CredentialStore
     from echo_tools.egress import EgressPolicy
+    from echo_tools.mcp.oauth import CallbackHandler, RedirectHandler
     from echo_tools.models import ToolDef
 
 logger = logging.getLogger("echo_tools.mcp")
@@ -33,9 +34,6 @@ logger = logging.getLogger("echo_tools.mcp")
 MCP_CREDENTIAL_TYPES = ("bearer", "api_key", "basic", "oauth2_client_credentials")
 OAUTH_KEYS = ("scopes", "client_name", "redirect_uri", "credential")
 DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
-
-RedirectHandler = Callable[[str], Awaitable[None]]
-CallbackHandler = Callable[[], Awaitable[tuple[str, str | None]]]
 
 # per registry: what the host supplied in this process (never stored)
 _HOST_AUTH: weakref.WeakKeyDictionary[Any, dict[str, httpx.Auth]] = weakref.WeakKeyDictionary()

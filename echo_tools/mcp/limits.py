@@ -1,7 +1,7 @@
 """How much of an MCP server's answers a session reads and keeps (`max_result_bytes` of its config).
 
-Its own module because both the config checks (`mcp.config`) and the sessions (`mcp.sessions`) read it, and
-the config module imports the sessions.
+Its own module because both the config checks (`mcp.config`) and the sessions (`mcp.connection`) read
+it, and the config module imports the sessions.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcp.client.auth import OAuthClientProvider
@@ -24,7 +24,11 @@ from echo_tools.redaction import remember_secrets
 
 if TYPE_CHECKING:
     from echo_tools.credentials import CredentialStore
-    from echo_tools.mcp.auth import CallbackHandler, RedirectHandler
+
+# the host's part of the flow (`echo_tools.mcp.auth.set_oauth_handlers`): show the person the authorization
+# URL, then wait for the redirect's code and state
+RedirectHandler = Callable[[str], Awaitable[None]]
+CallbackHandler = Callable[[], Awaitable[tuple[str, str | None]]]
 
 
 class StoredTokens:

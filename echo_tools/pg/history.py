@@ -3,8 +3,10 @@
 Same public API as `echo_tools.history.RunHistory` (the queries are `echo_tools.history.queries`, shared;
 events are written in batches by one thread, one transaction per batch). Each replica's events go to one
 table, indexed by run, tool, agent and time; `follow(callback)` hears the events other replicas record
-(LISTEN/NOTIFY, whose notes carry only the row's id: the event is read from the table), which is what lets
-`/tools/events` on one replica stream every replica's calls.
+(LISTEN/NOTIFY, whose notes carry only rows' ids: the events are read from the table), which is what lets
+`/tools/events` on one replica stream every replica's calls. A batch of events sends one note per
+`NOTE_SEQS` events, and a replica hearing it reads them in one query: the cost of following is per batch,
+not per event.
 `checkpointer()` is LangGraph's `PostgresSaver`, so a run paused on one replica resumes on another.
 """
 
@@ -23,6 +25,7 @@ from echo_tools.pg.database import PgDatabase, open_database
 from echo_tools.pg.listener import PgListener
 
 CHANNEL = "echo_events"
+NOTE_SEQS = 300  # seqs named by one note (20 characters each at most: under NOTIFY's 8,000 bytes)
 _SEEN_KEPT = 10_000  # the seqs of the events last delivered to followers (a repeated note is ignored)
 CHECKPOINT_LOCK = 0x6563686F63687074  # "echochpt": LangGraph's own migrations, one replica at a time
 
@@ -63,28 +66,34 @@ class PgRunHistory(HistoryQueries):
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
 
     def _write_events(self, events: list[ToolEvent]) -> None:
-        """One transaction for the batch: each insert sends its NOTIFY, delivered when the batch commits.
+        """One transaction for the batch: its rows inserted in order, then one NOTIFY per `NOTE_SEQS` rows
+        kept, delivered when the batch commits.
 
-        A NOTIFY carries only the row's `seq` (and this replica's origin): whoever can send one (any role
-        that may connect) cannot put an event into another replica's stream, which reads the row itself.
+        A NOTIFY carries only rows' `seq`s (and this replica's origin): whoever can send one (any role
+        that may connect) cannot put an event into another replica's stream, which reads the rows itself.
         """
         rows = [
-            (
-                event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
-                event.agent_id, event.tool_id, event.to_json(), CHANNEL, self.origin,
-            )
+            (event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
+             event.agent_id, event.tool_id, event.to_json())
             for event in events
         ]  # fmt: skip
         with self.db.transaction() as conn:
             conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._commit_mode,))
             with conn.cursor() as cursor:
                 cursor.executemany(
-                    "WITH kept AS (INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id,"
-                    " agent_id, tool_id, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (event_id) DO NOTHING RETURNING seq)"
-                    " SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seq', seq)::text) FROM kept",
+                    "INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id,"
+                    " body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING RETURNING seq",
                     rows,
+                    returning=True,
                 )
+                kept: list[int] = []
+                while True:
+                    kept += [row[0] for row in cursor.fetchall()]
+                    if not cursor.nextset():
+                        break
+            for first in range(0, len(kept), NOTE_SEQS):
+                note = json.dumps({"origin": self.origin, "seqs": kept[first : first + NOTE_SEQS]})
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, note))
 
     def follow(self, callback: Callable[[ToolEvent], None]) -> None:
         """Call `callback(event)` (on a listener thread) for each event another replica records."""
@@ -93,24 +102,24 @@ class PgRunHistory(HistoryQueries):
             self._listener = PgListener(self.db.dsn, [CHANNEL], self._heard).start()
 
     def _heard(self, channel: str, payload: str) -> None:
-        try:
-            note = json.loads(payload)
-            origin, seq = note.get("origin"), note.get("seq")
-        except (ValueError, AttributeError):
-            return  # not one of ours: nothing to read
-        if origin == self.origin or not isinstance(seq, int) or isinstance(seq, bool) or seq in self._seen:
+        origin, seqs = _note_seqs(payload)
+        if origin == self.origin:
             return
-        with self.db.connection() as conn:  # the event is what the table holds, never what the note says
-            row = conn.execute("SELECT body FROM echo_events WHERE seq = %s", (seq,)).fetchone()
-        if row is None:
-            return  # pruned meanwhile, or a note naming no event
-        self._seen.add(seq)  # a note repeated (or replayed by anyone) delivers its event once
-        self._seen_order.append(seq)
-        if len(self._seen_order) > _SEEN_KEPT:
-            self._seen.discard(self._seen_order.popleft())
-        event = event_from_json(row[0])
-        for callback in list(self._followers):
-            callback(event)
+        wanted = [seq for seq in dict.fromkeys(seqs) if seq not in self._seen]
+        if not wanted:
+            return
+        with self.db.connection() as conn:  # the events are what the table holds, never what a note says
+            rows = conn.execute(
+                "SELECT seq, body FROM echo_events WHERE seq = ANY(%s) ORDER BY seq", (wanted,)
+            ).fetchall()
+        for seq, body in rows:  # a seq not found was pruned meanwhile, or names no event
+            self._seen.add(seq)  # a note repeated (or replayed by anyone) delivers its events once
+            self._seen_order.append(seq)
+            if len(self._seen_order) > _SEEN_KEPT:
+                self._seen.discard(self._seen_order.popleft())
+            event = event_from_json(body)
+            for callback in list(self._followers):
+                callback(event)
 
     def checkpointer(self) -> Any:
         """LangGraph's `PostgresSaver` on this database (a small pool of its own), its tables set up."""
@@ -148,3 +157,16 @@ class PgRunHistory(HistoryQueries):
             self._saver_pool.close()
         if self._owns_db:
             self.db.close()
+
+
+def _note_seqs(payload: str) -> tuple[Any, list[int]]:
+    """The origin and the seqs a note names (`seqs`, at most `NOTE_SEQS` of them, or the single `seq` of
+    notes from an older echo-tools); anything else names nothing."""
+    try:
+        note = json.loads(payload)
+        origin, seqs = note.get("origin"), note.get("seqs", [note.get("seq")])
+    except (ValueError, AttributeError):
+        return None, []  # not one of ours: nothing to read
+    if not isinstance(seqs, list):
+        return origin, []
+    return origin, [seq for seq in seqs[:NOTE_SEQS] if isinstance(seq, int) and not isinstance(seq, bool)]

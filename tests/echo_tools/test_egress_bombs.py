@@ -104,3 +104,4 @@ def test_an_mcp_server_bomb_named_on_a_canvas_is_refused_with_the_server_memory_
     assert bomb_server.seen and bomb_server.seen[-1].path == "/mcp"
     assert "event: run.failed" in answer.text and "config.serverUrl" in answer.text
     assert "exceeds the limit of 8388608 bytes" in answer.text
+    assert "stdout" not in answer.text  # an HTTP server's refusal says nothing of a program's stdout

@@ -334,3 +334,37 @@ async def test_the_request_s_call_count_is_shared_by_every_nested_call(registry:
     assert not result.success and result.error_type == "budget"
     assert result.error_field == "budget.max_calls" and "max_calls=40" in (result.error or "")
     assert meter.calls == 40 and meter.in_flight == 0
+
+
+# -- a canvas agent's own model URL: the operator's key never goes to the caller's server ----------------
+
+
+def _with_model_url(url: str) -> dict[str, Any]:
+    agent = {**GUARDED_WORKFLOW["agents"]["agt_g"], "llm": {"model": "gpt-4o-mini", "base_url": url}}
+    return {**GUARDED_WORKFLOW, "agents": {"agt_g": agent}, "user_input": 'write {"text": "x"}'}
+
+
+def test_a_canvas_model_url_from_a_restricted_key_is_refused_and_never_sent_the_operator_s_key(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.workflow_bridge._openai_server import scripted_openai_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-secret-0123")
+    with scripted_openai_server(["Done."]) as caller_s_server:
+        frames = run_frames(server, _with_model_url(caller_s_server.url), IDE)
+    assert caller_s_server.requests == []  # the server never called the caller's URL, key or no key
+    text = json.dumps(frames)
+    assert "run.failed" in text and "llm.base_url" in text and "'ide'" in text
+    assert "sk-operator-secret" not in text
+
+
+def test_the_operator_may_point_an_agent_at_a_model_url(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.workflow_bridge._openai_server import scripted_openai_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-secret-0123")
+    with scripted_openai_server(["All done."]) as model_server:
+        frames = run_frames(server, _with_model_url(model_server.url), OPERATOR)
+    assert model_server.requests and model_server.requests[0]["_authorization"].endswith(
+        "sk-operator-secret-0123"
+    )
+    assert frames[-1]["event"] == "run.completed", frames[-1]

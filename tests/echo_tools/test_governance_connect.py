@@ -101,7 +101,7 @@ def test_a_user_connects_and_their_token_is_their_own_credential(
     assert done.status_code == 200, done.text
     assert done.json()["user_id"] == "ann" and "token" not in done.json()
     assert server.stats()["code_grants"] == grants + 1
-    assert registry.credentials.list() == [{"name": "crm", "type": "bearer", "user_id": "ann"}]
+    assert registry.credentials.list() == [{"name": "crm", "type": "oauth_user", "user_id": "ann"}]
 
     seen = call_as_users(
         registry, ("ann", "ben")
@@ -156,14 +156,14 @@ def test_the_cli_connects_a_user_and_stores_the_token_as_their_own(
             f"http://127.0.0.1:9/callback?code={code}&state={state}\n", timeout=120
         )
     assert process.returncode == 0, err[-2000:]
-    assert "Credential 'crm' of user 'ann' (bearer) created" in out
+    assert "Credential 'crm' of user 'ann' (oauth_user) created" in out and "refresh" not in out
     listed = subprocess.run(
         [sys.executable, "-m", "echo_tools.cli", "credentials", "list"],
         capture_output=True,
         text=True,
         env=env,
     )
-    assert listed.stdout.splitlines() == ["crm\tbearer\tuser ann"]
+    assert listed.stdout.splitlines() == ["crm\toauth_user\tuser ann"]
 
 
 def test_the_cli_connect_without_a_user_is_a_usage_error(tmp_path: Path, server: AuthServer) -> None:

@@ -3,6 +3,8 @@ principal, their config held while a block holds them, forgotten when the last o
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from mcp import types
 
@@ -50,3 +52,35 @@ def test_a_bound_server_s_listing_registers_nothing() -> None:
         _bind(scope)
         assert apply_listing(registry, bound_name("web", URL), LISTING) == []
     assert registry.list_by_type("mcp") == [] and registry.mcp_servers == {}
+
+
+def test_a_bound_server_s_session_is_closed_by_the_pool_once_its_run_has_ended() -> None:
+    import asyncio
+
+    from echo_tools import EgressPolicy
+    from echo_tools.mcp.sessions import MCPSessionPool
+    from tests.echo_tools._mcp_support import HttpServer
+
+    server = HttpServer().start()
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        pool = MCPSessionPool(EgressPolicy.local())
+        config = {"url": server.url, "transport": "streamable_http"}
+        name = bound_name("web", server.url)
+        try:
+            with bound_scope("run-x", "ide") as scope:
+                scope.bind("web", config, [])
+                assert [t.name for t in await pool.list_tools(name, config)]
+                during = pool.session_info(name)
+            await pool.list_tools("stored", config)  # the pool's next new session
+            return during, pool.session_info(name), pool.session_info("stored")
+        finally:
+            await pool.aclose()
+
+    try:
+        during, after, other = asyncio.run(scenario())
+    finally:
+        server.stop()
+    assert during is not None and during["alive"]
+    assert after is None  # the run ended: its server's session is gone, not kept for the next run
+    assert other is not None and other["alive"]

@@ -170,3 +170,13 @@ def test_a_call_quoting_a_json_document_in_single_quotes_is_read_as_a_python_lit
     assert calls(text) == [RecoveredCall("calculator", {"expression": '{"a": [1, 2]}'})]
     assert calls("{'a': 1, 'b': [2, 3]}") == []  # a dict literal that is no call stays text
     assert calls("'" + "{" * 5000 + "}" * 5000) == []  # nesting past the parser's limit: no call
+
+
+def test_a_call_alone_in_a_json_fence_is_recovered_with_an_explanation_around_it():
+    preface = "To find the value at `users.1.name` we can use the `json_get` function. Here's how:\n\n"
+    remark = "\n\nThis will return the value, which is the name of the second user in the list. " * 3
+    text = preface + "```json\n" + json.dumps(CALL, indent=2) + "\n```" + remark
+    assert calls(text) != []
+    assert calls(text.replace("```json", "```python")) == []  # code to read, not a call
+    assert calls(text + "\n```python\nprint(1)\n```") == []  # a text with code of its own is an answer
+    assert calls(text.replace("```json\n", "").replace("\n```", "")) == []  # quoted in prose, no fence

@@ -1,0 +1,508 @@
+"""One MCP server's client session (`Connection`), held open by a runner task on the background loop.
+
+The runner task enters the transport and the SDK's `ClientSession` and stays inside them until the
+connection is closed (anyio cancel scopes must be left by the task that entered them); every call on it
+runs on that loop (`on_background_loop`), so a session never crosses loops. A request carries its own id,
+listener and callbacks (`echo_tools.mcp.callbacks`); a session found dead before a request left raises
+`NotSent`, a connection lost while it was in flight `Lost`, and the pool (`echo_tools.mcp.sessions`)
+decides whether to try again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable, Coroutine, Mapping
+from contextlib import AsyncExitStack
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from echo_tools.compat.mcp import next_request_id, request_id_of
+from echo_tools.egress import egress_client
+from echo_tools.env_refs import resolve_env_refs
+from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
+from echo_tools.mcp.callbacks import SessionCallbacks
+from echo_tools.mcp.limits import max_result_bytes
+from echo_tools.mcp.memory import in_memory_session
+from echo_tools.mcp.stream_watch import WatchedTransport
+from echo_tools.runtime import background_loop
+
+if TYPE_CHECKING:
+    from mcp import ClientSession, types
+    from mcp.shared.exceptions import McpError
+
+    from echo_tools.egress import EgressPolicy
+    from echo_tools.mcp.callbacks import CallHooks
+
+__all__ = [
+    "CLOSE_TIMEOUT_S",
+    "Connection",
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_MAX_CONCURRENCY",
+    "Listener",
+    "Lost",
+    "NotSent",
+    "SessionBroken",
+    "on_background_loop",
+]
+
+logger = logging.getLogger("echo_tools.mcp")
+
+T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
+DEFAULT_CONNECT_TIMEOUT_S = 15.0
+DEFAULT_MAX_CONCURRENCY = 32
+CLOSE_TIMEOUT_S = 6.0
+_STDERR_LIMIT = 1024 * 1024
+_SESSION_TERMINATED = 32600  # the SDK's code when an HTTP server answers 404 for an expired session
+
+# what a call hears while it runs: ("progress", {progress, total, message}) or ("log", {level, logger, data})
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+async def on_background_loop(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run `factory()` on the background loop; cancelling the caller cancels it there too."""
+    loop = background_loop()
+    if asyncio.get_running_loop() is loop:
+        return await factory()
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(factory(), loop))
+
+
+class SessionBroken(Exception):
+    """The session broke; internal, turned into `MCPConnectionError` or a retry by the pool."""
+
+
+class NotSent(SessionBroken):
+    """The session was dead before the request left: safe to retry on a fresh session."""
+
+
+class Lost(SessionBroken):
+    """The connection broke while the request was in flight: the server may have run it."""
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+class Connection:
+    """One server's session, held open by a runner task until `close()` or until the transport breaks."""
+
+    def __init__(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        egress: EgressPolicy,
+        on_tools_changed: Callable[[str], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.egress = egress
+        self.session: ClientSession | None = None
+        self.alive = True
+        self.error: str | None = None
+        self._on_tools_changed = on_tools_changed
+        self._loop = asyncio.get_running_loop()
+        self._ready: asyncio.Future[ClientSession] = self._loop.create_future()
+        self._stop = asyncio.Event()
+        self._limit = asyncio.Semaphore(int(config.get("max_concurrency") or DEFAULT_MAX_CONCURRENCY))
+        self._calls: set[asyncio.Task[Any]] = set()
+        self._lost: set[asyncio.Task[Any]] = set()
+        self._refused: dict[asyncio.Task[Any], str] = {}  # calls whose answer passed max_result_bytes
+        self._by_id: dict[int | None, asyncio.Task[Any]] = {}
+        self._listeners: dict[int, Listener] = {}
+        self._hooks: dict[int, CallHooks] = {}  # sampling, elicitation: what each call in flight binds
+        # checks the config's `roots` and `sampling_max_tokens` first: a bad value is a ToolConfigError
+        self._callbacks = SessionCallbacks(name, config, lambda: list(self._hooks.values()))
+        self._background: set[asyncio.Task[Any]] = set()
+        self._errlog: Any = None
+        self._count = 0
+        self._runner = self._loop.create_task(self._run(), name=f"mcp-session-{name}")
+
+    # -- lifetime (runner task) ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        from mcp import ClientSession, types
+
+        try:
+            async with AsyncExitStack() as stack:
+                kwargs = {
+                    "message_handler": self._on_message,
+                    **self._callbacks.session_kwargs(),
+                    "client_info": types.Implementation(name="echo-tools", version=_package_version()),
+                }
+                in_memory = in_memory_session(self.name)  # a server object served in this process
+                if in_memory is not None:
+                    session = await stack.enter_async_context(in_memory(**kwargs))
+                else:
+                    read, write = await self._open_transport(stack)
+                    session = await stack.enter_async_context(ClientSession(read, write, **kwargs))
+                    await session.initialize()
+                self.session = session
+                self._ready.set_result(session)
+                await self._stop.wait()
+        except (Exception, BaseExceptionGroup) as exc:  # boundary: any transport failure ends the connection
+            self.error = self._describe(exc)
+            logger.debug("MCP server %r: session ended: %s", self.name, self.error)
+        finally:
+            self.alive = False
+            if not self._ready.done():
+                self._ready.set_exception(MCPConnectionError(self.error or self._closed_message()))
+                self._ready.exception()  # retrieved: a waiter that timed out must not leave a log line
+            for task in list(self._calls):
+                self._lost.add(task)
+                task.cancel()
+            if self._errlog is not None:
+                self._errlog.close()
+
+    async def _open_transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
+        config = self.config
+        if config.get("transport", "stdio") == "stdio":
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            env = config.get("env")
+            params = StdioServerParameters(
+                command=config["command"],
+                args=list(config.get("args") or []),
+                env=resolve_env_refs(env, server=self.name, field="env") if env else None,
+                cwd=config.get("cwd"),
+            )
+            # stderr goes to an unlinked temp file: its tail explains a server that dies at start
+            self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # closed when the runner ends
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog))
+            return read, write
+        url = config["url"]
+        self.egress.check_url(url)  # a clear refusal before connecting; the client checks each address
+        headers = resolve_env_refs(config.get("headers") or {}, server=self.name, field="headers")
+        from echo_tools.mcp.auth import connection_auth  # a stored credential, OAuth 2.1 or the host's
+
+        auth = await connection_auth(self.name, config, self.egress)
+        if config["transport"] == "sse":
+            from mcp.client.sse import sse_client
+
+            def factory(
+                headers: dict[str, str] | None = None,
+                timeout: httpx.Timeout | None = None,
+                auth: httpx.Auth | None = None,
+            ) -> httpx.AsyncClient:
+                return egress_client(
+                    self.egress,
+                    headers=headers,
+                    timeout=timeout,
+                    auth=auth,
+                    max_body_bytes=max_result_bytes(config),
+                )
+
+            return await stack.enter_async_context(
+                sse_client(url, headers=headers, auth=auth, httpx_client_factory=factory)
+            )
+        from mcp.client.streamable_http import streamable_http_client
+
+        # the SDK's defaults (30 s, 300 s read for streams), plus a transport that notices a broken stream
+        timeout = httpx.Timeout(30.0, read=300.0)
+        client = await stack.enter_async_context(
+            egress_client(
+                self.egress,
+                wrap=lambda transport: WatchedTransport(transport, self._stream_broke, self._too_large),
+                max_body_bytes=max_result_bytes(config),
+                headers=headers,
+                timeout=timeout,
+                auth=auth,
+            )
+        )
+        read, write, _ = await stack.enter_async_context(streamable_http_client(url, http_client=client))
+        return read, write
+
+    async def wait_ready(self, timeout: float | None = None) -> ClientSession:
+        """The initialized session; raises `MCPConnectionError` when it could not be opened in time."""
+        if timeout is None:
+            timeout = float(self.config.get("timeout") or DEFAULT_CONNECT_TIMEOUT_S)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except TimeoutError:
+            self._runner.cancel()
+            raise MCPConnectionError(
+                f"MCP server {self.name!r} ({self.target}) did not complete initialize within {timeout:g} s"
+                f"{self._stderr_tail()}"
+            ) from None
+
+    async def close(self) -> None:
+        """End the session and the transport (for stdio: close stdin, then terminate the process)."""
+        self._stop.set()
+        if not self._runner.done():
+            await asyncio.wait({self._runner}, timeout=CLOSE_TIMEOUT_S)
+        if not self._runner.done():
+            self._runner.cancel()
+            await asyncio.wait({self._runner}, timeout=CLOSE_TIMEOUT_S)
+        for task in list(self._background):
+            task.cancel()
+
+    def discard(self) -> None:
+        """Mark dead and close in the background (the caller does not wait for the teardown)."""
+        self.alive = False
+        self._spawn(self.close())
+
+    @property
+    def target(self) -> str:
+        if self.config.get("transport", "stdio") != "stdio":
+            return f"url {self.config.get('url')!r}"
+        return f"command {self.config.get('command')!r}"
+
+    # -- calls (any task on the background loop) -----------------------------------------------------
+
+    async def request(
+        self,
+        message: types.ClientRequest,
+        result_type: type[R],
+        timeout_s: float,
+        listener: Listener | None = None,
+        hooks: CallHooks | None = None,
+    ) -> R:
+        """Send one request on this session and return the typed result.
+
+        With a `listener`, the request carries a progress token: the server's progress notifications for
+        it, and its log messages while it runs, are handed to the listener. `hooks` answer the server's
+        sampling and elicitation requests while this one is in flight (`echo_tools.mcp.callbacks`).
+
+        Raises:
+            NotSent: the session was dead before the request was sent.
+            Lost: the connection broke while the request was in flight.
+            ToolTimeoutError: the server did not answer within `timeout_s` (a cancellation is sent).
+            ToolExecutionError: the server answered with a JSON-RPC error.
+        """
+        import anyio
+        from mcp.shared.exceptions import McpError
+
+        session = self.session
+        if not self.alive or session is None:
+            raise NotSent(self.error or self._closed_message())
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls.add(task)
+        request_id: int | None = None
+        try:
+            async with self._limit:
+                self._trim_stderr()
+                # send_request takes this id before its first await, so reading it here names our request
+                request_id = next_request_id(session)
+                self._by_id[request_id] = task
+                progress = None
+                if listener is not None:
+                    self._listeners[request_id] = listener
+                    progress = _progress_callback(listener)
+                if hooks is not None:
+                    self._hooks[request_id] = hooks
+                return await session.send_request(
+                    message,
+                    result_type,
+                    request_read_timeout_seconds=timedelta(seconds=timeout_s),
+                    progress_callback=progress,
+                )
+        except asyncio.CancelledError:
+            refused = self._refused.pop(task, None)
+            if refused is not None and task.uncancel() == 0:
+                raise ToolExecutionError(refused) from None
+            if task in self._lost:
+                self._lost.discard(task)
+                if task.uncancel() == 0:
+                    raise Lost(self._lost_message()) from None
+            if request_id is not None:
+                self._send_cancelled(request_id, "the caller cancelled the request (timeout)")
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            # the session's streams were closed before our request was written: it never left
+            self.discard()
+            raise NotSent(self.error or self._closed_message()) from exc
+        except McpError as exc:
+            raise self._error_answer(exc, request_id, timeout_s) from exc
+        finally:
+            self._calls.discard(task)
+            self._by_id.pop(request_id, None)
+            if request_id is not None:
+                self._listeners.pop(request_id, None)
+                self._hooks.pop(request_id, None)
+
+    def _error_answer(self, exc: McpError, request_id: int | None, timeout_s: float) -> Exception:
+        """What a JSON-RPC error in answer to a request means: the connection lost, the session expired
+        (both end this connection), the SDK's read timeout (a cancellation is sent), or the server's
+        refusal."""
+        from mcp.types import CONNECTION_CLOSED
+
+        code, text = exc.error.code, exc.error.message
+        if code == CONNECTION_CLOSED:
+            self.discard()
+            return Lost(self._lost_message())
+        if code == _SESSION_TERMINATED:
+            self.discard()
+            return NotSent(f"MCP server {self.name!r} no longer knows this session")
+        if code == 408:  # the read timeout, a backstop behind the executor's own deadline
+            if request_id is not None:
+                self._send_cancelled(request_id, "request timed out")
+            return ToolTimeoutError(f"MCP server {self.name!r} did not answer within {timeout_s:g} s")
+        return ToolExecutionError(f"MCP server {self.name!r} refused the request: {text} (code {code})")
+
+    def _send_cancelled(self, request_id: int, reason: str) -> None:
+        from mcp import types
+
+        session = self.session
+        if session is None or not self.alive:
+            return
+        note = types.ClientNotification(
+            types.CancelledNotification(
+                params=types.CancelledNotificationParams(requestId=request_id, reason=reason)
+            )
+        )
+
+        async def send() -> None:
+            try:
+                await session.send_notification(note)
+            except Exception as exc:  # boundary: a dying transport cannot carry the notice; nothing to do
+                logger.debug(
+                    "MCP server %r: cancellation of request %s not sent: %s", self.name, request_id, exc
+                )
+
+        self._spawn(send())
+
+    def _stream_broke(self, request: httpx.Request) -> None:
+        # The SDK leaves a request pending forever when its response stream breaks without an event id
+        # (the server died mid-call): fail that call now and replace the session.
+        request_id = request_id_of(request.content)
+        task = self._by_id.get(request_id)
+        if task is not None:
+            self._lost.add(task)
+            task.cancel()
+        self.discard()
+
+    def _too_large(self, request: httpx.Request, error: Exception) -> None:
+        # the answer to `request` passed max_result_bytes: its reading stopped, and its call fails now
+        request_id = request_id_of(request.content)
+        task = self._by_id.get(request_id)
+        if task is not None:
+            self._refused[task] = (
+                f"MCP server {self.name!r} answered more than {max_result_bytes(self.config)} bytes "
+                f"(max_result_bytes of its config): {error}; nothing was kept"
+            )
+            task.cancel()
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp import types
+
+        if isinstance(message, types.ServerNotification):
+            if isinstance(message.root, types.ToolListChangedNotification) and self._on_tools_changed:
+                self._on_tools_changed(self.name)
+            elif isinstance(message.root, types.LoggingMessageNotification):
+                self._log(message.root.params)
+        elif isinstance(message, Exception):
+            # e.g. the late answer to a request we cancelled, or a line that is not JSON-RPC
+            logger.debug("MCP server %r: %s", self.name, message)
+            if not self._ready.done():  # output that is not JSON-RPC before initialize: not an MCP server
+                self.error = (
+                    f"MCP server {self.name!r} ({self.target}) is not an MCP server: "
+                    f"{_first_line(message, stdio=self.config.get('transport', 'stdio') == 'stdio')}"
+                )
+                self._runner.cancel()
+
+    def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        # A log message names no request: it belongs to the call in flight; with several in flight on
+        # this session, each of them hears it, marked with how many shared the session.
+        listeners = list(self._listeners.values())
+        entry: dict[str, Any] = {"level": params.level, "logger": params.logger, "data": params.data}
+        if len(listeners) > 1:
+            entry["calls_in_flight"] = len(listeners)
+        if not listeners:
+            logger.info("MCP server %r logged (%s): %s", self.name, params.level, params.data)
+        for listener in listeners:
+            _hear(listener, "log", entry)
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = self._loop.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _describe(self, exc: BaseException) -> str:
+        leaf = next((e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)), exc)
+        if isinstance(leaf, FileNotFoundError | PermissionError):
+            return f"MCP server {self.name!r}: cannot start {self.target}: {leaf}"
+        if isinstance(leaf, ToolConfigError | MCPConnectionError):
+            return leaf.message
+        text = getattr(getattr(leaf, "error", None), "message", None) or str(leaf) or type(leaf).__name__
+        prefix, tail = f"MCP server {self.name!r} ({self.target})", self._stderr_tail()
+        if self.session is not None:
+            return f"{prefix} failed: {text}{tail}"
+        if text == "Connection closed":
+            return f"{prefix} closed the connection during initialize{tail}"
+        return f"{prefix} could not be {'started' if self.target.startswith('command') else 'reached'}: {text}{tail}"
+
+    def _closed_message(self) -> str:
+        return f"MCP server {self.name!r} ({self.target}) closed the connection{self._stderr_tail()}"
+
+    def _lost_message(self) -> str:
+        tail = self._stderr_tail()
+        return f"MCP server {self.name!r} ({self.target}) closed the connection during the call{tail}"
+
+    def _stderr_tail(self, limit: int = 600) -> str:
+        log = self._errlog
+        if log is None or log.closed:
+            return ""
+        try:
+            fd = log.fileno()
+            end = os.lseek(fd, 0, os.SEEK_END)
+            # pread leaves the offset alone: the child process shares this file description
+            text = os.pread(fd, limit, max(0, end - limit)).decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"; its stderr ends with: {text}" if text else ""
+
+    def _trim_stderr(self) -> None:
+        # a long-lived server may log every request to stderr; keep the temp file bounded
+        self._count += 1
+        if self._errlog is None or self._count % 4096 or self._errlog.closed:
+            return
+        fd = self._errlog.fileno()
+        if os.fstat(fd).st_size > _STDERR_LIMIT:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+
+
+def _hear(listener: Listener, kind: str, entry: dict[str, Any]) -> None:
+    try:
+        listener(kind, entry)
+    except Exception:  # boundary: a listener's failure must not break the session that reported
+        logger.exception("MCP %s listener failed", kind)
+
+
+def _progress_callback(listener: Listener) -> Any:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        _hear(listener, "progress", {"progress": progress, "total": total, "message": message})
+
+    return on_progress
+
+
+def _first_line(error: Exception, *, stdio: bool) -> str:
+    """What a server wrote instead of JSON-RPC, as the SDK's parse error quotes it (one line, bounded);
+    for a program on stdio, with what it should have written there."""
+    text = str(error)
+    found = re.search(r"input_value=('[^']*'|\"[^\"]*\")", text)
+    if not stdio:
+        return f"it answered {found.group(1)[:120]}" if found else text.splitlines()[0][:160]
+    shown = f"it wrote {found.group(1)[:120]} on stdout" if found else text.splitlines()[0][:160]
+    return shown + " (an MCP server speaks JSON-RPC on stdout)"
+
+
+def _package_version() -> str:
+    """The installed echo-tools' version, which the MCP client tells servers (`clientInfo.version`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("echo-tools")
+    except PackageNotFoundError:  # run from a folder that was never installed
+        return "0+unknown"
