@@ -204,6 +204,20 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+# `make test` runs the suite in worker processes (pytest-xdist, `-n 2 --dist loadfile`, pyproject's addopts):
+# a work unit is a test file, so a module's fixtures start once, and the local model's tests, one file, get
+# one model server at a time. (`--dist loadgroup` cannot group: with pytest 9.2 xdist 3.8 can no longer
+# tag node ids with groups, pytest-dev/pytest-xdist#1386.) The files with a test marked slow go first,
+# so that no long file starts last while the other worker is idle.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    model_files = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("real_model")}
+    if len(model_files) > 1:  # one unit of work, so one model server at a time
+        raise pytest.UsageError(f"the tests marked real_model belong in one file, not {sorted(model_files)}")
+    slow_files = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a stable sort: each file's tests keep their order
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_files)
+
+
 # The garbage collector's full passes walk every tracked object: after CrewAI, LiteLLM and LangGraph are
 # imported that is millions of objects, and each full pass (automatic, or a test's own `gc.collect()`)
 # walks them all again: tests/workflow_bridge spent 8.0 s of CPU in 43 full passes (1.8 s with the freeze
@@ -212,21 +226,6 @@ def repo_root() -> Path:
 # to the permanent generation, after a collection has freed that module's garbage; later passes then walk
 # only what later tests create.
 # Nothing a test creates is frozen while the test runs, so its own garbage is collected as before.
-# `make test` runs the suite in worker processes (pytest-xdist, `-n 2 --dist loadfile`, pyproject's addopts):
-# a work unit is a test file, so a module's fixtures start once, and the local model's tests, one file, get
-# one model server at a time. (`--dist loadgroup` cannot group: with pytest 9.2 xdist 3.8 can no longer
-# tag node ids with groups, pytest-dev/pytest-xdist#1386.) The files with a test marked slow go first,
-# so that no long file starts last while the other worker is idle.
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    files = {item.nodeid.split("::", 1)[0]: item for item in items}
-    model_files = {file for file, item in files.items() if item.get_closest_marker("real_model")}
-    if len(model_files) > 1:  # one unit of work, so one model server at a time
-        raise pytest.UsageError(f"the tests marked real_model belong in one file, not {sorted(model_files)}")
-    slow_files = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # a stable sort: each file's tests keep their order
-        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_files)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()

@@ -2,8 +2,10 @@
 and in-process through `echo_tools.cli.main(argv)` (everything else), both giving exit code, stdout and
 stderr, so the same assertions hold for either.
 
-A subprocess costs a fresh interpreter and its imports (several seconds of CPU for `run`, which imports
-CrewAI and LangGraph); in-process the imports are paid once per test session.
+A subprocess costs a fresh interpreter and its imports (about 7 s of CPU for `run`, which imports CrewAI and
+LangGraph); in-process the imports are paid once per test session. The subprocesses are forked from a server
+of this test process that imported those modules once (tests/_forkserver.py: a child differs from a fresh
+`python -m echo_tools.cli` only in the modules already imported); ECHO_TEST_CLI_FORK=0 starts each one fresh.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Mapping
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests import _forkserver
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,33 @@ class CliResult:
 Env = Mapping[str, str | None]
 
 
+# what a command imports, at most: imported once by the fork server, not by each command
+PRELOADED = [
+    "echo_tools.cli.main",
+    "workflow_bridge.commands",
+    "workflow_bridge.runner",
+    "langgraph.graph",
+    "fastapi",
+]
+_FORK_SERVER: list[str] = []
+_FORK_LOCK = threading.Lock()
+
+
+def python() -> list[str]:
+    """The command standing for `python` in the CLI subprocesses: a child of this process's fork server,
+    started at the first call with this process's environment and stopped when the process exits."""
+    if os.environ.get("ECHO_TEST_CLI_FORK") == "0":
+        return [sys.executable]
+    with _FORK_LOCK:
+        if not _FORK_SERVER:
+            import atexit
+
+            path = os.path.join(tempfile.mkdtemp(prefix="echo-cli-fork-"), "fork.sock")
+            atexit.register(_forkserver.stop, _forkserver.start(path, PRELOADED, env=dict(os.environ)))
+            _FORK_SERVER.append(path)
+    return _forkserver.command(_FORK_SERVER[0])
+
+
 def cli(
     home: Path, *args: str, timeout: float = 120, env: Env | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -47,7 +80,7 @@ def cli(
         else:
             environ[name] = value
     return subprocess.run(
-        [sys.executable, "-m", "echo_tools.cli", *args],
+        [*python(), "-m", "echo_tools.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -4,6 +4,7 @@ the configured process, for tests that need a protocol peer and not a process.""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,10 @@ def test_a_second_server_under_the_same_name_is_refused_naming_it() -> None:
             with serve_in_memory("CALC", server_object()):
                 pass
         assert in_memory_session("Calc") is not None
+
+
+def test_the_docs_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", text[text.index("## In-memory servers") :], re.S)
+    exec(compile(code, "docs/mcp.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == ["{'result': 'Hello, Ada!'}"]

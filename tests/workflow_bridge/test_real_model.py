@@ -4,6 +4,7 @@ never on wording. Skipped, naming `make install-llm`, where the weights are abse
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -29,7 +30,10 @@ LIMIT = {"recursion_limit": 12}  # model and tool steps: a model that keeps call
 
 @pytest.fixture(scope="module")
 def server():
-    with LocalModelServer() as running:
+    # beside another pytest-xdist worker (make test), one thread: two would wait on each other at every
+    # step whenever the other worker holds a core (the same answers, each row is one thread's work)
+    threads = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else None
+    with LocalModelServer(threads=threads) as running:
         yield running
 
 
