@@ -216,13 +216,19 @@ async def hammer(url: str, path: str, total: int, clients: int, key: str = KEY) 
     }
 
 
+WARM_UP = 500  # requests each server answers before the measured runs
+
+
 def compare(
     modes: list[tuple[str, str, str, str]], runs: int, total: int, clients: int, dsn: str | None = None
 ) -> list[dict[str, Any]]:
-    """Each `(label, server mode, path, key)` measured once per run, the order alternating run by run."""
+    """Each `(label, server mode, path, key)` warmed up alike, then measured once per run, the order
+    alternating run by run."""
     servers = {label: start_server(mode, dsn) for label, mode, _, _ in modes}
     rows: list[dict[str, Any]] = []
     try:
+        for label, _, path, key in modes:  # every server warmed alike first (pools, caches, the first writes)
+            asyncio.run(hammer(servers[label][1], path, min(WARM_UP, total), clients, key))
         for run in range(1, runs + 1):
             order = modes if run % 2 else list(reversed(modes))
             for label, _, path, key in order:
