@@ -17,6 +17,7 @@ from typing import Any
 
 from crewai.llms.base_llm import BaseLLM
 
+from echo_tools.gate import acting
 from workflow_bridge.llm_rehearsal import REHEARSAL_MODEL, REHEARSAL_NOTICE, RehearsalLLM
 
 logger = logging.getLogger("workflow_bridge.llm")
@@ -158,8 +159,6 @@ def _from_agent_config(config: Mapping[str, Any]) -> BaseLLM | None:
 def _check_model_url(base_url: Any) -> None:
     """An agent's own model URL is the operator's to choose: a canvas sent by another principal (over
     HTTP) may not make the server send its prompts, and its model API key, to a URL of the caller's."""
-    from echo_tools.gate import acting
-
     principal = acting()
     if not principal.grants.admin:
         raise LLMConfigError(

@@ -57,6 +57,7 @@ LOOP_NUDGE = (
     "You already called {name} with these same arguments and its result is above. Do not call it "
     "again: answer the request now, in plain text, from the results you have."
 )
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 GROUNDED_RESULT_CHARS = 200  # longer results are summarised, not quoted: no check for them
 BAD_ARGUMENTS = (
     "Your call to {name!r} had arguments that are not a JSON object ({error}). Call it again with the "
@@ -267,9 +268,7 @@ def _holds(answer: str, result: str) -> bool:
         value = float(result.replace(",", ""))
     except ValueError:
         return result.lower() in answer.lower()
-    return any(
-        float(number.replace(",", "")) == value for number in re.findall(r"-?\d[\d,]*(?:\.\d+)?", answer)
-    )
+    return any(float(number.replace(",", "")) == value for number in _NUMBER.findall(answer))
 
 
 def _text_only(reply: AIMessage) -> AIMessage:

@@ -111,11 +111,7 @@ class CallPlan:
             return call.args
         if on_loop and self.off_loop:
             return OFF_LOOP
-        for take, quota, where in counts:  # `count`, inline
-            wait = take(call)
-            if wait > 0:
-                return quota_error(call, quota, wait, where)
-        return call.args
+        return self.count(call)
 
     def count(self, call: ToolCall) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of the first one it

@@ -60,10 +60,10 @@ class MemoryQuotaCounter:
     def counting(self, prefix: str, suffix: str, quota: Quota) -> QuotaCount:
         """How a call is counted against `quota` (key `prefix + scope value + suffix`), everything but the
         scope value bound once: the executor's per-call path (one clock read, one uncontended lock,
-        O(1) amortised), with no string built and no function called but the clock and the lock's."""
+        O(1) amortised), with no string built."""
         with self._lock:
             group = self._groups.setdefault(prefix + "\0" + suffix, {})
-        clock, acquire, release = self._clock, self._lock.acquire, self._lock.release
+        clock, lock = self._clock, self._lock
         limit, per_s, scope = quota.limit, quota.per_s, quota.scope
         by_user, by_tool = scope is QuotaScope.USER, scope is QuotaScope.TOOL
 
@@ -73,20 +73,8 @@ class MemoryQuotaCounter:
             else:
                 value = "" if by_tool else scope_value(scope, call)
             now = clock()
-            acquire()
-            try:  # `_count_in`, inline
-                hits = group.get(value)
-                if hits is None:
-                    hits = group[value] = deque()
-                edge = now - per_s
-                while hits and hits[0] <= edge:
-                    hits.popleft()
-                if len(hits) < limit:
-                    hits.append(now)
-                    return 0.0
-                return max(hits[0] + per_s - now, 0.001)
-            finally:
-                release()
+            with lock:
+                return _count_in(group, value, now, limit, per_s)
 
         return take
 
