@@ -103,7 +103,8 @@ def llm_from_spec(spec: str, **params: Any) -> BaseLLM:
 
 def local_crew_llm(server: Any = None, **params: Any) -> BaseLLM:
     """The local model (`ECHO_LLM=local`) for CrewAI agents: CrewAI's `LLM` pointed at the local server,
-    wrapped in `RecoveringCrewLLM` (text tool calls recovered, wrong names corrected, loops stopped).
+    wrapped in `RecoveringCrewLLM` (text tool calls recovered, wrong names corrected, loops stopped,
+    calls made one at a time: a small model guesses the results its dependent calls need).
 
     Args:
         server: a running `LocalModelServer`; default: the process's shared one, started now.
@@ -124,7 +125,7 @@ def local_crew_llm(server: Any = None, **params: Any) -> BaseLLM:
     params.setdefault("temperature", 0.0)
     params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)  # a small model can ramble on: bound each answer
     inner = _build(MODEL_ALIAS, base_url=server.base_url, api_key="not-needed", **params)
-    return RecoveringCrewLLM(inner)
+    return RecoveringCrewLLM(inner, max_calls_per_turn=1)
 
 
 def _build(model: str, **kwargs: Any) -> BaseLLM:

@@ -359,11 +359,14 @@ def local_chat_model(server: LocalModelServer | None = None, **options: Any) -> 
     Args:
         server: a running `LocalModelServer` (default: the process's shared one).
         options: `ChatOpenAI` options (`temperature` defaults to 0) and `RecoveringChatModel`'s
-            `on_tool_calls`, `max_corrections`, `max_repeats`.
+            `on_tool_calls`, `max_corrections`, `max_repeats`, `max_calls_per_turn` (default 1: one
+            call at a time).
     """
     from workflow_bridge.recovering_chat import RecoveringChatModel
 
-    wrapper = {k: options.pop(k) for k in ("on_tool_calls", "max_corrections", "max_repeats") if k in options}
+    names = ("on_tool_calls", "max_corrections", "max_repeats", "max_calls_per_turn")
+    wrapper = {k: options.pop(k) for k in names if k in options}
+    wrapper.setdefault("max_calls_per_turn", 1)  # a small model guesses the results dependent calls need
     return RecoveringChatModel(model=stock_chat_model(server, **options), **wrapper)
 
 

@@ -11,6 +11,13 @@ of your own, `model.bind_tools(...)`. On each turn it
 - when a tool call failed (a wrong name, arguments that failed validation: the tool result says what to
   fix) and the model answers with an explanation instead of a new call, sends it back once with the
   call to write (`tool_call_recovery.retry_instruction`: the closest tool name, or the tool's fields);
+- makes calls one at a time when asked (`max_calls_per_turn=1`, as `local_chat_model` does): a small model
+  writes a plan's dependent calls in one turn, guessing what the first returns; the first call not made
+  before is made, the rest kept with the message (`additional_kwargs["deferred_tool_calls"]`), and when
+  the model answers right after the result without them, it is shown the calls it had planned, once, to
+  make the next one with real values or to answer;
+- sends back a reply that runs a tool in a code block (with an output the model imagines) instead of
+  calling it, asking for the call (`tool_call_recovery.code_instead_of_call`);
 - stops a loop: a call repeating the previous one with the same arguments is not made again; the model
   is asked to answer from the result it already has, without tools;
 - keeps the answer on the result: when the model answers right after a successful call and its answer
@@ -39,7 +46,11 @@ from pydantic import ConfigDict, Field
 
 from workflow_bridge.tool_call_recovery import (
     call_key,
+    code_instead_instruction,
+    code_instead_of_call,
     correction_for,
+    deferred_instruction,
+    first_new_calls,
     recover_tool_calls,
     retry_instruction,
     tool_names_of,
@@ -57,6 +68,7 @@ LOOP_NUDGE = (
     "You already called {name} with these same arguments and its result is above. Do not call it "
     "again: answer the request now, in plain text, from the results you have."
 )
+DEFERRED = "deferred_tool_calls"  # where a call turn keeps the calls it put off (`max_calls_per_turn`)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 GROUNDED_RESULT_CHARS = 200  # longer results are summarised, not quoted: no check for them
 BAD_ARGUMENTS = (
@@ -86,6 +98,8 @@ class RecoveringChatModel(BaseChatModel):
         max_corrections: how many times one turn may be sent back to the model with a correction.
         max_repeats: how many identical calls in a row are allowed (1: a call repeating the previous
             one with the same arguments is stopped).
+        max_calls_per_turn: how many of one reply's tool calls are made (None: all): with 1, the first
+            call not made before, and the model writes the next call after reading its result.
         on_tool_calls: called with each turn's tool calls (name and args), as they are decided (the
             demo prints them).
     """
@@ -95,6 +109,7 @@ class RecoveringChatModel(BaseChatModel):
     model: BaseChatModel
     max_corrections: int = 2
     max_repeats: int = 1
+    max_calls_per_turn: int | None = None
     on_tool_calls: Callable[[list[dict[str, Any]]], None] | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
     tool_options: dict[str, Any] = Field(default_factory=dict)
@@ -197,9 +212,18 @@ class RecoveringChatModel(BaseChatModel):
                 for c in recovery.calls
             ]
         if not calls:
+            deferred = _deferred_calls(conversation)
             failure = _failed_call(conversation)
             if failure is not None and self.tools:
                 nudge = retry_instruction(*failure, tool_schemas_of(self.tools))
+                return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
+            in_code = code_instead_of_call(reply.content, known) if self.tools else None
+            if in_code is not None:
+                nudge = code_instead_instruction(in_code, tool_schemas_of(self.tools))
+                return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
+            if deferred:
+                results = _results_since_last_call(conversation)
+                nudge = deferred_instruction(deferred, results)
                 return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
             if _drops_the_result(conversation, str(reply.content)):
                 return _Turn(with_tools=False)  # the same question again, answered without tools
@@ -208,9 +232,23 @@ class RecoveringChatModel(BaseChatModel):
         if unknown:
             shown = "\n".join(_call_text(c["name"], c["args"]) for c in calls)
             return _Turn(feedback=[AIMessage(shown), HumanMessage(correction_for(unknown, known))])
+        if self.max_calls_per_turn is not None and len(calls) > self.max_calls_per_turn:
+            made = _calls_so_far(conversation)
+            chosen = first_new_calls([(c["name"], c["args"]) for c in calls], made, self.max_calls_per_turn)
+            before = {call_key(name, args) for name, args in made}
+            later = [
+                {"name": c["name"], "args": c["args"]}
+                for i, c in enumerate(calls)
+                if i not in chosen and call_key(c["name"], c["args"]) not in before
+            ]
+            calls = [calls[i] for i in chosen]
+        else:
+            later = []
         if self._repeats(conversation, calls):
             return _Turn(feedback=[HumanMessage(LOOP_NUDGE.format(name=calls[0]["name"]))], with_tools=False)
-        return _Turn(message=AIMessage(content="", tool_calls=calls, id=reply.id))  # type: ignore[arg-type]
+        kept = {DEFERRED: later} if later else {}
+        message = AIMessage(content="", tool_calls=calls, id=reply.id, additional_kwargs=kept)  # type: ignore[arg-type]
+        return _Turn(message=message)
 
     def _repeats(self, conversation: list[BaseMessage], calls: list[dict[str, Any]]) -> bool:
         """True when `calls` repeat, with the same arguments, the call made `max_repeats` times in a row."""
@@ -249,6 +287,28 @@ def _failed_call(conversation: list[BaseMessage]) -> tuple[str, Any, str] | None
                 if call.get("id") == last.tool_call_id:
                     return call["name"], call.get("args") or {}, text[:1000]
     return None
+
+
+def _deferred_calls(conversation: list[BaseMessage]) -> list[tuple[str, Any]]:
+    """The calls put off by the last call turn, when the conversation ends with its results (not yet
+    answered): (name, arguments) of those not made since."""
+    if not conversation or not isinstance(conversation[-1], ToolMessage):
+        return []
+    for message in reversed(conversation):
+        if isinstance(message, AIMessage):
+            later = message.additional_kwargs.get(DEFERRED) or []
+            return [(c["name"], c.get("args") or {}) for c in later if isinstance(c, dict) and "name" in c]
+    return []
+
+
+def _results_since_last_call(conversation: list[BaseMessage]) -> list[str]:
+    """The tool results at the end of the conversation, oldest first."""
+    results: list[str] = []
+    for message in reversed(conversation):
+        if not isinstance(message, ToolMessage):
+            break
+        results.insert(0, str(message.content))
+    return results
 
 
 def _drops_the_result(conversation: list[BaseMessage], answer: str) -> bool:

@@ -9,6 +9,11 @@ tools, then:
 - a call naming a tool the agent does not have goes back to the model with the closest names;
 - a failed call (the tool's result says what to fix) answered with an explanation instead of a new call
   is sent back once, asking for the corrected call;
+- with `max_calls_per_turn=1` (as `local_crew_llm` sets it), one call at a time: the first call of a
+  reply not made before, so the model writes a dependent call after reading the first one's result; the
+  calls put off are remembered by the id of the call made, and a model answering right after its result
+  without them is shown them once;
+- a reply running a tool inside a code block instead of calling it goes back, asking for the call;
 - a call repeating the previous one with the same arguments is not made again: the model is asked,
   without tools, to answer from the result it has.
 
@@ -24,12 +29,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from crewai.llms.base_llm import BaseLLM
-from pydantic import ConfigDict
+from pydantic import ConfigDict, PrivateAttr
 
 from workflow_bridge.recovering_chat import BAD_ARGUMENTS, FAILURE_PREFIXES, LOOP_NUDGE
 from workflow_bridge.tool_call_recovery import (
     call_key,
+    code_instead_instruction,
+    code_instead_of_call,
     correction_for,
+    deferred_instruction,
+    first_new_calls,
     recover_tool_calls,
     retry_instruction,
     tool_names_of,
@@ -39,6 +48,7 @@ from workflow_bridge.tool_call_recovery import (
 __all__ = ["RecoveringCrewLLM"]
 
 Message = dict[str, Any]
+PUT_OFF_KEPT = 256  # turns whose put-off calls are remembered (an agent reads its result at once)
 
 
 def _as_call(raw: Any) -> tuple[str, str, Any] | None:
@@ -105,6 +115,7 @@ class RecoveringCrewLLM(BaseLLM):
         llm: the model that answers (CrewAI's `LLM`, or any `BaseLLM`).
         max_corrections: how many times one turn may be sent back to the model with a correction.
         max_repeats: identical calls allowed in a row (1: a call repeating the previous one is stopped).
+        max_calls_per_turn: how many of one reply's tool calls are made (None: all; 1: one at a time).
         on_tool_calls: called with each turn's tool calls (`{"name", "args"}`), as they are decided.
     """
 
@@ -113,7 +124,10 @@ class RecoveringCrewLLM(BaseLLM):
     llm: Any
     max_corrections: int = 2
     max_repeats: int = 1
+    max_calls_per_turn: int | None = None
     on_tool_calls: Callable[[list[dict[str, Any]]], None] | None = None
+    # id of a call made -> the calls of its turn put off (`max_calls_per_turn`), the newest PUT_OFF_KEPT
+    _put_off: dict[str, list[tuple[str, Any]]] = PrivateAttr(default_factory=dict)
 
     def __init__(self, llm: Any, **data: Any) -> None:
         data.setdefault("model", str(getattr(llm, "model", "wrapped")))
@@ -200,9 +214,17 @@ class RecoveringCrewLLM(BaseLLM):
                 )
             if not recovery.calls:
                 failure = _failed_call(conversation)
-                if failure is None:
-                    return reply, None, True
-                nudge = retry_instruction(*failure, tool_schemas_of(tools))
+                if failure is not None:
+                    nudge = retry_instruction(*failure, tool_schemas_of(tools))
+                else:
+                    in_code = code_instead_of_call(reply, known)
+                    put_off = self._put_off_before(conversation)
+                    if in_code is not None:
+                        nudge = code_instead_instruction(in_code, tool_schemas_of(tools))
+                    elif put_off:
+                        nudge = deferred_instruction(put_off, [str(conversation[-1].get("content") or "")])
+                    else:
+                        return reply, None, True
                 return (
                     None,
                     [{"role": "assistant", "content": reply}, {"role": "user", "content": nudge}],
@@ -234,10 +256,31 @@ class RecoveringCrewLLM(BaseLLM):
                     True,
                 )
             parsed.append((call_id, name, args))
+        if self.max_calls_per_turn is not None and len(parsed) > self.max_calls_per_turn:
+            made = _previous_calls(conversation)
+            chosen = first_new_calls([(n, a) for _, n, a in parsed], made, self.max_calls_per_turn)
+            before = {call_key(name, args) for name, args in made}
+            later = [
+                (n, a)
+                for i, (_, n, a) in enumerate(parsed)
+                if i not in chosen and call_key(n, a) not in before
+            ]
+            parsed = [parsed[i] for i in chosen]
+            if later:
+                self._put_off[parsed[-1][0]] = later
+                while len(self._put_off) > PUT_OFF_KEPT:
+                    self._put_off.pop(next(iter(self._put_off)))
         if self._repeats(conversation, parsed):
             nudge = LOOP_NUDGE.format(name=parsed[0][1])
             return None, [{"role": "user", "content": nudge}], False
         return [_openai_call(*call) for call in parsed], None, True
+
+    def _put_off_before(self, conversation: list[Message]) -> list[tuple[str, Any]]:
+        """The calls put off by the turn whose result ends `conversation` (each shown once), or []."""
+        last = conversation[-1] if conversation else {}
+        if last.get("role") != "tool":
+            return []
+        return self._put_off.pop(str(last.get("tool_call_id")), [])
 
     def _repeats(self, conversation: list[Message], calls: list[tuple[str, str, dict[str, Any]]]) -> bool:
         previous = _previous_calls(conversation)[-self.max_repeats :]

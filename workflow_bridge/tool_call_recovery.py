@@ -18,6 +18,9 @@ and at most `MAX_CALLS` calls are returned.
 
 `repeated_call` finds a model calling the same tool with the same arguments again and again (small models
 do, instead of answering); `correction_for` writes the message that tells a model what to fix.
+`first_new_calls` picks the calls of a turn to make now when calls are made one at a time (a small model
+writes dependent calls together, guessing the first one's result); `code_instead_of_call` finds a reply
+that runs a tool inside a code block, with an output the model imagines, instead of calling it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,11 @@ __all__ = [
     "Recovery",
     "RecoveredCall",
     "call_key",
+    "code_instead_instruction",
+    "code_instead_of_call",
     "correction_for",
+    "deferred_instruction",
+    "first_new_calls",
     "recover_tool_calls",
     "repeated_call",
     "retry_instruction",
@@ -252,6 +259,62 @@ def repeated_call(history: Sequence[tuple[str, Any]], limit: int = 2) -> tuple[s
             break
         streak += 1
     return history[-1] if streak > limit else None
+
+
+def first_new_calls(
+    calls: Sequence[tuple[str, Any]], made: Sequence[tuple[str, Any]], limit: int
+) -> list[int]:
+    """Which of one turn's `calls` to make now, at most `limit` (their indexes): the first ones not made
+    before in `made` (a model asked again tends to write every call of its plan again), else the first.
+
+    A small model writes a plan's dependent calls in one turn and guesses the values the first call would
+    give the second (`add_days(...)` and `weekday("2024-02-15")`); made one at a time, the second call is
+    written after the first result is read."""
+    before = {call_key(name, arguments) for name, arguments in made}
+    fresh = [i for i, (name, arguments) in enumerate(calls) if call_key(name, arguments) not in before]
+    return (fresh or list(range(len(calls))))[: max(1, limit)]
+
+
+def deferred_instruction(calls: Sequence[tuple[str, Any]], results: Sequence[str]) -> str:
+    """What to tell a model that answers while calls of its plan were put off (`first_new_calls`): the
+    calls it had planned, to make now with the real values of the results it has read, or to answer."""
+    planned = "\n".join(
+        json.dumps({"name": name, "arguments": arguments}, default=str) for name, arguments in calls
+    )
+    shown = "; ".join(result.strip()[:200] for result in results)
+    return (
+        f"The result so far: {shown}. You had also planned:\n{planned}\nIf the request needs more, reply "
+        "with only the next call, as JSON, using the real values of the results instead of guesses. "
+        "If it is answered, give the final answer."
+    )
+
+
+_CODE_BLOCK = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def code_instead_of_call(text: Any, tool_names: Iterable[str]) -> str | None:
+    """The tool that `text` (a reply without tool calls) runs in a code block instead of calling it, or
+    None: `def word_count(text): ...` or `print(calculator("2*3"))` inside a fence, the output imagined."""
+    if not isinstance(text, str) or "```" not in text or len(text) > MAX_TEXT_CHARS:
+        return None
+    code = "\n".join(block.group(1) for block in _CODE_BLOCK.finditer(text))
+    for name in tool_names:
+        if re.search(rf"(?<!\w){re.escape(name)}\s*\(", code):
+            return name
+    return None
+
+
+def code_instead_instruction(name: str, tools: Mapping[str, Mapping[str, Any]]) -> str:
+    """What to tell a model that wrote code running the tool `name` instead of calling it."""
+    properties = tools.get(name, {}).get("properties")
+    fields = {f: _placeholder(s) for f, s in properties.items()} if isinstance(properties, Mapping) else {}
+    shown = json.dumps({"name": name, "arguments": fields})
+    for placeholder in set(fields.values()):
+        shown = shown.replace(json.dumps(placeholder), placeholder)
+    return (
+        f"Do not write code: its output is not known until a tool runs it. Call the tool {name} now. "
+        f"Reply with only the call, as JSON, with real values:\n{shown}"
+    )
 
 
 def correction_for(unknown: Iterable[str], tool_names: Iterable[str]) -> str:

@@ -291,3 +291,147 @@ def test_a_long_result_is_not_checked_against_the_answer():
     model, inner = wrapped("A summary of the page.")
     assert model.invoke(after_a_call("word " * 100)).content == "A summary of the page."
     assert len(inner.asked) == 1
+
+
+# -- one call at a time, code instead of a call ----------------------------------------------------------
+
+
+def two_calls(*expressions: str) -> AIMessage:
+    calls = [
+        {"name": "calculator", "args": {"expression": e}, "id": f"c{i}"} for i, e in enumerate(expressions)
+    ]
+    return AIMessage(content="", tool_calls=calls)  # type: ignore[arg-type]
+
+
+def one_at_a_time(*replies: Any) -> tuple[Any, Scripted]:
+    inner = Scripted(replies=list(replies), asked=[], tools_seen=[])
+    return RecoveringChatModel(model=inner, max_calls_per_turn=1).bind_tools([calculator]), inner
+
+
+def test_with_one_call_per_turn_only_the_first_of_dependent_calls_is_made():
+    model, _ = one_at_a_time(two_calls("12*11", "132+10"))
+    message = model.invoke([HumanMessage("Multiply 12 by 11, then add 10.")])
+    assert [c["args"] for c in message.tool_calls] == [{"expression": "12*11"}]
+
+
+def test_with_one_call_per_turn_a_plan_written_again_goes_on_with_its_first_new_call():
+    history = [
+        HumanMessage("Multiply 12 by 11, then add 10."),
+        two_calls("12*11"),
+        ToolMessage("132", tool_call_id="c0"),
+    ]
+    model, _ = one_at_a_time(two_calls("12*11", "132+10"))
+    assert [c["args"] for c in model.invoke(history).tool_calls] == [{"expression": "132+10"}]
+
+
+def test_without_a_limit_every_call_of_a_turn_is_made():
+    model, _ = wrapped(two_calls("1+1", "2+2"))
+    message = model.invoke([HumanMessage("1+1 and 2+2?")])
+    assert [c["args"] for c in message.tool_calls] == [{"expression": "1+1"}, {"expression": "2+2"}]
+
+
+CODE_REPLY = (
+    "Let's implement it in Python using the tools.\n\n```python\ndef calculator(expression):\n"
+    "    return eval(expression)\n\nprint(calculator('5*7'))\n```\n\nOutput: 42"
+)
+
+
+def test_code_running_a_tool_instead_of_calling_it_is_sent_back_asking_for_the_call():
+    model, inner = wrapped(CODE_REPLY, '{"name": "calculator", "arguments": {"expression": "5*7"}}')
+    message = model.invoke([HumanMessage("What is 5 times 7?")])
+    assert [c["args"] for c in message.tool_calls] == [{"expression": "5*7"}]
+    feedback = inner.asked[1][-1]
+    assert isinstance(feedback, HumanMessage) and "Do not write code" in feedback.content
+    assert '"name": "calculator"' in feedback.content and "<string>" in feedback.content
+
+
+def test_code_that_does_not_run_a_tool_is_an_answer():
+    code = "Here it is:\n```python\ndef add(a, b):\n    return a + b\n```"
+    model, inner = wrapped(code)
+    assert model.invoke([HumanMessage("Write an add function")]).content == code
+    assert len(inner.asked) == 1
+
+
+def test_code_sent_back_again_and_again_ends_as_the_model_s_text():
+    model, inner = wrapped(CODE_REPLY, CODE_REPLY, CODE_REPLY)
+    message = model.invoke([HumanMessage("What is 5 times 7?")])
+    assert message.tool_calls == [] and message.content == CODE_REPLY
+    assert len(inner.asked) == 3  # max_corrections (2) more asks, never a loop
+
+
+def openai_calls(*expressions: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "calculator", "arguments": json.dumps({"expression": e})},
+        }
+        for i, e in enumerate(expressions)
+    ]
+
+
+def test_crewai_with_one_call_per_turn_the_first_new_call_is_made():
+    llm = RecoveringCrewLLM(ScriptedCrew(openai_calls("12*11", "132+10")), max_calls_per_turn=1)
+    first = llm.call([{"role": "user", "content": "12*11, then +10?"}], tools=CREW_TOOLS)
+    assert [json.loads(c["function"]["arguments"]) for c in first] == [{"expression": "12*11"}]
+    history = [
+        {"role": "user", "content": "12*11, then +10?"},
+        {"role": "assistant", "content": "", "tool_calls": openai_calls("12*11")},
+        {"role": "tool", "tool_call_id": "c0", "content": "132"},
+    ]
+    again = RecoveringCrewLLM(ScriptedCrew(openai_calls("12*11", "132+10")), max_calls_per_turn=1)
+    second = again.call(history, tools=CREW_TOOLS)
+    assert [json.loads(c["function"]["arguments"]) for c in second] == [{"expression": "132+10"}]
+
+
+def test_crewai_code_running_a_tool_is_sent_back_asking_for_the_call():
+    crew = ScriptedCrew(CODE_REPLY, '{"name": "calculator", "arguments": {"expression": "5*7"}}')
+    answer = RecoveringCrewLLM(crew).call([{"role": "user", "content": "5 times 7?"}], tools=CREW_TOOLS)
+    assert [json.loads(c["function"]["arguments"]) for c in answer] == [{"expression": "5*7"}]
+    assert "Do not write code" in crew.asked[1][0][-1]["content"]
+
+
+def test_an_answer_right_after_a_result_with_calls_put_off_is_shown_the_plan_once():
+    model, inner = one_at_a_time(two_calls("12*11", "12*11+10"))
+    first = model.invoke([HumanMessage("Multiply 12 by 11, then add 10.")])
+    assert first.additional_kwargs["deferred_tool_calls"] == [
+        {"name": "calculator", "args": {"expression": "12*11+10"}}
+    ]
+    history = [HumanMessage("Multiply 12 by 11, then add 10."), first, ToolMessage("132", tool_call_id="c0")]
+    model2, inner2 = one_at_a_time("The final number is 132.", two_calls("132+10"))
+    second = model2.invoke(history)
+    assert [c["args"] for c in second.tool_calls] == [{"expression": "132+10"}]
+    nudge = inner2.asked[1][-1]
+    assert isinstance(nudge, HumanMessage) and "132" in nudge.content and "12*11+10" in nudge.content
+
+
+def test_the_plan_is_shown_once_and_an_answer_after_it_is_final():
+    first = two_calls("12*11")
+    first.additional_kwargs["deferred_tool_calls"] = [{"name": "calculator", "args": {"expression": "x+10"}}]
+    history = [HumanMessage("12*11, then +10"), first, ToolMessage("132", tool_call_id="c0")]
+    model, inner = one_at_a_time("It is 132.", "It is 142.")
+    assert model.invoke(history).content == "It is 142."
+    assert len(inner.asked) == 2
+
+
+def test_a_turn_making_every_call_keeps_no_plan():
+    model, _ = one_at_a_time(two_calls("1+1"))
+    assert "deferred_tool_calls" not in model.invoke([HumanMessage("1+1?")]).additional_kwargs
+
+
+def test_crewai_an_answer_right_after_a_result_with_calls_put_off_is_shown_the_plan_once():
+    crew = ScriptedCrew(openai_calls("12*11", "12*11+10"), "The final number is 132.", openai_calls("132+10"))
+    llm = RecoveringCrewLLM(crew, max_calls_per_turn=1)
+    question = {"role": "user", "content": "12*11, then +10?"}
+    first = llm.call([question], tools=CREW_TOOLS)
+    history = [
+        question,
+        {"role": "assistant", "content": "", "tool_calls": first},
+        {"role": "tool", "tool_call_id": first[0]["id"], "content": "132"},
+    ]
+    second = llm.call(history, tools=CREW_TOOLS)
+    assert [json.loads(c["function"]["arguments"]) for c in second] == [{"expression": "132+10"}]
+    nudge = crew.asked[2][0][-1]["content"]
+    assert "132" in nudge and "12*11+10" in nudge
+    crew.replies.append("The final number is 132.")
+    assert llm.call(history, tools=CREW_TOOLS) == "The final number is 132."  # shown once: then the answer

@@ -182,3 +182,29 @@ def test_a_call_alone_in_a_json_fence_is_recovered_with_an_explanation_around_it
     assert calls(with_code) != []  # the call the model showed, not the output it imagined for its code
     assert calls("```python\nd = " + json.dumps(CALL) + "\n```\n" + "Explained at length. " * 20) == []
     assert calls(text.replace("```json\n", "").replace("\n```", "")) == []  # quoted in prose, no fence
+
+
+def test_first_new_calls_skips_calls_made_before_and_keeps_the_limit():
+    from workflow_bridge.tool_call_recovery import first_new_calls
+
+    made = [("calculator", {"expression": "12*11"})]
+    calls = [("calculator", {"expression": "12*11"}), ("calculator", {"expression": "132+10"}), ("x", {})]
+    assert first_new_calls(calls, made, 1) == [1]
+    assert first_new_calls(calls, made, 2) == [1, 2]
+    assert first_new_calls(calls[:1], made, 1) == [0]  # all made before: the first (a repeat, stopped later)
+    assert first_new_calls(calls, [], 0) == [0]  # a limit under one still makes one call
+
+
+def test_code_instead_of_call_finds_a_tool_run_inside_a_code_block_only():
+    from workflow_bridge.tool_call_recovery import code_instead_of_call
+
+    names = ["word_count", "calculator"]
+    assert code_instead_of_call("```python\nn = word_count('a b')\nprint(n * 7)\n```", names) == "word_count"
+    assert code_instead_of_call("```\nresult = tools.calculator ('1+1')", names) == "calculator"  # unclosed
+    assert code_instead_of_call("I would call word_count('a b') for that.", names) is None  # prose, no code
+    assert code_instead_of_call("```python\nmy_word_count('a')\nword_counter('b')\n```", names) is None
+    assert code_instead_of_call("```python\nword_count\n```", names) is None  # named, not run
+    assert code_instead_of_call(None, names) is None
+    assert (
+        code_instead_of_call("```python\nword_count(1)\n```" + " " * 20_000, names) is None
+    )  # over the bound
