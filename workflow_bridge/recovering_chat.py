@@ -13,9 +13,9 @@ of your own, `model.bind_tools(...)`. On each turn it
   call to write (`tool_call_recovery.retry_instruction`: the closest tool name, or the tool's fields);
 - makes calls one at a time when asked (`max_calls_per_turn=1`, as `local_chat_model` does): a small model
   writes a plan's dependent calls in one turn, guessing what the first returns; the first call not made
-  before is made, the rest kept with the message (`additional_kwargs["deferred_tool_calls"]`), and when
-  the model answers right after the result without them, it is shown the calls it had planned, once, to
-  make the next one with real values or to answer;
+  before is made, the rest kept with the message (`additional_kwargs["deferred_tool_calls"]`); the model
+  writes the next call from the first one's result, and when it answers at once instead, the calls it
+  had put off are made as it planned them, and it answers after their results;
 - sends back a reply that runs a tool in a code block (with an output the model imagines) instead of
   calling it, asking for the call (`tool_call_recovery.code_instead_of_call`);
 - stops a loop: a call repeating the previous one with the same arguments is not made again; the model
@@ -49,7 +49,6 @@ from workflow_bridge.tool_call_recovery import (
     code_instead_instruction,
     code_instead_of_call,
     correction_for,
-    deferred_instruction,
     first_new_calls,
     recover_tool_calls,
     retry_instruction,
@@ -212,22 +211,10 @@ class RecoveringChatModel(BaseChatModel):
                 for c in recovery.calls
             ]
         if not calls:
-            deferred = _deferred_calls(conversation)
-            failure = _failed_call(conversation)
-            if failure is not None and self.tools:
-                nudge = retry_instruction(*failure, tool_schemas_of(self.tools))
-                return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
-            in_code = code_instead_of_call(reply.content, known) if self.tools else None
-            if in_code is not None:
-                nudge = code_instead_instruction(in_code, tool_schemas_of(self.tools))
-                return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
-            if deferred:
-                results = _results_since_last_call(conversation)
-                nudge = deferred_instruction(deferred, results)
-                return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
-            if _drops_the_result(conversation, str(reply.content)):
-                return _Turn(with_tools=False)  # the same question again, answered without tools
-            return _Turn(message=_text_only(reply))
+            answered = self._answer(conversation, reply, known)
+            if isinstance(answered, _Turn):
+                return answered
+            calls = answered  # the calls the model had put off, made instead of its early answer
         unknown = [c["name"] for c in calls if c["name"] not in known]
         if unknown:
             shown = "\n".join(_call_text(c["name"], c["args"]) for c in calls)
@@ -249,6 +236,29 @@ class RecoveringChatModel(BaseChatModel):
         kept = {DEFERRED: later} if later else {}
         message = AIMessage(content="", tool_calls=calls, id=reply.id, additional_kwargs=kept)  # type: ignore[arg-type]
         return _Turn(message=message)
+
+    def _answer(
+        self, conversation: list[BaseMessage], reply: AIMessage, known: list[str]
+    ) -> _Turn | list[dict[str, Any]]:
+        """What a reply without tool calls leads to: the answer, feedback for another try, or the calls
+        of the model's plan it put off (made now, as planned: it answers after their results)."""
+        failure = _failed_call(conversation)
+        if failure is not None and self.tools:
+            nudge = retry_instruction(*failure, tool_schemas_of(self.tools))
+            return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
+        in_code = code_instead_of_call(reply.content, known) if self.tools else None
+        if in_code is not None:
+            nudge = code_instead_instruction(in_code, tool_schemas_of(self.tools))
+            return _Turn(feedback=[AIMessage(str(reply.content)), HumanMessage(nudge)])
+        deferred = _deferred_calls(conversation)
+        if deferred:
+            return [
+                {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+                for name, args in deferred
+            ]
+        if _drops_the_result(conversation, str(reply.content)):
+            return _Turn(with_tools=False)  # the same question again, answered without tools
+        return _Turn(message=_text_only(reply))
 
     def _repeats(self, conversation: list[BaseMessage], calls: list[dict[str, Any]]) -> bool:
         """True when `calls` repeat, with the same arguments, the call made `max_repeats` times in a row."""
@@ -299,16 +309,6 @@ def _deferred_calls(conversation: list[BaseMessage]) -> list[tuple[str, Any]]:
             later = message.additional_kwargs.get(DEFERRED) or []
             return [(c["name"], c.get("args") or {}) for c in later if isinstance(c, dict) and "name" in c]
     return []
-
-
-def _results_since_last_call(conversation: list[BaseMessage]) -> list[str]:
-    """The tool results at the end of the conversation, oldest first."""
-    results: list[str] = []
-    for message in reversed(conversation):
-        if not isinstance(message, ToolMessage):
-            break
-        results.insert(0, str(message.content))
-    return results
 
 
 def _drops_the_result(conversation: list[BaseMessage], answer: str) -> bool:

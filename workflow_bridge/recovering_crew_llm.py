@@ -11,8 +11,8 @@ tools, then:
   is sent back once, asking for the corrected call;
 - with `max_calls_per_turn=1` (as `local_crew_llm` sets it), one call at a time: the first call of a
   reply not made before, so the model writes a dependent call after reading the first one's result; the
-  calls put off are remembered by the id of the call made, and a model answering right after its result
-  without them is shown them once;
+  calls put off are remembered by the id of the call made, and when the model answers right after its
+  result instead, they are made as it planned them (it answers after their results);
 - a reply running a tool inside a code block instead of calling it goes back, asking for the call;
 - a call repeating the previous one with the same arguments is not made again: the model is asked,
   without tools, to answer from the result it has.
@@ -37,7 +37,6 @@ from workflow_bridge.tool_call_recovery import (
     code_instead_instruction,
     code_instead_of_call,
     correction_for,
-    deferred_instruction,
     first_new_calls,
     recover_tool_calls,
     retry_instruction,
@@ -213,24 +212,12 @@ class RecoveringCrewLLM(BaseLLM):
                     True,
                 )
             if not recovery.calls:
-                failure = _failed_call(conversation)
-                if failure is not None:
-                    nudge = retry_instruction(*failure, tool_schemas_of(tools))
-                else:
-                    in_code = code_instead_of_call(reply, known)
-                    put_off = self._put_off_before(conversation)
-                    if in_code is not None:
-                        nudge = code_instead_instruction(in_code, tool_schemas_of(tools))
-                    elif put_off:
-                        nudge = deferred_instruction(put_off, [str(conversation[-1].get("content") or "")])
-                    else:
-                        return reply, None, True
-                return (
-                    None,
-                    [{"role": "assistant", "content": reply}, {"role": "user", "content": nudge}],
-                    True,
-                )
-            calls = [(f"call_{uuid.uuid4().hex[:12]}", c.name, c.arguments) for c in recovery.calls]
+                answered = self._answer(conversation, reply, tools)
+                if not isinstance(answered, list):
+                    return answered
+                calls = answered  # the calls the model had put off, made instead of its early answer
+            else:
+                calls = [(f"call_{uuid.uuid4().hex[:12]}", c.name, c.arguments) for c in recovery.calls]
         elif isinstance(reply, list):
             found = [_as_call(raw) for raw in reply]
             calls = [c for c in found if c is not None]
@@ -274,6 +261,24 @@ class RecoveringCrewLLM(BaseLLM):
             nudge = LOOP_NUDGE.format(name=parsed[0][1])
             return None, [{"role": "user", "content": nudge}], False
         return [_openai_call(*call) for call in parsed], None, True
+
+    def _answer(
+        self, conversation: list[Message], reply: str, tools: list[dict[str, Any]]
+    ) -> tuple[Any, list[Message] | None, bool] | list[tuple[str, str, Any]]:
+        """What a text reply without calls leads to (as `_decide` answers), or the calls of the model's
+        plan it put off (made now, as planned: it answers after their results)."""
+        failure = _failed_call(conversation)
+        in_code = code_instead_of_call(reply, tool_names_of(tools))
+        if failure is not None:
+            nudge = retry_instruction(*failure, tool_schemas_of(tools))
+        elif in_code is not None:
+            nudge = code_instead_instruction(in_code, tool_schemas_of(tools))
+        else:
+            put_off = self._put_off_before(conversation)
+            if put_off:
+                return [(f"call_{uuid.uuid4().hex[:12]}", name, args) for name, args in put_off]
+            return reply, None, True
+        return None, [{"role": "assistant", "content": reply}, {"role": "user", "content": nudge}], True
 
     def _put_off_before(self, conversation: list[Message]) -> list[tuple[str, Any]]:
         """The calls put off by the turn whose result ends `conversation` (each shown once), or []."""

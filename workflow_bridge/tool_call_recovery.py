@@ -43,7 +43,6 @@ __all__ = [
     "code_instead_instruction",
     "code_instead_of_call",
     "correction_for",
-    "deferred_instruction",
     "first_new_calls",
     "recover_tool_calls",
     "repeated_call",
@@ -273,20 +272,6 @@ def first_new_calls(
     before = {call_key(name, arguments) for name, arguments in made}
     fresh = [i for i, (name, arguments) in enumerate(calls) if call_key(name, arguments) not in before]
     return (fresh or list(range(len(calls))))[: max(1, limit)]
-
-
-def deferred_instruction(calls: Sequence[tuple[str, Any]], results: Sequence[str]) -> str:
-    """What to tell a model that answers while calls of its plan were put off (`first_new_calls`): the
-    calls it had planned, to make now with the real values of the results it has read, or to answer."""
-    planned = "\n".join(
-        json.dumps({"name": name, "arguments": arguments}, default=str) for name, arguments in calls
-    )
-    shown = "; ".join(result.strip()[:200] for result in results)
-    return (
-        f"The result so far: {shown}. You had also planned:\n{planned}\nIf the request needs more, reply "
-        "with only the next call, as JSON, using the real values of the results instead of guesses. "
-        "If it is answered, give the final answer."
-    )
 
 
 _CODE_BLOCK = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
