@@ -119,7 +119,7 @@ class CallPlan:
         is over."""
         for take, read, quota, where in self.counts:
             wait = take(read(call))
-            if wait > 0:
+            if wait:  # over quota: the seconds until one more call fits
                 return quota_error(call, quota, wait, where)
         return call.args
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Hashable
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,7 +58,7 @@ class Window:
 
     def __init__(self, limit: int, per_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit, self.per_s = limit, per_s
-        self._logs: dict[Hashable, deque[float]] = {}
+        self._logs: defaultdict[Hashable, deque[float]] = defaultdict(partial(deque, maxlen=limit))
         self._lock = threading.Lock()
         self._clock = clock
 
@@ -68,9 +69,7 @@ class Window:
         now = self._clock()
         self._lock.acquire()  # not `with`: this runs on every governed call, and `with` costs twice as much
         try:
-            hits = self._logs.get(value)
-            if hits is None:
-                hits = self._logs[value] = deque(maxlen=self.limit)
+            hits = self._logs[value]
             # fewer than `limit` calls ever, or the oldest of the last `limit` has left the window: at
             # most `limit - 1` are in it, so this one fits (a full log drops its oldest as it appends)
             if len(hits) < self.limit or hits[0] <= now - self.per_s:
