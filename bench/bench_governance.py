@@ -13,8 +13,9 @@
         uncontended lock, the deque ops) and the plain call: what the stage adds, in ns, when the machine
         is too busy for (a)'s ratio.
 
-Both rows of each pair are measured in this run, interleaved in rounds, so machine noise hits both alike.
-Medians in microseconds. Run: `.venv/bin/python bench/bench_governance.py [memory] [postgres] [stage]`
+Both rows of each pair are measured in this run, interleaved in short rounds, so machine noise hits both
+alike; (a) also gives the median of each round's own ratio (governed over the plain round just before it),
+the steadiest figure on a shared machine. Medians in microseconds. Run: `.venv/bin/python bench/bench_governance.py [memory] [postgres] [stage]`
 (the PostgreSQL part starts a server in a temporary folder; see tests/echo_tools/_pg_support.py).
 """
 
@@ -38,7 +39,7 @@ from _common import ameasure, measure, report  # noqa: E402
 from echo_tools import Deny, Quota, ToolContext, ToolExecutor, ToolRegistry  # noqa: E402
 
 N = int(os.environ.get("BENCH_N", "20000"))
-ROUNDS = 15
+ROUNDS = 45  # short rounds: a busy neighbour slows a round of both rows, rarely only one
 SCHEMA = {
     "type": "object",
     "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
@@ -76,7 +77,7 @@ def registry(quota: Quota | None) -> ToolRegistry:
     return reg
 
 
-def memory_part() -> list[tuple[str, float, float, float, float]]:
+def memory_part() -> list[tuple[str, float, float, float, float, float]]:
     plain = ToolExecutor(registry(None))
     # a limit no run of this benchmark reaches: every call is counted, none refused
     governed = ToolExecutor(registry(Quota(limit=10 * N * ROUNDS, per_s=3600, scope="user")))
@@ -105,10 +106,12 @@ def memory_part() -> list[tuple[str, float, float, float, float]]:
     return rows
 
 
-def _summary(times: dict[str, list[float]]) -> tuple[float, float, float, float]:
-    """(plain, governed, ratio of the medians of the rounds, ratio of the quietest rounds)."""
+def _summary(times: dict[str, list[float]]) -> tuple[float, float, float, float, float]:
+    """(plain, governed, ratio of the medians of the rounds, ratio of the quietest rounds, median of the
+    rounds' own ratios: each round's governed beside the plain one measured just before it)."""
     p, g = statistics.median(times["plain"]), statistics.median(times["governed"])
-    return p, g, g / p, min(times["governed"]) / min(times["plain"])
+    paired = statistics.median(b / a for a, b in zip(times["plain"], times["governed"], strict=True))
+    return p, g, g / p, min(times["governed"]) / min(times["plain"]), paired
 
 
 def postgres_part() -> list[tuple[str, float, float, float]]:
@@ -210,7 +213,7 @@ def stage_part() -> list[tuple[str, float]]:
     ]
     n = max(500, N // 40)
     best = dict.fromkeys([name for name, _ in rows], float("inf"))
-    for _ in range(ROUNDS * 4):  # interleaved: noise from other processes hits every row alike
+    for _ in range(ROUNDS):  # interleaved: noise from other processes hits every row alike
         for name, fn in rows:
             best[name] = min(best[name], timeit.timeit(fn, number=n) / n * 1e9)
     plain.close()
@@ -237,10 +240,13 @@ def main() -> None:
     if "memory" in parts:
         rows = memory_part()
         report(
-            [(name, p, g, f"{ratio:.2f}x", f"{quiet:.2f}x") for name, p, g, ratio, quiet in rows],
+            [
+                (name, p, g, f"{ratio:.2f}x", f"{quiet:.2f}x", f"{paired:.2f}x")
+                for name, p, g, ratio, quiet, paired in rows
+            ],
             title=f"(a) a hook and a quota vs none, same run (median us, {N} calls in {ROUNDS} interleaved "
             "rounds; goal <= 1.1x)",
-            headers=["call", "plain", "hook + quota", "ratio", "quietest rounds"],
+            headers=["call", "plain", "hook + quota", "ratio", "quietest rounds", "paired rounds"],
         )
     if "postgres" in parts:
         rows = postgres_part()

@@ -66,9 +66,11 @@ class Window:
         """Count one call under the scope value `value` now (0.0), or count nothing and answer the seconds
         until one more call fits: until the oldest of the last `limit` calls leaves the window. One clock
         read, one uncontended lock, O(1)."""
-        now = self._clock()
         self._lock.acquire()  # not `with`: this runs on every governed call, and `with` costs twice as much
         try:
+            now = (
+                self._clock()
+            )  # read under the lock: every log stays in time order, so hits[0] is the oldest
             hits = self._logs[value]
             # fewer than `limit` calls ever, or the oldest of the last `limit` has left the window: at
             # most `limit - 1` are in it, so this one fits (a full log drops its oldest as it appends)
