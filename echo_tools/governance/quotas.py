@@ -71,7 +71,7 @@ class Window:
             now = (
                 self._clock()
             )  # read under the lock: every log stays in time order, so hits[0] is the oldest
-            hits = self._logs[value]
+            hits = self._logs[value or None]  # no value and an empty one (a user id of "") count together
             # fewer than `limit` calls ever, or the oldest of the last `limit` has left the window: at
             # most `limit - 1` are in it, so this one fits (a full log drops its oldest as it appends)
             if len(hits) < self.limit or hits[0] <= now - self.per_s:

@@ -118,7 +118,8 @@ def test_a_full_window_refuses_until_its_oldest_call_leaves_and_calls_without_a_
     now = [0.0]
     counter = MemoryQuotaCounter(clock=lambda: now[0])
     window = counter.window("tool|user:|3/10", 3, 10)
-    assert [window.take(None) for _ in range(3)] == [0.0, 0.0, 0.0]  # no user: one shared count
+    assert [window.take(None) for _ in range(2)] == [0.0, 0.0]  # no user: one shared count
+    assert window.take("") == 0.0  # an empty user id is no user
     assert window.take("ann") == 0.0  # a user counts apart
     now[0] = 4.0
     assert window.take(None) == pytest.approx(6.0)  # refused, not counted: the oldest leaves at 10
