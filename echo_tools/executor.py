@@ -30,13 +30,7 @@ from echo_tools import gate, retry
 from echo_tools.backends.base import BackendOutput
 from echo_tools.backends.catalog import backend_class
 from echo_tools.egress import EgressPolicy
-from echo_tools.errors import (
-    ToolDisabledError,
-    ToolError,
-    ToolNotFoundError,
-    ToolOutputValidationError,
-    ToolValidationError,
-)
+from echo_tools.errors import ToolDisabledError, ToolError, ToolNotFoundError, ToolOutputValidationError
 from echo_tools.events import EventBus, EventSink, ToolEvent, call_fields, format_call_id, next_call_number
 from echo_tools.governance.hooks import ToolCall
 from echo_tools.governance.stage import OFF_LOOP, Governance
@@ -50,7 +44,6 @@ from echo_tools.outcomes import as_tool_error, cancelled_error, permission_refus
 from echo_tools.result_cache import ResultCache
 from echo_tools.routes import UNDECIDED, Route, RouteTable, describe_problems, passes
 from echo_tools.runtime import await_in_worker, call_in_worker, run_sync
-from echo_tools.schema import normalize_args
 from echo_tools.suggest import tool_hint
 
 if TYPE_CHECKING:
@@ -194,7 +187,7 @@ class ToolExecutor:
                 return self._refuse(tool, ref, input_data, spent, context, started, on_loop, call_id)
         # 3. normalise (drop None for optional non-nullable keys, fill defaults) and 4. validate
         route = self._routes.route(tool)
-        args = self._checked_input(route, input_data)
+        args = route.checked_input(input_data)
         if isinstance(args, ToolError):
             return self._refuse(tool, ref, input_data, args, context, started, on_loop, call_id)
         if self.replay is not None:  # 5-9 answered from a recorded run: no tool runs
@@ -203,12 +196,10 @@ class ToolExecutor:
         plan = self.governance.plan(tool)  # what applies to this tool, worked out once per tool version
         if plan is not None:
             governed = ToolCall(tool, args, context, call_id)  # replaced or edited args: validated again
-            verdict = plan.before(governed, lambda a: self._checked_input(route, a), on_loop)
+            verdict = plan.before(governed, route.checked_input, on_loop)
             if verdict is not args:  # denied, held, answered, replaced, or waiting for a database
                 if verdict is OFF_LOOP:  # a database answers (approvals, quota counts): wait off the loop
-                    verdict = await self.governance.before_off_loop(
-                        governed, lambda a: self._checked_input(route, a)
-                    )
+                    verdict = await self.governance.before_off_loop(governed, route.checked_input)
                 if isinstance(verdict, ToolError):
                     return self._refuse(tool, ref, args, verdict, context, started, on_loop, call_id)
                 if isinstance(
@@ -278,37 +269,6 @@ class ToolExecutor:
                 await asyncio.sleep(retry.backoff_s(tool, attempts))
             else:
                 time.sleep(retry.backoff_s(tool, attempts))
-
-    def _checked_input(self, route: Route, input_data: Any) -> dict[str, Any] | ToolError:
-        """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
-        tool = route.tool
-        if input_data is None:
-            input_data = {}
-        elif not isinstance(input_data, dict):
-            return ToolValidationError(
-                f"Tool {tool.tool_id!r}: input must be a JSON object, got {input_data!r:.200}",
-                tool_id=tool.tool_id,
-                field="input",
-            )
-        args = normalize_args(tool.input_schema, input_data) if route.fills_defaults else input_data
-        if args is input_data:
-            args = dict(input_data)
-        check = route.check_input
-        if check is None or passes(check, args):
-            return args
-        if not route.fills_defaults and None in args.values():
-            # a None that normalising drops (optional key, schema without null) always fails the schema,
-            # so only an input that failed can have one: normalise it now and check again
-            args = normalize_args(tool.input_schema, args)
-            if passes(check, args):
-                return args
-        problems = describe_problems(route.input_validator, args, "input")
-        paths = [problem.split(":", 1)[0] for problem in problems]
-        return ToolValidationError(
-            f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
-            tool_id=tool.tool_id,
-            field=next((p for p in paths if p != "input"), "input"),  # the most specific field named
-        )
 
     def _finish(
         self,
@@ -506,7 +466,7 @@ class ToolExecutor:
             if tool is None:
                 return lambda _args: ToolNotFoundError(f"No tool matches {tool_id!r}", field="tool")
             route = self._routes.route(tool)
-            return lambda a: self._checked_input(route, a)
+            return route.checked_input
 
         def run(record: ApprovalRecord) -> ToolResult:
             return self.invoke_sync(record.tool_id, record.args, ToolContext.model_validate(record.context))

@@ -1,8 +1,9 @@
 """The executor's route per tool version: what it decides once about a tool and reuses on every call.
 
 A `Route` holds the compiled input and output validators, whether step 3 has defaults to fill, the input
-keys with nothing to redact, how long results may be reused, and, once asked, the backend's `sync_call` for the tool. `RouteTable` keeps
-them by tool id, for as long as the registry holds that very definition.
+keys with nothing to redact, how long results may be reused, and, once asked, the backend's `sync_call`
+for the tool; `Route.checked_input` is steps 3-4 with them (the pipeline's, and a hook's replaced
+arguments'). `RouteTable` keeps them by tool id, for as long as the registry holds that very definition.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import SyncCall, forget_entries
-from echo_tools.errors import ToolError
+from echo_tools.errors import ToolError, ToolValidationError
 from echo_tools.models import ToolDef
 from echo_tools.redaction import is_secret_key
 from echo_tools.result_cache import cache_ttl
-from echo_tools.schema import SchemaValidator, compiled, scalar_properties
+from echo_tools.schema import SchemaValidator, compiled, normalize_args, scalar_properties
 
 if TYPE_CHECKING:
     from echo_tools.backends.base import ToolBackend
@@ -42,6 +43,37 @@ class Route:
     cache_ttl_s: float | None = None  # results are reused this long (a deterministic, pure tool); None: never
     sync: SyncCall | None = UNDECIDED  # the backend's sync_call for the tool (None: run through `call`)
     deciding: concurrent.futures.Future[SyncCall | None] | None = dataclasses.field(default=None, repr=False)
+
+    def checked_input(self, input_data: Any) -> dict[str, Any] | ToolError:
+        """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
+        tool = self.tool
+        if input_data is None:
+            input_data = {}
+        elif not isinstance(input_data, dict):
+            return ToolValidationError(
+                f"Tool {tool.tool_id!r}: input must be a JSON object, got {input_data!r:.200}",
+                tool_id=tool.tool_id,
+                field="input",
+            )
+        args = normalize_args(tool.input_schema, input_data) if self.fills_defaults else input_data
+        if args is input_data:
+            args = dict(input_data)
+        check = self.check_input
+        if check is None or passes(check, args):
+            return args
+        if not self.fills_defaults and None in args.values():
+            # a None that normalising drops (optional key, schema without null) always fails the schema,
+            # so only an input that failed can have one: normalise it now and check again
+            args = normalize_args(tool.input_schema, args)
+            if passes(check, args):
+                return args
+        problems = describe_problems(self.input_validator, args, "input")
+        paths = [problem.split(":", 1)[0] for problem in problems]
+        return ToolValidationError(
+            f"Tool {tool.tool_id!r}: invalid input: {'; '.join(problems)}",
+            tool_id=tool.tool_id,
+            field=next((p for p in paths if p != "input"), "input"),  # the most specific field named
+        )
 
     def decide_sync(self, backend: ToolBackend) -> SyncCall | None:
         """Ask the backend once whether the tool is a plain sync function; remember the answer."""

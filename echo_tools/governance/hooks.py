@@ -101,28 +101,6 @@ def bound(hooks: Sequence[Any], method: str) -> tuple[tuple[Any, Callable[..., A
     return tuple((hook, fn) for hook, fn in pairs if fn is not None)
 
 
-def run_before(
-    befores: Sequence[tuple[Any, Callable[[ToolCall], Any]]],
-    call: ToolCall,
-    validate: Callable[[dict[str, Any]], dict[str, Any] | ToolError],
-) -> dict[str, Any] | ToolError:
-    """The arguments the call runs with once every `before` hook has seen it, or the error that stops it.
-
-    `befores` pairs each hook with its bound `before` (`bound(hooks, "before")`); `validate` checks
-    replaced arguments against the tool's schema (steps 3-4 again).
-    """
-    for hook, before in befores:
-        try:
-            verdict = before(call)
-        except Exception as exc:  # boundary: a failing hook fails the call closed, named
-            return hook_raised(call, hook, exc)
-        if verdict is not None:
-            stopped = judge(call, hook, verdict, validate)
-            if stopped is not None:
-                return stopped
-    return call.args
-
-
 def hook_raised(call: ToolCall, hook: Any, exc: Exception) -> ToolDeniedError:
     """The error of a call whose hook's `before` raised `exc`: it fails closed, naming the hook."""
     return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from echo_tools.errors import ToolError
 from echo_tools.governance.hooks import ToolCall, hook_raised, judge, run_after
-from echo_tools.governance.quotas import QuotaCount, counting, quota_error
+from echo_tools.governance.quotas import QuotaCount, counting, quota_error, scope_reader
 from echo_tools.models import Approval, ToolResult
 
 if TYPE_CHECKING:
@@ -44,8 +44,9 @@ _granted = GRANT.get  # bound once
 # empty, no call can run under a grant and the contextvar is not read at all
 GRANTING: list[None] = []
 
-# one quota of a plan: (count one call under this scope value, the quota, "tool" or "executor")
-_Counted = tuple[QuotaCount, "Quota", str]
+# one quota of a plan: (count one call under a scope value, read the call's scope value, the quota,
+# "tool" or "executor")
+_Counted = tuple[QuotaCount, Callable[[ToolCall], Any], "Quota", str]
 
 
 class Stage(Protocol):
@@ -80,8 +81,8 @@ class CallPlan:
         self.asks = governance.approval_policy is not None or tool.approval is not Approval.NEVER
         counter = governance.counter
         self.counts: tuple[_Counted, ...] = tuple(
-            [(counting(counter, tool.tool_id, q), q, "tool") for q in tool.quotas]
-            + [(counting(counter, None, q), q, "executor") for q in governance.quotas]
+            [(counting(counter, tool.tool_id, q), scope_reader(q.scope), q, "tool") for q in tool.quotas]
+            + [(counting(counter, None, q), scope_reader(q.scope), q, "executor") for q in governance.quotas]
         )
         self.on = bool(self.befores or self.afters or self.asks or self.counts)
         # counting waits for a database: a call on the event loop does it in a worker thread
@@ -92,7 +93,7 @@ class CallPlan:
     ) -> dict[str, Any] | ToolError | ToolResult | object:
         """The arguments the call runs with (`call.args` itself when nothing changed them), the error
         that stops it, or the result it already had; or `OFF_LOOP`: then await `Governance.before_off_loop`."""
-        for hook, before in self.befores:  # `run_before`, inline: the common verdict is None
+        for hook, before in self.befores:  # every hook's `before`, in order (the one place they run)
             try:
                 verdict = before(call)
             except Exception as exc:  # boundary: a failing hook fails the call closed, named
@@ -116,9 +117,9 @@ class CallPlan:
     def count(self, call: ToolCall) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of the first one it
         is over."""
-        for take, quota, where in self.counts:
-            wait = take(call)
-            if wait > 0:
+        for take, read, quota, where in self.counts:
+            wait = take(read(call))
+            if wait:  # over quota: the seconds until one more call fits
                 return quota_error(call, quota, wait, where)
         return call.args
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections import defaultdict, deque
+from collections.abc import Callable, Hashable
+from functools import partial
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Protocol
 
 from echo_tools.errors import QuotaExceededError
 from echo_tools.models import Quota, QuotaScope
@@ -27,7 +29,16 @@ from echo_tools.models import Quota, QuotaScope
 if TYPE_CHECKING:
     from echo_tools.governance.hooks import ToolCall
 
-__all__ = ["MemoryQuotaCounter", "QuotaCounter", "QuotaCount", "counting", "quota_error", "scope_value"]
+__all__ = [
+    "MemoryQuotaCounter",
+    "QuotaCount",
+    "QuotaCounter",
+    "Window",
+    "counting",
+    "quota_error",
+    "scope_reader",
+    "scope_value",
+]
 
 
 class QuotaCounter(Protocol):
@@ -39,94 +50,101 @@ class QuotaCounter(Protocol):
     def take(self, key: str, limit: int, per_s: float) -> float: ...
 
 
-class MemoryQuotaCounter:
-    """Counts in this process: per key, the times of the calls inside the window (a sliding log).
+class Window:
+    """The sliding windows of one quota over one tool (or every tool): per scope value, the times of the
+    last `limit` calls counted (a sliding log). The one home of the window's arithmetic."""
 
-    Keys are kept in two levels, `prefix + suffix` (the tool and quota) then the scope value, so the
-    executor's per-call path (`counting`) looks a user id up in one small dict and builds no string."""
+    __slots__ = ("_clock", "_lock", "_logs", "limit", "per_s")
+
+    def __init__(self, limit: int, per_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit, self.per_s = limit, per_s
+        self._logs: defaultdict[Hashable, deque[float]] = defaultdict(partial(deque, maxlen=limit))
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def take(self, value: Hashable) -> float:
+        """Count one call under the scope value `value` now (0.0), or count nothing and answer the seconds
+        until one more call fits: until the oldest of the last `limit` calls leaves the window. One clock
+        read, one uncontended lock, O(1)."""
+        self._lock.acquire()  # not `with`: this runs on every governed call, and `with` costs twice as much
+        try:
+            now = (
+                self._clock()
+            )  # read under the lock: every log stays in time order, so hits[0] is the oldest
+            hits = self._logs[value or None]  # no value and an empty one (a user id of "") count together
+            # fewer than `limit` calls ever, or the oldest of the last `limit` has left the window: at
+            # most `limit - 1` are in it, so this one fits (a full log drops its oldest as it appends)
+            if len(hits) < self.limit or hits[0] <= now - self.per_s:
+                hits.append(now)
+                return 0.0
+            return max(hits[0] + self.per_s - now, 0.001)
+        finally:
+            self._lock.release()
+
+
+class MemoryQuotaCounter:
+    """Counts in this process: a `Window` per key, limit and window length."""
 
     blocking = False
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._groups: dict[str, dict[str, deque[float]]] = {}
+        self._windows: dict[tuple[str, int, float], Window] = {}
         self._lock = threading.Lock()
         self._clock = clock
 
     def take(self, key: str, limit: int, per_s: float) -> float:
+        return self.window(key, limit, per_s).take(None)
+
+    def window(self, key: str, limit: int, per_s: float) -> Window:
+        """The windows counted under `key` (one per scope value), made on first use."""
         with self._lock:
-            group = self._groups.setdefault(key, {})
-            return _count_in(group, "", self._clock(), limit, per_s)
-
-    def counting(self, prefix: str, suffix: str, quota: Quota) -> QuotaCount:
-        """How a call is counted against `quota` (key `prefix + scope value + suffix`), everything but the
-        scope value bound once: the executor's per-call path (one clock read, one uncontended lock,
-        O(1) amortised), with no string built."""
-        with self._lock:
-            group = self._groups.setdefault(prefix + "\0" + suffix, {})
-        clock, lock = self._clock, self._lock
-        limit, per_s, scope = quota.limit, quota.per_s, quota.scope
-        by_user, by_tool = scope is QuotaScope.USER, scope is QuotaScope.TOOL
-
-        def take(call: ToolCall) -> float:
-            if by_user:
-                value = call.context.user_id or ""
-            else:
-                value = "" if by_tool else scope_value(scope, call)
-            now = clock()
-            with lock:
-                return _count_in(group, value, now, limit, per_s)
-
-        return take
+            window = self._windows.get((key, limit, per_s))
+            if window is None:
+                window = self._windows[key, limit, per_s] = Window(limit, per_s, self._clock)
+            return window
 
 
-def _count_in(group: dict[str, deque[float]], value: str, now: float, limit: int, per_s: float) -> float:
-    """Count one call at `now` in the window of `value` (0.0), or the seconds until one more fits."""
-    hits = group.get(value)
-    if hits is None:
-        hits = group[value] = deque()
-    edge = now - per_s
-    while hits and hits[0] <= edge:
-        hits.popleft()
-    if len(hits) < limit:
-        hits.append(now)
-        return 0.0
-    return max(hits[0] + per_s - now, 0.001)
-
-
-QuotaCount = Callable[["ToolCall"], float]  # count one call: 0.0, or the seconds until one more fits
+QuotaCount = Callable[[Any], float]  # count one call under a scope value: 0.0, or the seconds until one fits
 
 
 def counting(counter: QuotaCounter, tool_id: str | None, quota: Quota) -> QuotaCount:
-    """How one call of `tool_id` (None: any tool, an executor quota) is counted against `quota` in
-    `counter`; the key's fixed parts are built once, here, not per call."""
+    """How a call of `tool_id` (None: any tool, an executor quota) is counted against `quota` in `counter`,
+    given its scope value (`scope_reader`); the key's fixed parts are built once, here, not per call."""
     prefix, suffix = _key_parts(quota, tool_id)
-    if isinstance(counter, MemoryQuotaCounter):  # the in-process counter: everything bound once
-        return counter.counting(prefix, suffix, quota)
-    take, limit, per_s, scope = counter.take, quota.limit, quota.per_s, quota.scope
-    return lambda call: take(prefix + scope_value(scope, call) + suffix, limit, per_s)
+    if isinstance(counter, MemoryQuotaCounter):  # the in-process counter: the windows themselves
+        return counter.window(prefix + suffix, quota.limit, quota.per_s).take
+    take, limit, per_s = counter.take, quota.limit, quota.per_s
+    return lambda value: take(f"{prefix}{value or ''}{suffix}", limit, per_s)
 
 
-_TOOL, _USER, _RUN = QuotaScope.TOOL, QuotaScope.USER, QuotaScope.RUN  # enum members, read once
+def _everyone(call: ToolCall) -> None:
+    return None  # scope `tool`: every call is counted together
 
 
-def scope_value(scope: QuotaScope, call: ToolCall) -> str:
-    """What a call is counted under for `scope` (a principal name, a user id, a run id; "" for none)."""
-    if scope is _TOOL:
-        return ""
-    context = call.context
-    if scope is _USER:
-        return context.user_id or ""
-    if scope is _RUN:
-        return context.run_id or ""
-    principal = getattr(context, "principal", None)  # set by the gate (`echo_tools.gate`) when present
+def _principal(call: ToolCall) -> str:
+    principal = getattr(call.context, "principal", None)  # set by the gate (`echo_tools.gate`) when present
     name = getattr(principal, "name", principal)
     return str(name) if name else "operator"
 
 
-def quota_key(quota: Quota, call: ToolCall, tool_id: str | None) -> str:
-    """The counter key of `quota` for `call`: the tool (or `*` for an executor quota), scope and window."""
-    prefix, suffix = _key_parts(quota, tool_id)
-    return prefix + scope_value(quota.scope, call) + suffix
+# what a call is counted under, per scope: a user id or run id (None: calls without one share a count),
+# a principal name; read by C (`attrgetter`) where it can be, as it is read on every counted call
+_READERS: dict[QuotaScope, Callable[[ToolCall], Hashable]] = {
+    QuotaScope.TOOL: _everyone,
+    QuotaScope.USER: attrgetter("context.user_id"),
+    QuotaScope.RUN: attrgetter("context.run_id"),
+    QuotaScope.PRINCIPAL: _principal,
+}
+
+
+def scope_reader(scope: QuotaScope) -> Callable[[ToolCall], Hashable]:
+    """How a call's scope value is read for `scope` (a principal name, a user id, a run id; None: none)."""
+    return _READERS[scope]
+
+
+def scope_value(scope: QuotaScope, call: ToolCall) -> str:
+    """What a call is counted under for `scope`, as text ("" for none)."""
+    return str(_READERS[scope](call) or "")
 
 
 def _key_parts(quota: Quota, tool_id: str | None) -> tuple[str, str]:
@@ -136,7 +154,7 @@ def _key_parts(quota: Quota, tool_id: str | None) -> tuple[str, str]:
 def quota_error(call: ToolCall, quota: Quota, retry_after_s: float, where: str) -> QuotaExceededError:
     """The error of a call over `quota` (`where`: "tool" or "executor"), naming the quota and its scope."""
     value = scope_value(quota.scope, call)
-    whose = f" for {quota.scope.value} {value!r}" if quota.scope is not _TOOL else ""
+    whose = f" for {quota.scope.value} {value!r}" if quota.scope is not QuotaScope.TOOL else ""
     retry = round(retry_after_s, 3)
     return QuotaExceededError(
         f"Tool {call.tool_id!r}: over the {where} quota of {quota.limit} calls per {quota.per_s:g} s{whose}; "

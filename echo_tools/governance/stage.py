@@ -81,18 +81,7 @@ class Governance:
             plan = self._plans[tool.tool_id] = CallPlan(self, tool)
         return plan if plan.on else None
 
-    def applies(self, tool: ToolDef) -> bool:
-        """Whether a call of `tool` passes this stage at all (else the pipeline skips it)."""
-        return self.plan(tool) is not None
-
     # -- before the tool runs ------------------------------------------------------------------------
-
-    def before(
-        self, call: ToolCall, validate: Validate, on_loop: bool
-    ) -> dict[str, Any] | ToolError | ToolResult | object:
-        """`CallPlan.before` of the call's tool (the executor asks the plan itself, once per call)."""
-        plan = self.plan(call.tool)
-        return call.args if plan is None else plan.before(call, validate, on_loop)
 
     async def before_off_loop(
         self, call: ToolCall, validate: Validate
@@ -233,12 +222,6 @@ class Governance:
         )
 
     # -- after the tool ran --------------------------------------------------------------------------
-
-    def after(self, call: ToolCall, result: ToolResult) -> ToolResult:
-        """`CallPlan.after` of the call's tool: the result the caller gets (every `after` hook applied),
-        kept with the call's approval (one update of the store, for an approved call only)."""
-        plan = self.plan(call.tool)
-        return result if plan is None else plan.after(call, result)
 
     def finish(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """Keep the result of an approved call with its approval, so a repeat gets it instead of a run."""

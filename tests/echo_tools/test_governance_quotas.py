@@ -112,3 +112,35 @@ async def test_the_postgresql_count_is_taken_off_the_event_loop(dsn: str) -> Non
         assert (await executor.invoke("Q7", {"key": "gov-q7"})).error_type == "quota"
     finally:
         counter.close()
+
+
+def test_a_full_window_refuses_until_its_oldest_call_leaves_and_calls_without_a_user_share_it() -> None:
+    now = [0.0]
+    counter = MemoryQuotaCounter(clock=lambda: now[0])
+    window = counter.window("tool|user:|3/10", 3, 10)
+    assert [window.take(None) for _ in range(2)] == [0.0, 0.0]  # no user: one shared count
+    assert window.take("") == 0.0  # an empty user id is no user
+    assert window.take("ann") == 0.0  # a user counts apart
+    now[0] = 4.0
+    assert window.take(None) == pytest.approx(6.0)  # refused, not counted: the oldest leaves at 10
+    now[0] = 10.0  # the three of 0.0 have left the window (10 - 10 = 0): three fit again
+    assert [window.take(None) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert window.take(None) == pytest.approx(10.0)
+
+
+def test_threads_taking_at_once_are_counted_exactly_up_to_the_limit() -> None:
+    import threading
+
+    window = MemoryQuotaCounter().window("k", 100, 3600)
+    start, answers = threading.Barrier(8), []
+
+    def caller() -> None:
+        start.wait()
+        answers.extend(window.take("ann") for _ in range(50))
+
+    threads = [threading.Thread(target=caller) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers.count(0.0) == 100 and len(answers) == 400  # 100 counted, 300 refused
