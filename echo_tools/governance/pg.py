@@ -58,6 +58,14 @@ class PgQuotaCounter:
             row = conn.execute("SELECT echo_quota_take(%s, %s, %s)", (key, limit, per_s)).fetchone()
         return float(row[0]) if row else 0.0
 
+    def give_back(self, key: str, limit: int, per_s: float) -> None:
+        with self.db.connection() as conn:
+            conn.execute(
+                "DELETE FROM echo_quota_hits WHERE ctid = (SELECT ctid FROM echo_quota_hits WHERE key = %s "
+                "ORDER BY at DESC LIMIT 1)",
+                (key,),
+            )
+
     def close(self) -> None:
         if self._owns_db:
             self.db.close()

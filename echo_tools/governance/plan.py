@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from echo_tools.errors import ToolError
 from echo_tools.governance.hooks import ToolCall, hook_raised, judge, run_after
-from echo_tools.governance.quotas import QuotaCount, counting, quota_error, scope_reader
+from echo_tools.governance.quotas import QuotaCount, QuotaGiveBack, counting, quota_error, scope_reader
 from echo_tools.models import Approval, ToolResult
 
 if TYPE_CHECKING:
@@ -44,9 +44,9 @@ _granted = GRANT.get  # bound once
 # empty, no call can run under a grant and the contextvar is not read at all
 GRANTING: list[None] = []
 
-# one quota of a plan: (count one call under a scope value, read the call's scope value, the quota,
-# "tool" or "executor")
-_Counted = tuple[QuotaCount, Callable[[ToolCall], Any], "Quota", str]
+# one quota of a plan: (count one call under a scope value, give it back, read the call's scope value,
+# the quota, "tool" or "executor")
+_Counted = tuple[QuotaCount, QuotaGiveBack, Callable[[ToolCall], Any], "Quota", str]
 
 
 class Stage(Protocol):
@@ -81,8 +81,8 @@ class CallPlan:
         self.asks = governance.approval_policy is not None or tool.approval is not Approval.NEVER
         counter = governance.counter
         self.counts: tuple[_Counted, ...] = tuple(
-            [(counting(counter, tool.tool_id, q), scope_reader(q.scope), q, "tool") for q in tool.quotas]
-            + [(counting(counter, None, q), scope_reader(q.scope), q, "executor") for q in governance.quotas]
+            [(*counting(counter, tool.tool_id, q), scope_reader(q.scope), q, "tool") for q in tool.quotas]
+            + [(*counting(counter, None, q), scope_reader(q.scope), q, "executor") for q in governance.quotas]
         )
         self.on = bool(self.befores or self.afters or self.asks or self.counts)
         # counting waits for a database: a call on the event loop does it in a worker thread
@@ -117,11 +117,21 @@ class CallPlan:
     def count(self, call: ToolCall) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of the first one it
         is over."""
-        for take, read, quota, where in self.counts:
+        for counted in self.counts:
+            take, _, read, quota, where = counted
             wait = take(read(call))
             if wait:  # over quota: the seconds until one more call fits
+                self._give_back(call, counted)
                 return quota_error(call, quota, wait, where)
         return call.args
+
+    def _give_back(self, call: ToolCall, refusing: _Counted) -> None:
+        """Uncount a call refused by the quota `refusing` in the quotas before it, which counted it."""
+        for counted in self.counts:
+            if counted is refusing:
+                return
+            _, give_back, read, _, _ = counted
+            give_back(read(call))
 
     def after(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """The result the caller gets (every `after` hook applied), kept with the call's approval."""

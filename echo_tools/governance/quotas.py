@@ -9,7 +9,7 @@ The window slides: a call is allowed when fewer than `limit` calls were counted 
 seconds, so no `per_s` window ever holds more than `limit` calls. Over quota, the call fails with
 `error_type="quota"` and `metadata["retry_after_s"]`: the seconds until the oldest counted call leaves the
 window. Counting happens when the call is about to run (after hooks and approval), and a refused call is
-not counted. `MemoryQuotaCounter` counts in this process; `PgQuotaCounter` (`echo_tools.governance.pg`) in
+not counted: with several quotas, those that counted it before one refused it give it back. `MemoryQuotaCounter` counts in this process; `PgQuotaCounter` (`echo_tools.governance.pg`) in
 PostgreSQL, so replicas on one database share every count.
 """
 
@@ -33,6 +33,7 @@ __all__ = [
     "MemoryQuotaCounter",
     "QuotaCount",
     "QuotaCounter",
+    "QuotaGiveBack",
     "Window",
     "counting",
     "quota_error",
@@ -48,6 +49,10 @@ class QuotaCounter(Protocol):
     blocking: bool  # True when `take` waits for a database (the executor then calls it off the event loop)
 
     def take(self, key: str, limit: int, per_s: float) -> float: ...
+
+    def give_back(self, key: str, limit: int, per_s: float) -> None:
+        """Uncount the newest call counted under `key` (a call another quota refused after this one
+        counted it)."""
 
 
 class Window:
@@ -81,6 +86,15 @@ class Window:
         finally:
             self._lock.release()
 
+    def give_back(self, value: Hashable) -> None:
+        """Uncount the newest call counted under `value`: a call another quota refused after this window
+        counted it. (When another call of `value` was counted in between, its time is the one dropped
+        and the given-back call's, microseconds older, stays in its place.)"""
+        with self._lock:
+            hits = self._logs[value or None]
+            if hits:
+                hits.pop()
+
 
 class MemoryQuotaCounter:
     """Counts in this process: a `Window` per key, limit and window length."""
@@ -95,6 +109,9 @@ class MemoryQuotaCounter:
     def take(self, key: str, limit: int, per_s: float) -> float:
         return self.window(key, limit, per_s).take(None)
 
+    def give_back(self, key: str, limit: int, per_s: float) -> None:
+        self.window(key, limit, per_s).give_back(None)
+
     def window(self, key: str, limit: int, per_s: float) -> Window:
         """The windows counted under `key` (one per scope value), made on first use."""
         with self._lock:
@@ -105,16 +122,26 @@ class MemoryQuotaCounter:
 
 
 QuotaCount = Callable[[Any], float]  # count one call under a scope value: 0.0, or the seconds until one fits
+QuotaGiveBack = Callable[[Any], None]  # uncount the newest call counted under a scope value
 
 
-def counting(counter: QuotaCounter, tool_id: str | None, quota: Quota) -> QuotaCount:
+def counting(counter: QuotaCounter, tool_id: str | None, quota: Quota) -> tuple[QuotaCount, QuotaGiveBack]:
     """How a call of `tool_id` (None: any tool, an executor quota) is counted against `quota` in `counter`,
-    given its scope value (`scope_reader`); the key's fixed parts are built once, here, not per call."""
+    given its scope value (`scope_reader`), and given back when another quota refuses it; the key's fixed
+    parts are built once, here, not per call."""
     prefix, suffix = _key_parts(quota, tool_id)
     if isinstance(counter, MemoryQuotaCounter):  # the in-process counter: the windows themselves
-        return counter.window(prefix + suffix, quota.limit, quota.per_s).take
-    take, limit, per_s = counter.take, quota.limit, quota.per_s
-    return lambda value: take(f"{prefix}{value or ''}{suffix}", limit, per_s)
+        window = counter.window(prefix + suffix, quota.limit, quota.per_s)
+        return window.take, window.give_back
+    limit, per_s = quota.limit, quota.per_s
+
+    def take(value: Any) -> float:
+        return counter.take(f"{prefix}{value or ''}{suffix}", limit, per_s)
+
+    def give_back(value: Any) -> None:
+        counter.give_back(f"{prefix}{value or ''}{suffix}", limit, per_s)
+
+    return take, give_back
 
 
 def _everyone(call: ToolCall) -> None:

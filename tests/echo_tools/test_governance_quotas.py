@@ -144,3 +144,33 @@ def test_threads_taking_at_once_are_counted_exactly_up_to_the_limit() -> None:
     for thread in threads:
         thread.join()
     assert answers.count(0.0) == 100 and len(answers) == 400  # 100 counted, 300 refused
+
+
+def _refused_by_the_second_quota_is_not_counted_by_the_first(**counter: object) -> None:
+    # a tool quota of 3 calls shared by everyone, and an executor quota of 1 call per user
+    executor, _ = make_executor(
+        counted("Q9", {"limit": 3, "per_s": 60}),
+        quotas=[Quota(limit=1, per_s=60, scope="user")],
+        **counter,
+    )
+    ann, ben = ToolContext(user_id="ann"), ToolContext(user_id="ben")
+    outcomes = [executor.invoke_sync("Q9", {"key": "gov-q9"}, ann).error_type for _ in range(4)]
+    assert outcomes == [None, "quota", "quota", "quota"]  # refused by ann's quota: 1 call ran
+    assert executor.invoke_sync("Q9", {"key": "gov-q9"}, ben).success  # the tool's quota counted 1, not 4
+    assert executor.invoke_sync("Q9", {"key": "gov-q9"}, ToolContext(user_id="cy")).success
+    over = executor.invoke_sync("Q9", {"key": "gov-q9"}, ToolContext(user_id="di"))
+    assert over.error_type == "quota" and "tool quota" in (over.error or "")  # 3 calls ran: now it is full
+
+
+def test_a_call_refused_by_a_later_quota_is_not_counted_by_an_earlier_one() -> None:
+    _refused_by_the_second_quota_is_not_counted_by_the_first()
+
+
+def test_a_call_refused_by_a_later_quota_is_not_counted_on_postgresql_either(dsn: str) -> None:
+    from echo_tools.governance.pg import PgQuotaCounter
+
+    counter = PgQuotaCounter(dsn)
+    try:
+        _refused_by_the_second_quota_is_not_counted_by_the_first(quota_counter=counter)
+    finally:
+        counter.close()
