@@ -66,34 +66,21 @@ class PgRunHistory(HistoryQueries):
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
 
     def _write_events(self, events: list[ToolEvent]) -> None:
-        """One transaction for the batch: its rows inserted in order, then one NOTIFY per `NOTE_SEQS` rows
-        kept, delivered when the batch commits.
+        """One transaction for the batch, sent in one round trip: its rows inserted by one statement in
+        their order, which also sends one NOTIFY per `NOTE_SEQS` rows kept (delivered when it commits).
 
         A NOTIFY carries only rows' `seq`s (and this replica's origin): whoever can send one (any role
         that may connect) cannot put an event into another replica's stream, which reads the rows itself.
         """
-        rows = [
-            (event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
-             event.agent_id, event.tool_id, event.to_json())
-            for event in events
-        ]  # fmt: skip
-        with self.db.transaction() as conn:
+        columns: list[list[Any]] = [[], [], [], [], [], [], [], []]
+        for event in events:
+            row = (event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
+                   event.agent_id, event.tool_id, event.to_json())  # fmt: skip
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        with self.db.connection() as conn, conn.pipeline(), conn.transaction():
             conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._commit_mode,))
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id,"
-                    " body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING RETURNING seq",
-                    rows,
-                    returning=True,
-                )
-                kept: list[int] = []
-                while True:
-                    kept += [row[0] for row in cursor.fetchall()]
-                    if not cursor.nextset():
-                        break
-            for first in range(0, len(kept), NOTE_SEQS):
-                note = json.dumps({"origin": self.origin, "seqs": kept[first : first + NOTE_SEQS]})
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, note))
+            conn.execute(_INSERT_AND_NOTIFY, (*columns, NOTE_SEQS, CHANNEL, self.origin))
 
     def follow(self, callback: Callable[[ToolEvent], None]) -> None:
         """Call `callback(event)` (on a listener thread) for each event another replica records."""
@@ -157,6 +144,26 @@ class PgRunHistory(HistoryQueries):
             self._saver_pool.close()
         if self._owns_db:
             self.db.close()
+
+
+# the batch's rows in their order (a row whose event_id is kept already is skipped), then their seqs in
+# notes of at most NOTE_SEQS each: {"origin": ..., "seqs": [...]}
+_INSERT_AND_NOTIFY = """
+WITH kept AS (
+    INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body)
+    SELECT event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                %s::text[])
+        WITH ORDINALITY AS e (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body, n)
+    ORDER BY n
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING seq
+), numbered AS (
+    SELECT seq, (row_number() OVER (ORDER BY seq) - 1) / %s AS note FROM kept
+)
+SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seqs', json_agg(seq ORDER BY seq))::text)
+FROM numbered GROUP BY note
+"""
 
 
 def _note_seqs(payload: str) -> tuple[Any, list[int]]:
