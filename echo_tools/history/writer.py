@@ -2,7 +2,9 @@
 server (one transaction per batch instead of one per event).
 
 `put` never blocks the caller: the event waits in a bounded queue; when the queue is full the event is
-dropped, counted (`dropped`) and logged. One writer thread keeps the order events were put in (so each
+dropped, counted (`dropped`) and logged. After a batch the writer lingers `LINGER_S` before the next one,
+so a busy server's events are queued without a thread wake-up each and written a few milliseconds' worth
+at a time. One writer thread keeps the order events were put in (so each
 run's events stay in order). `flush` waits until everything put so far is written; `close` flushes and
 stops the thread, and every writer still open is flushed when the interpreter exits.
 """
@@ -23,6 +25,9 @@ logger = logging.getLogger("echo_tools.history")
 
 QUEUE_SIZE = 50_000  # events waiting for the writer before new ones are dropped
 BATCH_SIZE = 1_000  # events written in one transaction at most
+# how long the writer waits after a batch before taking the next: under load the events of those
+# milliseconds go into one transaction and are queued without waking the thread once each
+LINGER_S = 0.01
 EXIT_FLUSH_S = 10.0  # how long the interpreter's exit waits for each writer
 
 _STOP = object()
@@ -49,6 +54,7 @@ class EventWriter:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._pending = 0  # events put and not yet written (or dropped)
+        self._hurry = threading.Event()  # ends the writer's linger at once: `flush` or `close` waits
         _OPEN.add(self)
 
     def put(self, event: ToolEvent) -> None:
@@ -78,6 +84,7 @@ class EventWriter:
             self._queue.put(done, timeout=timeout)
         except queue.Full:
             return False
+        self._hurry.set()
         return done.wait(timeout)
 
     def close(self, timeout: float | None = EXIT_FLUSH_S) -> None:
@@ -93,6 +100,7 @@ class EventWriter:
                 self._queue.put(_STOP, timeout=timeout)
             except queue.Full:
                 return
+            self._hurry.set()
             thread.join(timeout)
 
     def _start(self) -> None:
@@ -140,6 +148,8 @@ class EventWriter:
                 done.set()
             if stop:
                 return
+            if batch and self._hurry.wait(LINGER_S):  # nobody waits for the next batch: let it grow
+                self._hurry.clear()
 
 
 @atexit.register
