@@ -66,8 +66,8 @@ class PgRunHistory(HistoryQueries):
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
 
     def _write_events(self, events: list[ToolEvent]) -> None:
-        """One transaction for the batch, sent in one round trip: its rows inserted by one statement in
-        their order, which also sends one NOTIFY per `NOTE_SEQS` rows kept (delivered when it commits).
+        """The batch in one statement, its own transaction: its rows inserted in their order, one NOTIFY
+        per `NOTE_SEQS` rows kept (delivered when it commits), the commit mode set for this transaction.
 
         A NOTIFY carries only rows' `seq`s (and this replica's origin): whoever can send one (any role
         that may connect) cannot put an event into another replica's stream, which reads the rows itself.
@@ -78,9 +78,8 @@ class PgRunHistory(HistoryQueries):
                    event.agent_id, event.tool_id, event.to_json())  # fmt: skip
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        with self.db.connection() as conn, conn.pipeline(), conn.transaction():
-            conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._commit_mode,))
-            conn.execute(_INSERT_AND_NOTIFY, (*columns, NOTE_SEQS, CHANNEL, self.origin))
+        with self.db.connection() as conn:  # autocommit: the one statement is the transaction
+            conn.execute(_WRITE_BATCH, (self._commit_mode, *columns, NOTE_SEQS, CHANNEL, self.origin))
 
     def follow(self, callback: Callable[[ToolEvent], None]) -> None:
         """Call `callback(event)` (on a listener thread) for each event another replica records."""
@@ -146,14 +145,19 @@ class PgRunHistory(HistoryQueries):
             self.db.close()
 
 
-# the batch's rows in their order (a row whose event_id is kept already is skipped), then their seqs in
-# notes of at most NOTE_SEQS each: {"origin": ..., "seqs": [...]}
-_INSERT_AND_NOTIFY = """
-WITH kept AS (
+# One statement for a batch (each statement costs a round trip and its own parsing on both sides):
+# - `mode`: synchronous_commit for this transaction only (set_config's `true`), read when it commits;
+# - `kept`: the rows in the batch's order (so their seqs are too), an event_id kept already skipped; the
+#   columns are sent as binary arrays (`%b`): text needs no escaping that way;
+# - then one NOTIFY per NOTE_SEQS seqs kept: {"origin": ..., "seqs": [...]}.
+_WRITE_BATCH = """
+WITH mode AS (
+    SELECT set_config('synchronous_commit', %s, true)
+), kept AS (
     INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body)
     SELECT event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                %s::text[])
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[],
+                %b::text[])
         WITH ORDINALITY AS e (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body, n)
     ORDER BY n
     ON CONFLICT (event_id) DO NOTHING
@@ -162,7 +166,7 @@ WITH kept AS (
     SELECT seq, (row_number() OVER (ORDER BY seq) - 1) / %s AS note FROM kept
 )
 SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seqs', json_agg(seq ORDER BY seq))::text)
-FROM numbered GROUP BY note
+FROM numbered, mode GROUP BY note
 """
 
 
