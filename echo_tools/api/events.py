@@ -145,13 +145,14 @@ class EventBroadcaster(InlineSink):
         self._recent_set: set[str] = set()
 
     def __call__(self, event: ToolEvent) -> None:
+        event_id = event.event_id  # made text on first read: read once
         with self._lock:
-            if event.event_id in self._recent_set:
+            if event_id in self._recent_set:
                 return
             if len(self._recent) == self._recent.maxlen:
                 self._recent_set.discard(self._recent[0])
-            self._recent.append(event.event_id)
-            self._recent_set.add(event.event_id)
+            self._recent.append(event_id)
+            self._recent_set.add(event_id)
             self.published += 1
             if not self._clients:
                 return  # nobody listens: nothing is serialised or kept

@@ -254,8 +254,9 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        declared = headers.get("content-length", "")
+        # the declared length only: no dict of every header on every request
+        raw = scope.get("headers", ())
+        declared = next((v for k, v in raw if k.lower() == b"content-length"), b"").decode("latin-1")
         if declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(send, int(declared))
             return
