@@ -478,9 +478,14 @@ def create_app(
             credentials).
     """
     settings = (settings or ApiSettings()).check()
-    app = FastAPI(title="echo-tools", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     router = make_router(registry, executor, settings, **options)
-    app.include_router(router)
+    # the `/tools` routes are the app's own routes (FastAPI's `routes`), first, in the router's order: an
+    # included router is matched through a wrapper of its own on every request, about a quarter of what
+    # FastAPI spends on an invoke; `make_router` still gives the router to mount into another app
+    app = FastAPI(
+        title="echo-tools", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
+        routes=list(router.routes),
+    )  # fmt: skip
     add_docs_routes(app, router.state.gate)  # type: ignore[attr-defined]
     app.state.echo_tools = router.state  # type: ignore[attr-defined]
     include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
