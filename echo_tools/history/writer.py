@@ -2,9 +2,9 @@
 server (one transaction per batch instead of one per event).
 
 `put` never blocks the caller: the event waits in a bounded queue; when the queue is full the event is
-dropped, counted (`dropped`) and logged. After a batch the writer lingers `LINGER_S` before the next one,
-so a busy server's events are queued without a thread wake-up each and written a few milliseconds' worth
-at a time. One writer thread keeps the order events were put in (so each
+dropped, counted (`dropped`) and logged. Under sustained load the writer lingers `LINGER_S` after a
+batch, so a busy server's events are queued without a thread wake-up each and written some milliseconds'
+worth at a time; an idle writer writes each event as soon as it comes. One writer thread keeps the order events were put in (so each
 run's events stay in order). `flush` waits until everything put so far is written; `close` flushes and
 stops the thread, and every writer still open is flushed when the interpreter exits.
 """
@@ -15,6 +15,7 @@ import atexit
 import logging
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,9 +26,10 @@ logger = logging.getLogger("echo_tools.history")
 
 QUEUE_SIZE = 50_000  # events waiting for the writer before new ones are dropped
 BATCH_SIZE = 1_000  # events written in one transaction at most
-# how long the writer waits after a batch before taking the next: under load the events of those
-# milliseconds go into one transaction and are queued without waking the thread once each
-LINGER_S = 0.01
+# how long the writer waits after a batch before taking the next when events keep coming (a batch within
+# LINGER_S of the previous one; a `flush` or `close` cuts it short): under load the events of those milliseconds go into one transaction and are
+# queued without waking the thread once each; an idle writer writes an event as soon as it comes
+LINGER_S = 0.05
 EXIT_FLUSH_S = 10.0  # how long the interpreter's exit waits for each writer
 
 _STOP = object()
@@ -119,6 +121,7 @@ class EventWriter:
             )
 
     def _run(self) -> None:
+        last = 0.0  # when the previous batch was taken
         while True:
             item = self._queue.get()
             batch: list[ToolEvent] = []
@@ -148,7 +151,11 @@ class EventWriter:
                 done.set()
             if stop:
                 return
-            if batch and self._hurry.wait(LINGER_S):  # nobody waits for the next batch: let it grow
+            # events keep coming (this batch came within LINGER_S of the previous one): linger so the next
+            # batch grows; after a quiet spell the next event is written as soon as it comes
+            now = time.monotonic()
+            busy, last = batch and now - last < LINGER_S, now
+            if busy and self._hurry.wait(LINGER_S):  # `flush` or `close` waits: no lingering
                 self._hurry.clear()
 
 
