@@ -45,7 +45,7 @@ class PgRunHistory(HistoryQueries):
     def __init__(self, database: str | PgDatabase, *, durable_events: bool = False) -> None:
         self.db, self._owns_db = open_database(database)
         # Not durable (the default): a batch's commit does not wait for the disk. A replica killed loses
-        # only the events still queued for its writer (milliseconds' worth); a crash of the database server
+        # only the events still queued for its writer (at most ~50 ms' worth); a crash of the database server
         # itself can lose its last fraction of a second of events (never half an event). Runs and
         # checkpoints are always durable.
         self._commit_mode = "on" if durable_events else "off"
