@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from echo_tools.events import ToolEvent
+from echo_tools.events import InlineSink, ToolEvent
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
@@ -110,8 +110,11 @@ class EventClient:
         return [entry.data for entry in await self.next_entries(timeout)]
 
 
-class EventBroadcaster:
+class EventBroadcaster(InlineSink):
     """A sink fanning tool events out to the connected stream clients, filtered by `run_id`.
+
+    Inline (called in the emitting thread, even on a loop): with no client it only counts the event, and
+    with clients it serialises it once and appends it to the window, so no thread hand-off is worth more.
 
     Args:
         queue_size: events kept in the shared window for clients that have not read them yet.
@@ -142,13 +145,14 @@ class EventBroadcaster:
         self._recent_set: set[str] = set()
 
     def __call__(self, event: ToolEvent) -> None:
+        event_id = event.event_id  # made text on first read: read once
         with self._lock:
-            if event.event_id in self._recent_set:
+            if event_id in self._recent_set:
                 return
             if len(self._recent) == self._recent.maxlen:
                 self._recent_set.discard(self._recent[0])
-            self._recent.append(event.event_id)
-            self._recent_set.add(event.event_id)
+            self._recent.append(event_id)
+            self._recent_set.add(event_id)
             self.published += 1
             if not self._clients:
                 return  # nobody listens: nothing is serialised or kept

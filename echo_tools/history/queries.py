@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from echo_tools.events import ToolEvent
+from echo_tools.events import InlineSink, ToolEvent
 from echo_tools.history.browse import RunBrowser
 from echo_tools.history.recording import Recording
 from echo_tools.history.writer import EventWriter
@@ -118,8 +118,12 @@ def event_from_json(body: str) -> ToolEvent:
     return ToolEvent(**{k: v for k, v in data.items() if k in _EVENT_FIELDS})
 
 
-class HistoryQueries:
-    """The queries of a run history; see the module docstring for what a subclass supplies."""
+class HistoryQueries(InlineSink):
+    """The queries of a run history; see the module docstring for what a subclass supplies.
+
+    As a sink it is inline: recording only queues the event for its writer thread (never blocking), so
+    the event bus's own delivery thread would be a second hand-off for nothing.
+    """
 
     events_table = "events"
     runs_table = "runs"

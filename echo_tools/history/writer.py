@@ -2,7 +2,9 @@
 server (one transaction per batch instead of one per event).
 
 `put` never blocks the caller: the event waits in a bounded queue; when the queue is full the event is
-dropped, counted (`dropped`) and logged. One writer thread keeps the order events were put in (so each
+dropped, counted (`dropped`) and logged. Under sustained load the writer lingers `LINGER_S` after a
+batch, so a busy server's events are queued without a thread wake-up each and written some milliseconds'
+worth at a time; an idle writer writes each event as soon as it comes. One writer thread keeps the order events were put in (so each
 run's events stay in order). `flush` waits until everything put so far is written; `close` flushes and
 stops the thread, and every writer still open is flushed when the interpreter exits.
 """
@@ -13,6 +15,7 @@ import atexit
 import logging
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +26,10 @@ logger = logging.getLogger("echo_tools.history")
 
 QUEUE_SIZE = 50_000  # events waiting for the writer before new ones are dropped
 BATCH_SIZE = 1_000  # events written in one transaction at most
+# how long the writer waits after a batch before taking the next when events keep coming (a batch within
+# LINGER_S of the previous one; a `flush` or `close` cuts it short): under load the events of those milliseconds go into one transaction and are
+# queued without waking the thread once each; an idle writer writes an event as soon as it comes
+LINGER_S = 0.05
 EXIT_FLUSH_S = 10.0  # how long the interpreter's exit waits for each writer
 
 _STOP = object()
@@ -49,6 +56,7 @@ class EventWriter:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._pending = 0  # events put and not yet written (or dropped)
+        self._hurry = threading.Event()  # ends the writer's linger at once: `flush` or `close` waits
         _OPEN.add(self)
 
     def put(self, event: ToolEvent) -> None:
@@ -78,6 +86,7 @@ class EventWriter:
             self._queue.put(done, timeout=timeout)
         except queue.Full:
             return False
+        self._hurry.set()
         return done.wait(timeout)
 
     def close(self, timeout: float | None = EXIT_FLUSH_S) -> None:
@@ -93,6 +102,7 @@ class EventWriter:
                 self._queue.put(_STOP, timeout=timeout)
             except queue.Full:
                 return
+            self._hurry.set()
             thread.join(timeout)
 
     def _start(self) -> None:
@@ -111,6 +121,7 @@ class EventWriter:
             )
 
     def _run(self) -> None:
+        last = 0.0  # when the previous batch was taken
         while True:
             item = self._queue.get()
             batch: list[ToolEvent] = []
@@ -140,6 +151,12 @@ class EventWriter:
                 done.set()
             if stop:
                 return
+            # events keep coming (this batch came within LINGER_S of the previous one): linger so the next
+            # batch grows; after a quiet spell the next event is written as soon as it comes
+            now = time.monotonic()
+            busy, last = batch and now - last < LINGER_S, now
+            if busy and self._hurry.wait(LINGER_S):  # `flush` or `close` waits: no lingering
+                self._hurry.clear()
 
 
 @atexit.register

@@ -45,7 +45,7 @@ class PgRunHistory(HistoryQueries):
     def __init__(self, database: str | PgDatabase, *, durable_events: bool = False) -> None:
         self.db, self._owns_db = open_database(database)
         # Not durable (the default): a batch's commit does not wait for the disk. A replica killed loses
-        # only the events still queued for its writer (milliseconds' worth); a crash of the database server
+        # only the events still queued for its writer (at most ~50 ms' worth); a crash of the database server
         # itself can lose its last fraction of a second of events (never half an event). Runs and
         # checkpoints are always durable.
         self._commit_mode = "on" if durable_events else "off"
@@ -66,34 +66,20 @@ class PgRunHistory(HistoryQueries):
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
 
     def _write_events(self, events: list[ToolEvent]) -> None:
-        """One transaction for the batch: its rows inserted in order, then one NOTIFY per `NOTE_SEQS` rows
-        kept, delivered when the batch commits.
+        """The batch in one statement, its own transaction: its rows inserted in their order, one NOTIFY
+        per `NOTE_SEQS` rows kept (delivered when it commits), the commit mode set for this transaction.
 
         A NOTIFY carries only rows' `seq`s (and this replica's origin): whoever can send one (any role
         that may connect) cannot put an event into another replica's stream, which reads the rows itself.
         """
-        rows = [
-            (event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
-             event.agent_id, event.tool_id, event.to_json())
-            for event in events
-        ]  # fmt: skip
-        with self.db.transaction() as conn:
-            conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._commit_mode,))
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id,"
-                    " body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING RETURNING seq",
-                    rows,
-                    returning=True,
-                )
-                kept: list[int] = []
-                while True:
-                    kept += [row[0] for row in cursor.fetchall()]
-                    if not cursor.nextset():
-                        break
-            for first in range(0, len(kept), NOTE_SEQS):
-                note = json.dumps({"origin": self.origin, "seqs": kept[first : first + NOTE_SEQS]})
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, note))
+        columns: list[list[Any]] = [[], [], [], [], [], [], [], []]
+        for event in events:
+            row = (event.event_id, event.type, event.timestamp, event.run_id, event.workflow_id,
+                   event.agent_id, event.tool_id, event.to_json())  # fmt: skip
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        with self.db.connection() as conn:  # autocommit: the one statement is the transaction
+            conn.execute(_WRITE_BATCH, (self._commit_mode, *columns, NOTE_SEQS, CHANNEL, self.origin))
 
     def follow(self, callback: Callable[[ToolEvent], None]) -> None:
         """Call `callback(event)` (on a listener thread) for each event another replica records."""
@@ -157,6 +143,31 @@ class PgRunHistory(HistoryQueries):
             self._saver_pool.close()
         if self._owns_db:
             self.db.close()
+
+
+# One statement for a batch (each statement costs a round trip and its own parsing on both sides):
+# - `mode`: synchronous_commit for this transaction only (set_config's `true`), read when it commits;
+# - `kept`: the rows in the batch's order (so their seqs are too), an event_id kept already skipped; the
+#   columns are sent as binary arrays (`%b`): text needs no escaping that way;
+# - then one NOTIFY per NOTE_SEQS seqs kept: {"origin": ..., "seqs": [...]}.
+_WRITE_BATCH = """
+WITH mode AS (
+    SELECT set_config('synchronous_commit', %s, true)
+), kept AS (
+    INSERT INTO echo_events (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body)
+    SELECT event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[],
+                %b::text[])
+        WITH ORDINALITY AS e (event_id, type, timestamp, run_id, workflow_id, agent_id, tool_id, body, n)
+    ORDER BY n
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING seq
+), numbered AS (
+    SELECT seq, (row_number() OVER (ORDER BY seq) - 1) / %s AS note FROM kept
+)
+SELECT pg_notify(%s, json_build_object('origin', %s::text, 'seqs', json_agg(seq ORDER BY seq))::text)
+FROM numbered, mode GROUP BY note
+"""
 
 
 def _note_seqs(payload: str) -> tuple[Any, list[int]]:

@@ -51,6 +51,16 @@ async def test_one_event_delivered_by_two_buses_reaches_a_client_once() -> None:
         assert len(await client.next_batch(1.0)) == 1
 
 
+async def test_the_broadcaster_gets_events_emitted_on_a_loop_in_place() -> None:
+    from echo_tools.events import EventBus
+
+    broadcaster = EventBroadcaster()
+    with broadcaster.subscribe() as client:
+        EventBus([broadcaster]).emit(ToolEvent(type="tool.invoked", tool_id="tool_a"), on_loop=True)
+        assert broadcaster.published == 1  # delivered before emit returned: no delivery thread in between
+        assert [item["tool_id"] for item in await client.next_batch(1.0)] == ["tool_a"]
+
+
 def test_sse_frames_carry_id_event_and_one_line_of_json() -> None:
     frame = format_sse("tool.completed", {"text": "two\nlines"}, "abc")
     assert frame == 'id: abc\nevent: tool.completed\ndata: {"text": "two\\nlines"}\n\n'

@@ -61,6 +61,19 @@ async def test_a_key_of_no_principal_is_401(client: httpx.AsyncClient) -> None:
     assert response.json()["error_type"] == "unauthorized"
 
 
+async def test_an_invoke_is_gated_before_its_body_is_read(client: httpx.AsyncClient) -> None:
+    # the gate and the body read are one dependency on the invoke routes: the key still comes first
+    for path in ("/tools/invoke/adder", "/tools/invoke/id/tool_adder"):
+        unknown = await client.post(path, content=b"{not json", headers=key("nobody-key-0123456"))
+        assert unknown.status_code == 401 and unknown.json()["error_type"] == "unauthorized"
+        reader = await client.post(path, content=b"{not json", headers=key(READER_KEY))
+        assert reader.status_code == 403 and reader.json()["field"] == "action"
+        allowed = await client.post(path, content=b"{not json", headers=key(IDE_KEY))
+        assert allowed.status_code == 422 and allowed.json()["field"] == "body"
+        ran = await client.post(path, json={"a": 1, "b": 2}, headers=key(IDE_KEY))
+        assert ran.status_code == 200 and ran.json()["output"] == {"sum": 3}
+
+
 async def test_an_action_outside_the_grant_is_403_naming_the_action_and_the_principal(
     client: httpx.AsyncClient,
 ) -> None:

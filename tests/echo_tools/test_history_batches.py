@@ -37,6 +37,23 @@ def test_events_from_many_threads_keep_each_runs_order(tmp_path: Path) -> None:
     history.close()
 
 
+def test_a_history_records_in_the_emitting_thread_even_on_a_loop(tmp_path: Path) -> None:
+    from echo_tools.events import EventBus
+
+    class Watched(RunHistory):
+        def record(self, event: ToolEvent) -> None:
+            threads.append(threading.current_thread())
+            super().record(event)
+
+    threads: list[threading.Thread] = []
+    history = Watched(tmp_path)
+    bus = EventBus([history])
+    bus.emit(_event("run_a"), on_loop=True)  # on a loop: only sinks that may block wait for the bus's thread
+    assert threads == [threading.current_thread()]  # queued for the writer at once, no second hand-off
+    assert [e.run_id for e in history.events(run_id="run_a")] == ["run_a"]
+    history.close()
+
+
 def test_a_full_queue_drops_new_events_and_counts_them(caplog: pytest.LogCaptureFixture) -> None:
     written: list[ToolEvent] = []
     release = threading.Event()

@@ -45,6 +45,19 @@ def test_events_come_back_oldest_first_filtered_and_kept_once(history: PgRunHist
     assert history.events(since="2999-01-01T00:00:00Z") == []
 
 
+def test_a_batch_keeps_its_order_and_every_character_of_its_text(history: PgRunHistory) -> None:
+    awkward = ['quote " and \\ backslash', "{braces, commas}", "NULL", "", "line\nbreak\ttab", "ünï 😀"]
+    events = [
+        ToolEvent(type="tool.completed", tool_id="tool_a", run_id="r-text", agent_id=text, output=text)
+        for text in awkward
+    ]
+    for event in events:  # queued at once: the writer takes them as one batch (or a few)
+        history(event)
+    back = history.events(run_id="r-text")
+    assert [e.event_id for e in back] == [e.event_id for e in events]  # seqs follow the batch's order
+    assert [(e.agent_id, e.output) for e in back] == [(text, text) for text in awkward]
+
+
 def test_runs_are_summarised_newest_first(history: PgRunHistory) -> None:
     history(_event(run_id="r1", workflow_id="wf"))
     history(_event("tool.failed", run_id="r1", workflow_id="wf"))
