@@ -2,6 +2,10 @@
 running on this machine (Qwen2.5-Coder-1.5B-Instruct through llama.cpp on 127.0.0.1, offline).
 
     .venv/bin/python sample_workflows/local_model_demo.py [--template repository|model] [--skip-workflow]
+        [--workflow sample_workflows/local_model.canvas.json]
+
+The workflow is `local_model.canvas.json` (a Statistician agent with the calculator, then a Calendar agent
+with the date tool), sized for a 1.5B model; `--workflow` runs another canvas with the same model.
 
 Prints each tool call the model makes as it happens (`model -> tool(args)`), what the executor did with
 it, and each agent's answer; the server stops at the end. Needs `make install-llm` first (make demo-llm
@@ -22,7 +26,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-WORKFLOW = HERE / "code_pipeline.canvas.json"
+WORKFLOW = HERE / "local_model.canvas.json"
 QUESTION = "What is the mean of 4, 8, 15, 16, 23 and 42? Use the calculator."
 
 
@@ -47,15 +51,18 @@ def show_event(event: Any) -> None:
         say(f"    executor: {event.tool_id} {kind.split('.')[1]}: {str(event.error)[:200]}")
 
 
-def run_workflow_demo(server: Any, registry: Any, executor: Any) -> None:
+def run_workflow_demo(server: Any, registry: Any, executor: Any, workflow: Path) -> None:
     from workflow_bridge.llm import local_crew_llm
     from workflow_bridge.runner import run_workflow
 
-    say(f"\n== CrewAI agents: {WORKFLOW.relative_to(ROOT)} (code executor -> reviewer -> tester)")
+    canvas = json.loads(workflow.read_text(encoding="utf-8"))
+    agents = [n["name"] for n in canvas.get("canvas_nodes", []) if n.get("type") == "Agent"]
+    say(f"\n== CrewAI agents: {workflow} ({' -> '.join(agents)})")
+    say(f"  input: {canvas.get('metadata', {}).get('default_input', '')[:300]}")
     llm = local_crew_llm(server)
     llm.on_tool_calls = show_calls("CrewAI agent")
     started = time.monotonic()
-    state = run_workflow(WORKFLOW, registry=registry, executor=executor, llm=llm)
+    state = run_workflow(workflow, registry=registry, executor=executor, llm=llm)
     say(f"  final answer ({time.monotonic() - started:.0f} s):\n{str(state.get('crew_result'))[:1200]}")
 
 
@@ -78,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--template", default=None, help="repository (default), model, or a Jinja file")
     parser.add_argument("--skip-workflow", action="store_true", help="only the LangGraph agent")
+    parser.add_argument("--workflow", type=Path, default=WORKFLOW, help="the canvas the CrewAI agents run")
     args = parser.parse_args(argv)
 
     from echo_tools import ToolExecutor, ToolRegistry
@@ -94,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         with server:
             say(f"serving at {server.base_url} (loaded in {time.monotonic() - started:.0f} s)")
             if not args.skip_workflow:
-                run_workflow_demo(server, registry, executor)
+                run_workflow_demo(server, registry, executor, args.workflow)
             run_langgraph_demo(server, registry, executor)
         say("\nserver stopped")
     except LocalModelError as exc:

@@ -29,7 +29,12 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Cannot set an attribute on 'crewai", ImportWarning)
     from workflow_bridge.runner import run_workflow
 
-SAMPLES = ("code_pipeline.canvas.json", "research_report.canvas.json", "api_conditional.canvas.json")
+SAMPLES = (
+    "code_pipeline.canvas.json",
+    "research_report.canvas.json",
+    "api_conditional.canvas.json",
+    "local_model.canvas.json",
+)
 
 
 @pytest.fixture(scope="module")
