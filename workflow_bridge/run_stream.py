@@ -122,6 +122,9 @@ def stream_run(
             "failed_calls": failed[:_MAX_LISTED],
         }
         history.set_status(run_id, status, error, details=details)
+        # the run's events are written when this returns: another process (a resume, a replay, the run
+        # viewer) reads the whole run, not what the history's writer had reached
+        history.flush()
     finished: dict[str, Any] = {"type": "run.finished", "run_id": run_id, "status": status}
     if failed or failed_nodes:
         finished.update(failed_calls=failed, failed_nodes=failed_nodes, error=error)
@@ -138,6 +141,7 @@ def _stopped(exc: BaseException, run_id: str, history: Any, emit: EventCallback,
         history.set_status(
             run_id, status, error, details={"paused_at": [], "failed_calls": failed[:_MAX_LISTED]}
         )
+        history.flush()
     emit({"type": "run.finished", "run_id": run_id, "status": status, "error": error})
 
 

@@ -78,3 +78,39 @@ def test_a_replay_of_an_unknown_run_names_it(tmp_path):
     with pytest.raises(RunResumeError, match="'run_nope'") as caught:
         replay_run("run_nope", storage=tmp_path)
     assert (caught.value.status, caught.value.field) == (404, "run_id")
+
+
+class SlowDiskHistory(RunHistory):
+    """A run history whose writer takes its time with each batch, as a busy disk does."""
+
+    def _write_events(self, events):  # noqa: ANN001, ANN202
+        import time
+
+        time.sleep(0.2)
+        super()._write_events(events)
+
+
+def test_a_run_s_events_are_written_when_the_run_returns_for_another_process_to_read(tmp_path):
+    wf, agents = chain(
+        agent("a", tools=["Echo"]),
+        agent("gate", "HITL", metadata={"hitl_config": {"title": "OK?"}}),
+        agent("end", "End", output_schema=["result"]),
+    )
+    registry = make_registry()
+    executor, _ = make_executor(registry)
+    history = SlowDiskHistory(tmp_path)
+    run_workflow(
+        {"workflow": wf, "agents": agents},
+        registry=registry,
+        executor=executor,
+        user_input="ship it",
+        run_id="run_slow",
+        history=history,
+    )
+    other = RunHistory(tmp_path)  # another reader of the same folder, as another process is
+    assert [e.type for e in other.events(run_id="run_slow") if e.type.startswith("tool.")] == [
+        "tool.invoked",
+        "tool.completed",
+    ]
+    resume_run("run_slow", {"decision": "approve"}, storage=history, registry=registry, executor=executor)
+    assert any(e.type == "run.resumed" for e in RunHistory(tmp_path).events(run_id="run_slow"))
