@@ -110,8 +110,9 @@ def _pid_alive(pid: int) -> bool:
 
 async def test_timeout_kills_the_subprocess(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    # 1 s: room for the child (about 0.2 s of CPU to start) to write its pid on a busy machine
-    tool = local_tool("sleeper", "write_pid_and_sleep", timeout_ms=1000, config={"isolation": "process"})
+    # 3 s: room for the child (about 0.2 s of CPU to start) to write its pid on a machine running other
+    # suites beside this one (1 s was not, with four pytest workers on two cores)
+    tool = local_tool("sleeper", "write_pid_and_sleep", timeout_ms=3000, config={"isolation": "process"})
     executor, log = make_executor(tool)
     result = await executor.invoke("sleeper", {"pid_file": str(pid_file), "seconds": 60})
     assert result.error_type == "timeout"
