@@ -13,8 +13,8 @@ from workflow_bridge.replay import ReplayMismatchError
 from workflow_bridge.runner import RunResumeError, replay_run, resume_run, run_workflow
 
 
-def _recorded(tmp_path) -> None:
-    """Run a gated workflow to its pause and resume it with an edit, recording both in tmp_path."""
+def _run_to_the_pause(history, run_id: str):  # noqa: ANN001, ANN202
+    """Run a gated workflow to its pause, recorded in `history`; the registry and executor it ran with."""
     wf, agents = chain(
         agent("a", tools=["Echo"]),
         agent("gate", "HITL", metadata={"hitl_config": {"title": "OK?"}}),
@@ -22,15 +22,21 @@ def _recorded(tmp_path) -> None:
     )
     registry = make_registry()
     executor, _ = make_executor(registry)
-    history = RunHistory(tmp_path)
     run_workflow(
         {"workflow": wf, "agents": agents},
         registry=registry,
         executor=executor,
         user_input="ship it",
-        run_id="run_rec",
+        run_id=run_id,
         history=history,
     )
+    return registry, executor
+
+
+def _recorded(tmp_path) -> None:
+    """Run a gated workflow to its pause and resume it with an edit, recording both in tmp_path."""
+    history = RunHistory(tmp_path)
+    registry, executor = _run_to_the_pause(history, "run_rec")
     resume_run(
         "run_rec",
         {"decision": "edit", "edits": {"crew_result": "shipped"}},
@@ -91,22 +97,8 @@ class SlowDiskHistory(RunHistory):
 
 
 def test_a_run_s_events_are_written_when_the_run_returns_for_another_process_to_read(tmp_path):
-    wf, agents = chain(
-        agent("a", tools=["Echo"]),
-        agent("gate", "HITL", metadata={"hitl_config": {"title": "OK?"}}),
-        agent("end", "End", output_schema=["result"]),
-    )
-    registry = make_registry()
-    executor, _ = make_executor(registry)
     history = SlowDiskHistory(tmp_path)
-    run_workflow(
-        {"workflow": wf, "agents": agents},
-        registry=registry,
-        executor=executor,
-        user_input="ship it",
-        run_id="run_slow",
-        history=history,
-    )
+    registry, executor = _run_to_the_pause(history, "run_slow")
     other = RunHistory(tmp_path)  # another reader of the same folder, as another process is
     assert [e.type for e in other.events(run_id="run_slow") if e.type.startswith("tool.")] == [
         "tool.invoked",
