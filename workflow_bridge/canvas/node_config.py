@@ -16,8 +16,11 @@ if TYPE_CHECKING:
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 # node type -> (metadata key, canvas config keys kept verbatim)
 _PLAIN_BLOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Loop": ("loop_config", ("loopType", "arrayVariable", "itemVariable", "maxIterations")),
-    "Map": ("map_config", ("operation", "maxConcurrency")),
+    "Loop": (
+        "loop_config",
+        ("loopType", "arrayVariable", "itemVariable", "maxIterations", "condition", "count"),
+    ),
+    "Map": ("map_config", ("operation", "maxConcurrency", "arrayVariable", "itemVariable")),
     "Template": ("template_config", ("template", "engine")),
     "Failsafe": ("failsafe_config", ("retryAttempts", "timeout")),
     "Merge": ("merge_config", ("mergeStrategy", "strategy", "waitForAll")),
@@ -80,7 +83,7 @@ def type_metadata(
             "checkAccuracy": config.get("checkAccuracy", True),
             "confidenceThreshold": config.get("confidenceThreshold", config.get("minConfidence", 0.8)),
         }
-        for extra in ("checkTone", "reviewPrompt"):
+        for extra in ("checkTone", "reviewPrompt", "maxIterations"):
             if extra in config:
                 review[extra] = config[extra]
         return {"review_config": review}
