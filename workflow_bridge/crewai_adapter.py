@@ -20,7 +20,7 @@ from echo_tools.mcp.callbacks import ElicitationInterrupted, graph_pauses, sampl
 from echo_tools.models import ToolContext
 from workflow_bridge.agent_factory import AgentFactory, agent_label, persona
 from workflow_bridge.llm import describe_llm, is_rehearsal, llm_from_spec, llm_params, resolve_llm
-from workflow_bridge.node_deadline import NodeTimeoutError, bounded_timeout_ms, run_bounded
+from workflow_bridge.node_deadline import NodeTimeoutError, bounded_timeout_ms, deadline_in, run_bounded
 from workflow_bridge.run_scope import scoped_context
 
 END_ROLES = ("Workflow exit point", "Output")
@@ -235,7 +235,8 @@ class CrewAIAdapter:
         """Run one agent's crew; returns (output text, tool names, tool events, model name)."""
         from crewai import Crew, Process, Task
 
-        ctx = self.context(agent, state, node_id)
+        with deadline_in(agent_timeout_s(agent)):  # the agent's tool calls get no more than its timeout
+            ctx = self.context(agent, state, node_id)
         tools = self.factory.bind_tools(agent, ctx)
         llm = llm if llm is not None else self.llm_for(agent)
         names = [t.name for t in tools]

@@ -118,7 +118,9 @@ def rehearsal_score(request: str, output: str, config: ReviewConfig) -> tuple[fl
     scores: list[float] = []
     issues: list[str] = []
     if config.completeness:
-        words = sorted({w for w in _WORD.findall(request.lower()) if len(w) >= 4 and w not in _STOP_WORDS})
+        words = list(
+            dict.fromkeys(w for w in _WORD.findall(request.lower()) if len(w) >= 4 and w not in _STOP_WORDS)
+        )
         missing = [w for w in words if w not in text]
         scores.append(1.0 - len(missing) / len(words) if words else 1.0)
         if missing:

@@ -192,10 +192,15 @@ def _output_value(output: Any, key: str, text: str) -> Any:
 
 def _node_output(node_type: str | None, result: Any) -> tuple[str, str | None]:
     """(text for crew_result, error or None). A Code node's result is what the program printed; a
-    program that exits non-zero failed, whatever the executor says about the tool call itself."""
+    program that exits non-zero failed, and an API node answered with an HTTP error status failed,
+    whatever the executor says about the tool call itself."""
     if not result.success:
         return "", result.error or "the tool failed"
     output = result.output
+    if node_type == "API" and isinstance(output, Mapping) and output.get("ok") is False:
+        # an HTTP error status is the API node's failure (a Failsafe retries it), as an exit code is Code's
+        body = str(output.get("body") or "").strip()
+        return "", f"the API answered HTTP {output.get('status_code')!r}: {body[:300]}"
     if node_type == "Code" and isinstance(output, Mapping) and "exit_code" in output:
         if output.get("exit_code") != 0 or output.get("timed_out"):
             stderr = str(output.get("stderr") or "").strip()

@@ -96,13 +96,17 @@ def check_template(agent: Mapping[str, Any], known: Iterable[str]) -> tuple[Any,
             "config.template",
             f"{type(found).__name__.lower()} is not allowed: a template renders the run's variables only",
         )
+    reached = []
     for attr in tree.find_all((jnodes.Getattr, jnodes.Getitem)):
         name = attr.attr if isinstance(attr, jnodes.Getattr) else getattr(attr.arg, "value", None)
-        if isinstance(name, str) and name.startswith("_"):
-            raise fail(
-                "config.template",
-                f"{name!r} reaches into Python objects (it would run code); read the variables' values only",
-            )
+        if isinstance(name, str) and name.startswith("_") and name not in reached:
+            reached.append(name)
+    if reached:
+        raise fail(
+            "config.template",
+            f"{', '.join(repr(r) for r in sorted(reached))} reach(es) into Python objects (it would run code); "
+            "read the variables' values only",
+        )
     allowed = set(known) | set(OWN_VARIABLES)
     unknown = sorted(meta.find_undeclared_variables(tree) - allowed)
     if unknown:

@@ -306,14 +306,22 @@ class Topology:
                 self.branch_nodes.update(self.successors[node])
 
     def _exclusive(self, preds: list[str]) -> bool:
-        # Alternatives of a Conditional never all finish: a join would wait forever.
-        for targets in self.conditionals.values():
-            reach = [self._reach(t) for _, t in targets if t]
+        # Alternatives never all finish (a Conditional's branches, a guarded node's success path and its
+        # Failsafe's failure edge): a join would wait forever.
+        for reach in self._alternatives():
             arms = [{i for i, r in enumerate(reach) if p in r} for p in preds]
             arms = [a for a in arms if a]
             if any(a.isdisjoint(b) for i, a in enumerate(arms) for b in arms[i + 1 :]):
                 return True
         return False
+
+    def _alternatives(self) -> list[list[set[str]]]:
+        """For each node that takes one way of several: the nodes each way reaches."""
+        found = [[self._reach(t) for _, t in targets if t] for targets in self.conditionals.values()]
+        for guard in self.guards.values():
+            success = set().union(*(self._reach(s) for s in self.successors[guard.guarded]))
+            found.append([success, self._reach(guard.failure) if guard.failure else set()])
+        return found
 
     def _reach(self, start: str) -> set[str]:
         return _walk(start, self.successors)

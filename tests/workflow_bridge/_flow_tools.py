@@ -40,3 +40,12 @@ def measure(item: int) -> dict[str, Any]:
     finally:
         with _LOCK:
             IN_FLIGHT["now"] -= 1
+
+
+RELEASE = threading.Event()
+
+
+def stall(reason: str) -> dict[str, Any]:
+    """Wait (bounded) until the test releases it."""
+    RELEASE.wait(30)
+    return {"stalled": reason}
