@@ -237,7 +237,9 @@ class WorkflowCompiler:
         fn = self._node(node_id, agent, topo, agent_map, known)
         for guard in topo.guards.values():
             if guard.guarded == node_id:
-                fn = GuardedNode(fn, guard, topo.configs[guard.node], agent_map[guard.node])
+                ends = [node_id, *([guard.failure] if guard.failure else [])]
+                names = {n: str(agent_map[n].get("name") or n) for n in ends if n in agent_map}
+                fn = GuardedNode(fn, guard, topo.configs[guard.node], agent_map[guard.node], names)
         for map_node, plan in topo.loops.items():
             if topo.types.get(map_node) == "Map" and plan.entry == node_id:
                 fn = MapWorker(map_node, fn, agent, node_id)
@@ -372,6 +374,9 @@ def _topology_error(exc: TopologyError, agent_map: Mapping[str, Mapping[str, Any
         path = " -> ".join(_node_label(n, agent_map) for n in [*exc.nodes, exc.nodes[0]])
         message = f"the connections form a cycle: {path}; {_CYCLE_HINT}"
     elif exc.nodes and exc.nodes[0] in agent_map:
+        for other in agent_map:  # the other nodes named by their canvas names too
+            if other != exc.nodes[0] and repr(other) in message:
+                message = message.replace(repr(other), _node_label(other, agent_map))
         message = f"{node_label(agent_map[exc.nodes[0]])}: {message}"
     return WorkflowCompileError(message, node_id=exc.nodes[0] if exc.nodes else None, field="connections")
 

@@ -10,6 +10,7 @@ offline) and, below `confidenceThreshold`, runs that node again with the reviewe
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,12 +45,22 @@ class GuardedNode:
     """The node a Failsafe guards: retried and bounded; its route says whether it succeeded."""
 
     def __init__(
-        self, fn: Node, plan: GuardPlan, config: FailsafeConfig, failsafe: Mapping[str, Any]
+        self,
+        fn: Node,
+        plan: GuardPlan,
+        config: FailsafeConfig,
+        failsafe: Mapping[str, Any],
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self.fn = fn
         self.plan = plan
         self.config = config
         self.failsafe = failsafe
+        self.names = dict(names or {})  # node id -> canvas name, for the messages
+
+    def _name(self, node_id: str) -> str:
+        name = self.names.get(node_id)
+        return f"{name!r} ({node_id})" if name else repr(node_id)
 
     def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
         from langgraph.errors import GraphBubbleUp
@@ -72,10 +83,17 @@ class GuardedNode:
                 return delta
             errors.append(error)
             events.extend(delta.get("tool_events") or [])
-            messages.extend(delta.get("messages") or [])
-        where = f"the failure edge to {self.plan.failure!r}" if self.plan.failure else "the end of the run"
+            # each attempt is kept, marked retried: the Failsafe's own message below is the failure
+            messages.extend(
+                {**m, "status": "retried", "attempt": len(errors)}
+                if isinstance(m, Mapping) and m.get("status") == "failed"
+                else m
+                for m in delta.get("messages") or []
+            )
+        failure = self.plan.failure
+        where = f"the failure edge to {self._name(failure)}" if failure else "the end of the run"
         summary = (
-            f"{node_label(self.failsafe)}: the node it guards ({self.plan.guarded}) failed "
+            f"{node_label(self.failsafe)}: the node it guards, {self._name(self.plan.guarded)}, failed "
             f"{len(errors)} time(s) (1 + retryAttempts={self.config.retries}); last error: {errors[-1]}; "
             f"taking {where}"
         )
@@ -108,16 +126,37 @@ def failsafe_node(agent: Mapping[str, Any], plan: GuardPlan) -> Node:
     return failsafe
 
 
+def _leaves(text: str) -> list[str]:
+    """The words a request asks about: its text, or, for a JSON request, the values (not the keys)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [text]
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif item is not None:
+            out.append(str(item))
+    return out[::-1]
+
+
 def rehearsal_score(request: str, output: str, config: ReviewConfig) -> tuple[float, str]:
     """The offline rehearsal's review, a fixed rule: completeness is the share of the request's words (four
-    letters or more, common words left out) that the output uses; accuracy is 0 for an output marked
-    failed or reporting an error, else 1; the score is their mean (1.0 when nothing is checked)."""
+    letters or more, common words left out; a JSON request's values) that the output uses; accuracy is 0
+    for an output marked failed or reporting an error, else 1; the score is their mean (1.0 when nothing
+    is checked)."""
     text = (output or "").lower()
     if not text.strip():
         return 0.0, "the output is empty"
     scores: list[float] = []
     issues: list[str] = []
     if config.completeness:
+        request = " ".join(_leaves(request))
         words = list(
             dict.fromkeys(w for w in _WORD.findall(request.lower()) if len(w) >= 4 and w not in _STOP_WORDS)
         )

@@ -375,11 +375,12 @@ class NodeMapper:
     def _check_graph(types: Mapping[str, str], edges: list[tuple[str, str, Any]], diags: Diagnostics) -> None:
         pairs = [(a, b) for a, b, _ in edges]
         for component in cycles(types, pairs):
-            if not any(types[n] in ("Conditional", "Loop") for n in component):
+            if not any(types[n] in ("Loop", "Map") for n in component):
                 diags.warning(
                     component[0],
                     "connections",
-                    f"nodes {', '.join(component)} form a cycle without a Conditional or Loop node",
+                    f"nodes {', '.join(component)} form a cycle without a Loop node, so nothing bounds it (it "
+                    "does not compile): put a Loop node in it, whose maxIterations bounds it",
                 )
         starts = [k for k, t in types.items() if t == "Start"]
         if len(starts) > 1:

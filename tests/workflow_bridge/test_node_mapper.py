@@ -417,18 +417,25 @@ def test_duplicate_node_ids_are_an_error(mapper: NodeMapper) -> None:
     assert len(mapped.agents) == 1
 
 
-def test_a_cycle_needs_a_conditional_or_loop(mapper: NodeMapper) -> None:
+def test_a_cycle_needs_a_loop_node(mapper: NodeMapper) -> None:
     plain = mapper.map_canvas(canvas([node(1, "Agent"), node(2, "Agent")], [(1, 2), (2, 1)]))
     assert [(d.level, d.field) for d in plain.diagnostics] == [("warning", "connections")]
-    assert "1, 2" in plain.diagnostics[0].message
+    assert "1, 2" in plain.diagnostics[0].message and "put a Loop node in it" in plain.diagnostics[0].message
     branches = [
         {"type": "if", "condition": "done == false", "targetNodeId": 1},
         {"type": "else", "targetNodeId": 3},
     ]
-    looped = mapper.map_canvas(
+    branched = mapper.map_canvas(
         canvas(
             [node(1, "Agent"), node(2, "Conditional", branches=branches), node(3, "End")],
             [(1, 2), (2, 1), (2, 3)],
+        )
+    )
+    assert [(d.level, d.field) for d in branched.diagnostics] == [("warning", "connections")]
+    looped = mapper.map_canvas(
+        canvas(
+            [node(1, "Loop", loopType="for", maxIterations=3), node(2, "Agent"), node(3, "End")],
+            [(1, 2), (2, 1), (1, 3)],
         )
     )
     assert looped.diagnostics == []
