@@ -121,7 +121,10 @@ def failsafe_node(agent: Mapping[str, Any], plan: GuardPlan) -> Node:
     """The Failsafe node itself: it records what it guards and hands over."""
 
     def failsafe(state: dict[str, Any]) -> dict[str, Any]:
-        return {"messages": [_message(agent, guards=plan.guarded, failure_edge=plan.failure)]}
+        return {
+            "original_user_input": original_request(state),
+            "messages": [_message(agent, guards=plan.guarded, failure_edge=plan.failure)],
+        }
 
     return failsafe
 
@@ -228,7 +231,7 @@ class ReviewNode:
             score, issues = None, f"the review model failed: {exc}"
         threshold = self.config.threshold
         fields: dict[str, Any] = {"score": score, "threshold": threshold, "round": rounds, "issues": issues}
-        delta: dict[str, Any] = {"review_score": score}
+        delta: dict[str, Any] = {"review_score": score, "original_user_input": original_request(state)}
         if score is not None and score < threshold and rounds < self.config.max_rounds:
             delta.update(
                 _reviews={self.node_id: {"rounds": rounds}},

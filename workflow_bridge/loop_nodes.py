@@ -170,6 +170,8 @@ class MapNode:
             items, problem = _items(state, self.config.array)
             if items is None:
                 return self._exit(state, [], [], f"{self.label}: {problem}")
+            if not items:  # nothing to send: a wave of no Sends would end the run here
+                return self._exit(state, [], [], None)
             if len(items) > MAX_MAP_ITEMS:
                 return self._exit(
                     state, [], [], f"{self.label}: {len(items)} items are more than {MAX_MAP_ITEMS}"

@@ -107,10 +107,10 @@ def check_template(agent: Mapping[str, Any], known: Iterable[str]) -> tuple[Any,
             f"{', '.join(repr(r) for r in sorted(reached))} reach(es) into Python objects (it would run code); "
             "read the variables' values only",
         )
-    allowed = set(known) | set(OWN_VARIABLES)
+    allowed = {k for k in known if not k.startswith("_") and k not in HIDDEN_KEYS} | set(OWN_VARIABLES)
     unknown = sorted(meta.find_undeclared_variables(tree) - allowed)
     if unknown:
-        shown = ", ".join(sorted(allowed - HIDDEN_KEYS - {k for k in allowed if k.startswith("_")})[:30])
+        shown = ", ".join(sorted(allowed)[:30])
         raise fail(
             "config.template",
             f"reads {', '.join(repr(u) for u in unknown)}, which the run does not have; it can read: {shown} "

@@ -201,8 +201,19 @@ def test_a_map_over_a_value_that_is_not_a_list_is_a_failed_entry_and_bad_config_
     for config, field in (
         ({"maxConcurrency": 0}, "config.maxConcurrency"),
         ({"operation": "sum"}, "config.operation"),
+        ({"arrayVariable": "title"}, "config.arrayVariable"),  # declared as a string: not a list
     ):
         wf, agents = map_workflow(**config)
+        wf["state_schema"]["title"] = "string"
         with pytest.raises(WorkflowCompileError) as caught:
             WorkflowCompiler(registry, executor).compile(wf, agents)
         assert caught.value.field == field and caught.value.node_id == "map"
+
+
+def test_a_map_or_loop_over_an_empty_list_goes_straight_on(registry, executor):
+    wf, agents = map_workflow(4)
+    state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "square", numbers=[])
+    assert state["result"] == "[]" and _flow_tools.CALLS == []
+    wf, agents = loop_workflow()
+    state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "visit", customers=[])
+    assert state["result"] == "[]" and _flow_tools.CALLS == []
