@@ -34,8 +34,6 @@ from echo_tools.runtime import refuse_in_loop, run_sync
 from echo_tools.stages import STAGES, Stage
 
 if TYPE_CHECKING:
-    import httpx
-
     from echo_tools.backends.base import ToolBackend
     from echo_tools.gate import PrincipalLookup
     from echo_tools.governance.approvals import ApprovalPolicy, ApprovalRecord, ApprovalStore
@@ -55,7 +53,7 @@ class ToolExecutor:
     Args:
         registry: where tools are resolved.
         event_sinks: callables receiving each `ToolEvent` (more via `add_sink`).
-        egress: what `api` tools (and anything using `http_client`) may reach; default denies loopback,
+        egress: what `api` tools (and every outbound request of a backend) may reach; default denies loopback,
             private and link-local addresses. Tests use `EgressPolicy.local()`.
         output_validation: `"error"` makes an output that fails `output_schema` a failed call;
             `"warn"` logs it and keeps the call successful (`metadata["output_warnings"]`).
@@ -199,14 +197,6 @@ class ToolExecutor:
             if backend is None:
                 backend = self._backends[kind] = backend_class(kind)(self)
         return backend
-
-    def http_client(self) -> httpx.AsyncClient:
-        """The executor's shared `httpx.AsyncClient` for the running event loop (one per loop)."""
-        from echo_tools.backends.http import HttpBackend
-
-        backend = self.backend_for(ToolType.API)
-        assert isinstance(backend, HttpBackend)
-        return backend.client()
 
     def add_hook(self, hook: Any) -> None:
         """Run `hook` in every later call: its `before(call)` once the input is validated, its

@@ -60,11 +60,17 @@ def refuse_in_loop(what: str, instead: str) -> None:
     Raises:
         RuntimeError: an event loop is running in this thread.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # no loop in this thread: the caller may block
-        return
-    raise RuntimeError(f"{what} cannot run inside a running event loop (it would block it); {instead}")
+    if loop_running():
+        raise RuntimeError(f"{what} cannot run inside a running event loop (it would block it); {instead}")
+
+
+def blocking(sync: Callable[[], T], on_loop: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """The one blocking entry of a sync caller that may be called from anywhere (a CrewAI or LangChain
+    tool's `run`): `sync()` in a thread without a running loop; in one with a loop (an async crew calling
+    sync tools), `on_loop()` on the background loop instead, never blocking that loop re-entrantly."""
+    if not loop_running():
+        return sync()
+    return run_sync(on_loop())
 
 
 class PerLoop(Generic[K, T]):
@@ -367,9 +373,7 @@ def _new_limiter(tokens: int) -> anyio.CapacityLimiter:
     async def make() -> anyio.CapacityLimiter:
         return anyio.CapacityLimiter(tokens)
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # a plain thread: anyio makes its limiter for an event loop, so give it one
+    if not loop_running():  # a plain thread: anyio makes its limiter for an event loop, so give it one
         return anyio.run(make)
     return anyio.CapacityLimiter(tokens)
 
