@@ -3,10 +3,14 @@
 The topology comes from the connections (EchoAI assumed canvas order): entry nodes are those without
 incoming edges, nodes without outgoing edges lead to END, a node with several successors fans out (the
 branches run concurrently) and a node with several predecessors waits for all of them, unless they are
-alternatives of a Conditional. Each canvas node type gets the node that does its job (`nodes.py`,
-`crewai_adapter.py`); hierarchical workflows collapse the master and its delegates into one CrewAI
-hierarchical crew. Graphs compile with a `MemorySaver` and run as EchoAI runs them:
-`graph.invoke(initial_state, {"configurable": {"thread_id": run_id}})`.
+alternatives of a Conditional (or a guarded node's success and failure paths). A cycle through a Loop (or
+Map) node is a LangGraph cycle that the node's route bounds; any other cycle is an error (`topology.py`).
+Each canvas node type gets the node that does its job (`nodes.py`, `crewai_adapter.py`, `loop_nodes.py`,
+`guard_nodes.py`, `template_node.py`), its config checked first (`flow_config.py`); hierarchical
+workflows collapse the master and its delegates into one CrewAI hierarchical crew. Graphs compile with a
+`MemorySaver` and run as EchoAI runs them: `graph.invoke(initial_state, {"configurable": {"thread_id":
+run_id}})`; a graph whose loops may need more steps than LangGraph's default recursion limit gets a
+limit from their bounds.
 """
 
 from __future__ import annotations

@@ -217,3 +217,22 @@ def test_a_map_or_loop_over_an_empty_list_goes_straight_on(registry, executor):
     wf, agents = loop_workflow()
     state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "visit", customers=[])
     assert state["result"] == "[]" and _flow_tools.CALLS == []
+
+
+def test_a_loop_stops_when_the_runs_budget_is_spent_and_says_which_limit(registry, executor):
+    from echo_tools.gate import Budget, Grants, Principal, acting_as
+
+    wf, agents = loop_workflow(max_iterations=10)
+    tight = Principal("tester", Grants(budget=Budget(max_calls=2)))
+    with acting_as(tight):
+        state = run_workflow(
+            {"workflow": wf, "agents": agents},
+            registry=registry,
+            executor=executor,
+            run_id="run_budget",
+            user_input="visit",
+            payload={"customers": customers(5)},
+        )
+    assert _flow_tools.CALLS == ["c0", "c1"]
+    (stopped,) = [m for m in state["messages"] if m.get("agent") == "loop" and m.get("status") == "failed"]
+    assert "stopped after 2 iteration(s)" in stopped["error"] and "(max_calls)" in stopped["error"]
