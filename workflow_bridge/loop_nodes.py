@@ -85,15 +85,18 @@ class LoopNode:
         stop, why = self._stop(state, index, items)
         if stop:
             return self._exit(state, results, why, items=items)
-        item = items[index] if items is not None else index
-        return {
+        delta: dict[str, Any] = {
             "_loops": {self.node_id: {"active": True, "index": index, "items": items, "results": results}},
             "_routes": {self.node_id: BODY},
-            self.config.item: item,
-            "crew_result": item_text(item),
             "original_user_input": original_request(state),
             "messages": [_message(self.agent, loop_iteration=index + 1, status="running")],
         }
+        if items is not None:  # for-each: the item is the body's input
+            delta[self.config.item] = items[index]
+            delta["crew_result"] = item_text(items[index])
+        else:  # for, while, until: the body works on the output before it; the item is the iteration's index
+            delta[self.config.item] = index
+        return delta
 
     def _stop(self, state: Mapping[str, Any], index: int, items: list[Any] | None) -> tuple[bool, str | None]:
         """(stop now, the bound that stopped it early or None when the loop is simply done)."""

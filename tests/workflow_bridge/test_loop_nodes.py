@@ -236,3 +236,31 @@ def test_a_loop_stops_when_the_runs_budget_is_spent_and_says_which_limit(registr
     assert _flow_tools.CALLS == ["c0", "c1"]
     (stopped,) = [m for m in state["messages"] if m.get("agent") == "loop" and m.get("status") == "failed"]
     assert "stopped after 2 iteration(s)" in stopped["error"] and "(max_calls)" in stopped["error"]
+
+
+def test_a_loop_inside_a_loop_runs_its_body_for_every_outer_iteration(registry, executor):
+    def loop(agent_id: str, name: str, times: int) -> dict[str, Any]:
+        config = {"loopType": "for", "maxIterations": times, "itemVariable": f"{agent_id}_index"}
+        return agent(agent_id, "Loop", name=name, metadata={"loop_config": config})
+
+    wf, agents = workflow(
+        [
+            agent("start", "Start"),
+            loop("outer", "Each week", 2),
+            loop("inner", "Each day", 3),
+            agent("visitor", tools=["Visit"], name="Visitor"),
+            agent("end", "End", output_schema=["result"]),
+        ],
+        [
+            ("start", "outer"),
+            ("outer", "inner"),
+            ("inner", "visitor"),
+            ("visitor", "inner"),  # the inner body leads back to the inner loop
+            ("inner", "outer"),  # and the inner loop, when done, back to the outer one
+            ("outer", "end"),
+        ],
+    )
+    state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "visit")
+    assert len(_flow_tools.CALLS) == 6
+    weeks = json.loads(state["result"])
+    assert len(weeks) == 2 and all(len(week) == 3 for week in weeks)
