@@ -26,6 +26,7 @@ from workflow_bridge.crewai_adapter import CrewAIAdapter
 from workflow_bridge.flow_config import (
     MAX_MAP_ITEMS,
     NodeConfigError,
+    declared_types,
     failsafe_config,
     loop_config,
     map_config,
@@ -300,22 +301,6 @@ class WorkflowCompiler:
         )
 
 
-def _declared_types(
-    workflow: Mapping[str, Any], agent_map: Mapping[str, Mapping[str, Any]]
-) -> dict[str, str]:
-    """Variable name -> declared type, from the workflow's `state_schema` and the nodes' variables."""
-    declared: dict[str, str] = {}
-    schema = workflow.get("state_schema")
-    if isinstance(schema, Mapping):
-        declared.update({str(k): str(v) for k, v in schema.items() if isinstance(v, str)})
-    for agent in agent_map.values():
-        meta = agent.get("metadata") or {}
-        for var in [*(meta.get("input_variables") or []), *(meta.get("output_variables") or [])]:
-            if isinstance(var, Mapping) and var.get("name") and var.get("type"):
-                declared.setdefault(str(var["name"]), str(var["type"]))
-    return declared
-
-
 def _plan_flow(topo: Topology, workflow: Mapping[str, Any], agent_map: Mapping[str, dict[str, Any]]) -> None:
     """Check the config of every Loop, Map, Failsafe and Self-Review node and plan its cycle and routes.
 
@@ -326,7 +311,7 @@ def _plan_flow(topo: Topology, workflow: Mapping[str, Any], agent_map: Mapping[s
     from workflow_bridge.guard_nodes import guarded_route, review_route
     from workflow_bridge.loop_nodes import loop_route, map_route
 
-    declared = _declared_types(workflow, agent_map)
+    declared = declared_types(workflow, agent_map)
     kinds = {n: topo.types.get(n) for n in topo.order if n in agent_map}
     for node, kind in kinds.items():  # loops and maps first: a body without a back edge moves edges
         if kind == "Loop":

@@ -34,12 +34,28 @@ LIST_TYPES = frozenset({"array", "list", "json", "any"})
 
 
 class NodeConfigError(ValueError):
-    """A node's config that cannot run; `node_id` and `field` say where."""
+    """A node's config that cannot run; `node_id` and `field` say where, `unknown` names the variables it
+    reads that the run does not have (when that is the problem)."""
 
-    def __init__(self, message: str, node_id: str, field: str) -> None:
+    def __init__(self, message: str, node_id: str, field: str, unknown: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.node_id = node_id
         self.field = field
+        self.unknown = unknown
+
+
+def declared_types(workflow: Mapping[str, Any], agents: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Variable name -> declared type, from the workflow's `state_schema` and the nodes' variables."""
+    declared: dict[str, str] = {}
+    schema = workflow.get("state_schema")
+    if isinstance(schema, Mapping):
+        declared.update({str(k): str(v) for k, v in schema.items() if isinstance(v, str)})
+    for agent in agents.values():
+        meta = agent.get("metadata") or {}
+        for var in [*(meta.get("input_variables") or []), *(meta.get("output_variables") or [])]:
+            if isinstance(var, Mapping) and var.get("name") and var.get("type"):
+                declared.setdefault(str(var["name"]), str(var["type"]))
+    return declared
 
 
 def node_label(agent: Mapping[str, Any]) -> str:

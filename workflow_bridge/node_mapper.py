@@ -61,7 +61,7 @@ from workflow_bridge.canvas.entries import (
     resolve_tool_entries,
 )
 from workflow_bridge.canvas.graph import cycles, infer_execution_model
-from workflow_bridge.canvas.node_config import consumed_keys, type_metadata
+from workflow_bridge.canvas.node_config import check_flow_nodes, consumed_keys, type_metadata
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
@@ -174,6 +174,7 @@ class NodeMapper:
 
         self._check_graph(types, edges, diags)
         workflow = self._workflow(payload, workflow_id, nodes, types, edges, agents, now)
+        check_flow_nodes(workflow, agents, {a: k for k, a in node_ids.items()}, diags)
         return MappedWorkflow(workflow, agents, list(diags), node_ids)
 
     def resolve_tools(self, entries: Any, *, node_id: str | None = None, exclude: Any = ()) -> ToolResolution:

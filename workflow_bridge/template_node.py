@@ -10,12 +10,10 @@ rendered text are bounded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from workflow_bridge.crewai_adapter import Node, original_request
 from workflow_bridge.flow_config import NodeConfigError, node_label, result_value
-from workflow_bridge.nodes import _message
 
 ENGINES = frozenset({"jinja2", "jinja", ""})
 MAX_OUTPUT_CHARS = 1_000_000
@@ -77,8 +75,8 @@ def check_template(agent: Mapping[str, Any], known: Iterable[str]) -> tuple[Any,
     label = node_label(agent)
     node_id = str(agent.get("agent_id"))
 
-    def fail(field: str, problem: str) -> NodeConfigError:
-        return NodeConfigError(f"{label}: {field}: {problem}", node_id, field)
+    def fail(field: str, problem: str, unknown: tuple[str, ...] = ()) -> NodeConfigError:
+        return NodeConfigError(f"{label}: {field}: {problem}", node_id, field, unknown)
 
     engine = str(block.get("engine") or "").strip().lower()
     if engine not in ENGINES:
@@ -115,12 +113,15 @@ def check_template(agent: Mapping[str, Any], known: Iterable[str]) -> tuple[Any,
             "config.template",
             f"reads {', '.join(repr(u) for u in unknown)}, which the run does not have; it can read: {shown} "
             "(declare a variable on the Start node or as an earlier node's output variable)",
+            tuple(unknown),
         )
     return env.from_string(text), text
 
 
 def template_scope(state: Mapping[str, Any]) -> dict[str, Any]:
     """What a template sees: the state's variables, `previous` and `input`."""
+    from workflow_bridge.crewai_adapter import original_request
+
     scope = {k: v for k, v in state.items() if not k.startswith("_") and k not in HIDDEN_KEYS}
     scope["previous"] = result_value(state.get("crew_result"))
     scope["input"] = original_request(state)
@@ -141,11 +142,16 @@ def render_bounded(template: Any, scope: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def template_node(agent: Mapping[str, Any], node_id: str, known: Iterable[str]) -> Node:
+def template_node(
+    agent: Mapping[str, Any], node_id: str, known: Iterable[str]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A Template node: renders without a model; the text becomes `crew_result` and its output keys. A
     render that fails (a variable with no value yet, a refused construct) is a failed message naming the
     node, and `crew_result` stays as it was."""
     from jinja2 import TemplateError
+
+    from workflow_bridge.crewai_adapter import original_request
+    from workflow_bridge.nodes import _message
 
     template, _ = check_template(agent, known)
     output_keys = [k for k in agent.get("output_schema") or [] if isinstance(k, str)]

@@ -92,3 +92,24 @@ def test_the_round_tripped_canvas_compiles_with_its_loop_as_a_cycle(tmp_path):
     assert (ids["Each item"], ids["Worker"]) in edges and (ids["Each item"], ids["Each result"]) in edges
     assert (ids["Checker"], ids["Each result"]) in edges  # each item's run goes back to the Map
     assert (ids["Review"], ids["Reporter"]) in edges  # the Self-Review can send its node round again
+
+
+def test_saving_a_canvas_reports_flow_config_that_cannot_run_naming_the_canvas_node():
+    payload = canvas(
+        [
+            node(1, "Start", inputVariables=[{"name": "items", "type": "string"}]),
+            node(2, "Loop", "Each item", loopType="for-each", arrayVariable="items", maxIterations=5),
+            node(3, "Agent", "Worker", prompt="work"),
+            node(4, "Failsafe", "Guard", retryAttempts="many"),
+            node(5, "Template", "Note", template="{{ ticket_id }} done", engine="jinja2"),
+            node(6, "End"),
+        ],
+        [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6)],
+    )
+    mapped = NodeMapper(None).map_canvas(payload)
+    found = {(d.level, d.node_id, d.field) for d in mapped.diagnostics}
+    assert ("error", "2", "config.arrayVariable") in found  # declared as a string
+    assert ("error", "4", "config.retryAttempts") in found
+    assert ("warning", "5", "config.template") in found  # a run's input may still bring ticket_id
+    (loop_error,) = [d for d in mapped.errors if d.node_id == "2"]
+    assert "Loop node 'Each item' (canvas id 2" in loop_error.message and "'string'" in loop_error.message
