@@ -91,18 +91,10 @@ def _positive_int(
     return int(number)
 
 
-def _variable(
-    agent: Mapping[str, Any], field: str, value: Any, declared: Mapping[str, str], *, required: bool
-) -> str | None:
-    """A state variable a node reads a list from; a declared type that is not a list is an error."""
+def _variable(agent: Mapping[str, Any], field: str, value: Any, declared: Mapping[str, str]) -> str | None:
+    """A state variable a node reads a list from (None: the previous node's output); a declared type that
+    is not a list is an error."""
     if value in (None, ""):
-        if required:
-            raise _fail(
-                agent,
-                field,
-                f"is {value!r}: name the state variable that holds the list (a Start input variable of type "
-                "array, or an earlier node's output variable)",
-            )
         return None
     if not isinstance(value, str) or not value.strip().isidentifier():
         raise _fail(agent, field, f"{value!r} is not a variable name (letters, digits and '_')")
@@ -134,8 +126,8 @@ def loop_config(agent: Mapping[str, Any], declared: Mapping[str, str]) -> LoopCo
     """The Loop node's config, checked (see the module docstring).
 
     Raises:
-        NodeConfigError: no bound, an unknown loop type, a for-each without its list, a while without a
-            condition that parses.
+        NodeConfigError: no bound, an unknown loop type, a list variable declared as something else, a
+            while without a condition that parses.
     """
     from workflow_bridge.conditions import ConditionError, parse_condition
 
@@ -154,9 +146,8 @@ def loop_config(agent: Mapping[str, Any], declared: Mapping[str, str]) -> LoopCo
         )
     hint = "it bounds how often the loop body runs"
     bound = _positive_int(agent, "config.maxIterations", block["maxIterations"], MAX_LOOP_ITERATIONS, hint)
-    array = _variable(
-        agent, "config.arrayVariable", block.get("arrayVariable"), declared, required=kind == "for-each"
-    )
+    # no arrayVariable (the IDE's default is ''): the list is the previous node's output, as for a Map
+    array = _variable(agent, "config.arrayVariable", block.get("arrayVariable"), declared)
     item = block.get("itemVariable") or "item"
     if not isinstance(item, str) or not item.isidentifier():
         raise _fail(
@@ -204,7 +195,8 @@ def map_config(agent: Mapping[str, Any], declared: Mapping[str, str]) -> MapConf
     concurrency = _positive_int(
         agent, "config.maxConcurrency", block.get("maxConcurrency", 5), MAX_MAP_CONCURRENCY, hint
     )
-    array = _variable(agent, "config.arrayVariable", block.get("arrayVariable"), declared, required=False)
+    # no arrayVariable: the list is the previous node's output
+    array = _variable(agent, "config.arrayVariable", block.get("arrayVariable"), declared)
     item = block.get("itemVariable") or "item"
     if not isinstance(item, str) or not item.isidentifier():
         raise _fail(

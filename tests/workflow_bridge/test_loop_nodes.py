@@ -264,3 +264,13 @@ def test_a_loop_inside_a_loop_runs_its_body_for_every_outer_iteration(registry, 
     assert len(_flow_tools.CALLS) == 6
     weeks = json.loads(state["result"])
     assert len(weeks) == 2 and all(len(week) == 3 for week in weeks)
+
+
+def test_a_for_each_loop_without_an_array_variable_goes_over_the_previous_output(registry, executor):
+    wf, agents = loop_workflow(arrayVariable="")  # the IDE's default
+    state = run(
+        WorkflowCompiler(registry, executor).compile(wf, agents),
+        "visit",
+        crew_result=json.dumps(customers(2)),
+    )
+    assert _flow_tools.CALLS == ["c0", "c1"] and len(json.loads(state["result"])) == 2
