@@ -17,7 +17,7 @@ from typing import Any
 logger = logging.getLogger("workflow_bridge.compiler")
 
 END_NODE = "__end__"
-AGENT_TYPES = {"Agent", "Subagent", "Prompt", "Loop", "Map", "Self-Review", "Template", "Failsafe"}
+AGENT_TYPES = {"Agent", "Subagent", "Prompt"}  # the node types that run as CrewAI agents
 # nodes that do one piece of work: what a Loop or Map body, a Failsafe or a Self-Review can hold ("Missing":
 # an agent not given, compiled with missing_agents="passthrough", stands in for one)
 TASK_TYPES = frozenset({"Agent", "Subagent", "Prompt", "API", "Code", "MCP", "Template", "Missing"})
