@@ -159,7 +159,8 @@ class WorkflowCompiler:
             variables.extend(v for v in (getattr(config, "item", None), getattr(config, "array", None)) if v)
         extra = [*variables, *self.state_keys]
         state_class = build_state_schema(workflow, agent_map, extra_keys=extra)
-        known = state_keys(workflow, agent_map, extra)
+        templates = any(t == "Template" for t in topo.types.values())
+        known = state_keys(workflow, agent_map, extra) if templates else []  # what templates may read
         graph: Any = StateGraph(state_class)
         for node_id in topo.order:
             agent = agent_map.get(node_id) or {"agent_id": node_id, "name": node_id, "metadata": {}}

@@ -295,25 +295,16 @@ class Topology:
         """Decide joins (wait for all) versus plain edges, and mark fan-out branches."""
         routed = set(self.conditionals) | set(self.loops) | set(self.reviews) | set(self.guards)
         routed |= {g.guarded for g in self.guards.values()}
+        alternatives = self._alternatives()  # once: the reach of every arm, for every join below
         for target in self.order:
             preds = [p for p in self.predecessors[target] if p not in routed]
-            if len(preds) > 1 and not self._exclusive(preds):
+            if len(preds) > 1 and not _exclusive(preds, alternatives):
                 self.joins[target] = preds
             else:
                 self.plain_edges.extend((p, target) for p in preds if p not in self.routes)
         for node in self.order:
             if len(self.successors[node]) > 1 and node not in routed:
                 self.branch_nodes.update(self.successors[node])
-
-    def _exclusive(self, preds: list[str]) -> bool:
-        # Alternatives never all finish (a Conditional's branches, a guarded node's success path and its
-        # Failsafe's failure edge): a join would wait forever.
-        for reach in self._alternatives():
-            arms = [{i for i, r in enumerate(reach) if p in r} for p in preds]
-            arms = [a for a in arms if a]
-            if any(a.isdisjoint(b) for i, a in enumerate(arms) for b in arms[i + 1 :]):
-                return True
-        return False
 
     def _alternatives(self) -> list[list[set[str]]]:
         """For each node that takes one way of several: the nodes each way reaches."""
@@ -328,6 +319,17 @@ class Topology:
 
     def _coreach(self, start: str) -> set[str]:
         return _walk(start, self.predecessors)
+
+
+def _exclusive(preds: list[str], alternatives: list[list[set[str]]]) -> bool:
+    """True when `preds` lie on different arms of one node that takes a single way (a Conditional's
+    branches, a guarded node's success path and its Failsafe's failure edge): a join would wait forever."""
+    for reach in alternatives:
+        arms = [{i for i, r in enumerate(reach) if p in r} for p in preds]
+        arms = [a for a in arms if a]
+        if any(a.isdisjoint(b) for i, a in enumerate(arms) for b in arms[i + 1 :]):
+            return True
+    return False
 
 
 def _walk(start: str, links: Mapping[str, list[str]]) -> set[str]:
