@@ -413,6 +413,8 @@ class _AnnouncedNode:
         errors = _node_errors(delta)
         if errors:
             finished.update(status="failed", error="; ".join(errors))
+            # a tool node's call that ran but failed the node (a Code program exiting 1, an HTTP error)
+            finished["failed_tools"] = _judged_failed(delta)
         writer(finished)
         return delta
 
@@ -439,6 +441,15 @@ def _node_errors(delta: Any) -> list[str]:
         if isinstance(failed, Mapping):
             errors.extend(str(e) for e in failed.values())
     return errors
+
+
+def _judged_failed(delta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls a node's own messages call failed, `{tool_id, error, error_type}` each."""
+    return [
+        {"tool_id": m.get("tool_id"), "error": str(m.get("error") or ""), "error_type": m.get("error_type")}
+        for m in delta.get("messages") or []
+        if isinstance(m, Mapping) and m.get("status") == "failed" and m.get("tool_id")
+    ]
 
 
 def _node_label(node_id: str, agent_map: Mapping[str, Mapping[str, Any]]) -> str:
