@@ -19,6 +19,7 @@ import pytest
 
 from echo_tools import ToolExecutor, ToolRegistry
 from echo_tools.api import create_app
+from echo_tools.errors import ToolConfigError
 from echo_tools.gate import (
     CallScope,
     Grants,
@@ -158,3 +159,36 @@ async def test_the_scope_of_one_task_is_not_the_scope_of_another() -> None:
 
     await asyncio.gather(request("alice"), request("bob"))
     assert names == {"alice": ["alice"] * 4, "bob": ["bob"] * 4}
+
+
+# -- the operator's name ---------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="principals_from accepts a principal named 'operator' (the name of the API key's admin and of "
+    "every CLI and in-process owner): that restricted key then owns the operator's runs and approvals, and "
+    "Gatekeeper.principal_named / _stand_in restore its deferred work as the real OPERATOR (admin)",
+)
+def test_a_restricted_principal_cannot_be_named_operator(tmp_path: Path) -> None:
+    impostor = {"X-API-Key": "impostor-key-0123456789"}
+    table = {
+        "principals": [
+            {"name": "operator", "key_sha256": hash_key(impostor["X-API-Key"]), "actions": ["history"]}
+        ]
+    }
+    registry = ToolRegistry(storage_dir=tmp_path / "tools")
+    history = RunHistory(tmp_path / "tools")
+    assert history.start_run("run_of_the_cli", {"source": {}})  # `echo-tools run`: owned by the operator
+    executor = ToolExecutor(registry, event_sinks=[history])
+    try:
+        settings = ApiSettings(api_key=OPERATOR_KEY["X-API-Key"], principals=principals_from(table))
+        app = create_app(registry, executor, settings, history=history)
+        with support.serve_in_thread(app) as url:
+            read = httpx.get(f"{url}/workflows/runs/run_of_the_cli", headers=impostor, timeout=60)
+    except ToolConfigError:
+        return  # the fix: the principals file is refused, naming the reserved name
+    finally:
+        executor.close()
+        history.close()
+    assert read.status_code in (403, 409), f"the impostor read the operator's run: {read.status_code}"
