@@ -370,3 +370,28 @@ def test_two_approvals_asked_under_one_budget_share_it(tmp_path: Path) -> None:
     calls = [e for e in log.events if e.type == "tool.invoked"]
     # 5 calls in all under one meter: the two asks, then at most 3 more
     assert len(calls) <= 5, f"{len(calls)} calls ran under one budget of 5 (meter says {meter.calls})"
+
+
+# -- waiting for a decision ----------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wait_for_decision takes any timeout_s / poll_s: NaN never times out (it waits forever while "
+    "nobody decides) and a negative poll_s is a busy loop of store reads; neither is refused naming the field",
+)
+@pytest.mark.parametrize("given", [{"timeout_s": float("nan")}, {"timeout_s": 1.0, "poll_s": -1.0}])
+async def test_waiting_for_a_decision_refuses_a_timeout_that_never_ends(
+    tmp_path: Path, given: dict[str, float]
+) -> None:
+    import asyncio
+
+    from echo_tools.errors import ToolConfigError
+
+    _, executor, _ = _service(tmp_path)
+    approval_id = (await executor.invoke("ship", {"order": "W-1"})).metadata["approval_id"]
+    try:
+        with pytest.raises((ValueError, ToolConfigError)):
+            await asyncio.wait_for(executor.wait_for_decision(approval_id, **given), timeout=3)
+    finally:
+        await executor.aclose()
