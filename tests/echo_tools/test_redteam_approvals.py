@@ -395,3 +395,22 @@ async def test_waiting_for_a_decision_refuses_a_timeout_that_never_ends(
             await asyncio.wait_for(executor.wait_for_decision(approval_id, **given), timeout=3)
     finally:
         await executor.aclose()
+
+
+async def test_a_decision_racing_a_waiting_process_runs_the_call_once(tmp_path: Path) -> None:
+    """Held: a decide (which runs the call here) while another executor on the same store waits for the
+    decision: the call runs once, and the waiting side gets its result or a refusal, never a second run."""
+    import asyncio
+
+    _, asker, _ = _service(tmp_path)
+    _, decider, _ = _service(tmp_path)  # a second process's executor: the same tool, the same store
+    approval_id = (await asker.invoke("ship", {"order": "Q-1"})).metadata["approval_id"]
+    waiting = asyncio.create_task(asker.wait_for_decision(approval_id, timeout_s=30, poll_s=0.01))
+    _, decided = await asyncio.to_thread(decider.decide, approval_id, "approve")
+    carried = await waiting
+    await asker.aclose()
+    await decider.aclose()
+    assert RAN == ["Q-1"]  # whichever side claimed the approval first ran it; the other did not
+    assert decided is not None
+    ran_here = [r for r in (decided, carried) if r.success and not r.metadata.get("ran_before")]
+    assert len(ran_here) <= 1, (decided, carried)
