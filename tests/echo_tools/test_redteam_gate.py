@@ -263,3 +263,28 @@ def test_another_principal_s_run_is_not_readable_through_the_viewer_or_the_event
     _alice_s_run(url, history, "run_alice_read_2")
     answer = httpx.get(f"{url}{path}", headers=CAROL, timeout=60)
     assert "alice's secret" not in answer.text, f"{path} showed carol alice's run ({answer.status_code})"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the same unchecked ?run_id=: bob's calls count against alice's per-run quota, so bob's "
+    "invoke-only key spends alice's run's quota and her next call in her own run is refused",
+)
+def test_another_principal_cannot_spend_a_run_s_quota(tmp_path: Path) -> None:
+    from echo_tools.models import Quota
+
+    registry = ToolRegistry(storage_dir=tmp_path / "tools")
+    registry.add(echo)
+    executor = ToolExecutor(registry, quotas=[Quota(limit=2, per_s=3600, scope="run")])
+    settings = ApiSettings(api_key=OPERATOR_KEY["X-API-Key"], principals=principals_from(PRINCIPALS))
+    with support.serve_in_thread(create_app(registry, executor, settings)) as url:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            for _ in range(2):
+                http.post(
+                    "/tools/invoke/echo", params={"run_id": "run_alice_q"}, json={"text": "x"}, headers=BOB
+                )
+            mine = http.post(
+                "/tools/invoke/echo", params={"run_id": "run_alice_q"}, json={"text": "x"}, headers=ALICE
+            )
+    executor.close()
+    assert mine.status_code == 200, f"alice's call in her own run was refused: {mine.text}"
