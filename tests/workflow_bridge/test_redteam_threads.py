@@ -1,7 +1,8 @@
-"""Red-team review of issue 34: a run's scope reaches every agent of a node, whatever thread runs it.
-`CrewAIAdapter.create_parallel_crew_node` (EchoAI's parallel crew) runs its agents on a
-`ThreadPoolExecutor`, which does not carry the context variables the scope lives in. Real CrewAI agents
-with the rehearsal model.
+"""Red-team review of issue 34: a run's scope reaches every agent of a node, whatever thread runs it, and
+no request's scope reaches another's. `CrewAIAdapter.create_parallel_crew_node` (EchoAI's parallel crew)
+runs its agents on a `ThreadPoolExecutor`, which does not carry the context variables the scope lives in;
+EchoAI's middleware (`workflow_bridge.echoai._carry_the_user`) sets one per request. Real CrewAI agents
+with the rehearsal model, a real uvicorn server.
 
 Each `xfail(strict=True)` test is a finding (it asserts what should happen and fails on main today); the
 other tests are attacks that held."""
@@ -59,3 +60,47 @@ def test_an_agent_node_calls_tools_under_the_run_s_scope() -> None:
     executor.close()
     calls = [e for e in log.events if e.type in ("tool.completed", "tool.failed")]
     assert calls and {e.principal for e in calls} == {"alice"}
+
+
+# -- EchoAI's middleware carrying the logged-in user -------------------------------------------------
+
+
+async def test_the_echoai_user_middleware_keeps_each_request_s_user_to_itself() -> None:
+    """Held: `_carry_the_user` (workflow_bridge/echoai.py) sets the scope per request; concurrent requests
+    of different users, async and sync routes (anyio's worker threads), and a later request without a
+    user never see another request's user."""
+    import asyncio
+
+    import httpx
+    from fastapi import FastAPI, Request
+
+    from echo_tools.gate import current_scope
+    from tests.echo_tools import _api_support as support
+    from workflow_bridge.echoai import _carry_the_user
+
+    app = FastAPI()
+
+    def user_of(request: Request) -> str | None:
+        return request.headers.get("x-user")
+
+    @app.get("/async")
+    async def on_loop() -> dict[str, str | None]:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        scope = current_scope()
+        return {"user": scope.user_id if scope is not None else None}
+
+    @app.get("/sync")
+    def in_worker() -> dict[str, str | None]:
+        scope = current_scope()
+        return {"user": scope.user_id if scope is not None else None}
+
+    _carry_the_user(app, user_of)
+    with support.serve_in_thread(app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            asks = [(path, f"u{n}") for n in range(12) for path in ("/async", "/sync")]
+            answers = await asyncio.gather(*(http.get(p, headers={"x-user": u}) for p, u in asks))
+            seen = [(p, a.json()["user"]) for (p, _), a in zip(asks, answers, strict=True)]
+            later = [(await http.get(p)).json()["user"] for p in ("/async", "/sync") * 4]
+    assert seen == asks
+    assert later == [None] * 8
