@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from echo_tools.compat import mcp as compat
 from echo_tools.errors import MCPConnectionError, ToolExecutionError
 from echo_tools.mcp.connection import Connection, SessionBroken, on_background_loop
 
@@ -39,7 +40,7 @@ async def list_all_tools(conn: Connection, timeout_s: float) -> list[types.Tool]
     from mcp import types
 
     tools = await _list_all(conn, types.ListToolsRequest, types.ListToolsResult, "tools", timeout_s)
-    capabilities = conn.session.get_server_capabilities() if conn.session else None
+    capabilities = compat.server_capabilities(conn.session) if conn.session else None
     resources = prompts = False
     if capabilities is not None and capabilities.resources is not None:
         # declared is not enough (FastMCP declares both always): the server must have something to read
@@ -54,13 +55,12 @@ async def list_all_tools(conn: Connection, timeout_s: float) -> list[types.Tool]
 
 async def _offers(conn: Connection, request_type: Any, result_type: Any, timeout_s: float) -> bool:
     """Whether the first page of a `*/list` request names anything (a refused request: no)."""
-    from mcp import types
 
     try:
-        page = await conn.request(types.ClientRequest(request_type(params=None)), result_type, timeout_s)
+        page = await conn.request(request_type(params=None), result_type, timeout_s)
     except ToolExecutionError:
         return False
-    items = (getattr(page, key, None) for key in ("resources", "resourceTemplates", "prompts"))
+    items = (compat.field(page, key) for key in ("resources", "resourceTemplates", "prompts"))
     return any(items)
 
 
@@ -72,9 +72,9 @@ async def _list_all(conn: Connection, request_type: Any, result_type: Any, key: 
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await conn.request(types.ClientRequest(request_type(params=params)), result_type, timeout_s)
-        items.extend(getattr(page, key))
-        cursor = page.nextCursor
+        page = await conn.request(request_type(params=params), result_type, timeout_s)
+        items.extend(compat.field(page, key))
+        cursor = compat.field(page, "nextCursor")
         if not cursor:
             return items
     raise MCPConnectionError(f"MCP server {conn.name!r} returned more than {MAX_PAGES} pages of {key}")
@@ -164,7 +164,7 @@ async def list_catalogue(
         conn = Connection(server, config, egress)
         try:
             session = await conn.wait_ready()
-            capabilities = session.get_server_capabilities()
+            capabilities = compat.server_capabilities(session)
             if getattr(capabilities, kind, None) is None:
                 raise MCPConnectionError(f"MCP server {server!r} does not offer {kind}")
             try:

@@ -1,0 +1,56 @@
+"""The calc server's 2.x twin (MCPServer), for the in-process tests under the SDK 2.x
+(`tests/echo_tools/_mcp_support.server_object`): the tools those tests call, answering as `calc_server.py`
+does."""
+
+from __future__ import annotations
+
+import os
+
+from _serving import main
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel
+
+mcp = MCPServer("calc", log_level="WARNING")
+
+
+class Stats(BaseModel):
+    count: int
+    total: float
+    mean: float
+
+
+@mcp.tool(annotations=ToolAnnotations(readOnlyHint=True), title="Add numbers")
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True))
+def stats(values: list[float]) -> Stats:
+    """Count, total and mean of a list of numbers."""
+    total = sum(values)
+    return Stats(count=len(values), total=total, mean=total / len(values) if values else 0.0)
+
+
+@mcp.tool(structured_output=False)
+def greet(name: str) -> str:
+    """Plain text output."""
+    return f"Hello, {name}!"
+
+
+@mcp.tool()
+def fail(message: str) -> str:
+    """Always fails with the given message (an isError result; 2.x shows a `ToolError`'s text only)."""
+    raise ToolError(message)
+
+
+@mcp.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    main(mcp)
