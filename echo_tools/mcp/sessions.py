@@ -36,8 +36,10 @@ from echo_tools.mcp.listing import (
     GET_PROMPT,
     MAX_PAGES,
     READ_RESOURCE,
+    Hints,
     catalogue_tools,
     discover_tools,
+    keep_listing,
     list_all_tools,
     list_catalogue,
 )
@@ -171,10 +173,14 @@ class MCPSessionPool:
             error: SessionBroken | None = None
             for _ in (1, 2):
                 conn = await self._connection(server, config)
+                hints = Hints()
                 try:
-                    return await list_all_tools(conn, timeout_s)
+                    tools = await list_all_tools(conn, timeout_s, hints)
                 except SessionBroken as exc:
                     error = exc
+                    continue
+                keep_listing("tools", server, config, tools, hints)  # the newest listing replaces a kept one
+                return tools
             raise MCPConnectionError(str(error))
 
         return await on_background_loop(run)

@@ -168,3 +168,24 @@ def test_a_graph_pause_keeps_the_servers_request_state_and_the_resume_does_not_c
     final = graph.invoke(Command(resume={"action": "accept", "content": {"date": "2027-01-02"}}), config)
     # the server saw one fresh call (before the pause) and one retry with the answer: not called afresh
     assert final["messages"][-1].content == "booked Lin on 2027-01-02; fresh 1, retried 1"
+
+
+def test_a_listing_is_not_asked_for_again_while_its_cache_hints_say_it_is_fresh(tmp_path: Path) -> None:
+    from echo_tools.mcp.listing import forget_listings
+    from tests.echo_tools._mcp_support import HttpServer
+
+    server = HttpServer(SERVERS / "cached_v2.py").start()
+    registry = make_registry(tmp_path)
+    try:
+        registry.add_mcp_server("cached", {"url": server.url})
+        registry.refresh_mcp_server("cached")  # within the ten minutes the server said the list stays fresh
+        executor = ToolExecutor(registry, egress=EgressPolicy.local())
+        try:
+            asked = executor.invoke_sync("mcp_cached_listed", {}).output
+        finally:
+            executor.close()
+    finally:
+        forget_listings("cached")
+        server.stop()
+    # 2026-07-28 carries the hint: listed once; a 2025 revision has none, so each listing asks again
+    assert asked == {"result": 1 if MODERN else 2}

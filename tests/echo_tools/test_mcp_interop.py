@@ -28,7 +28,8 @@ CLIENT = GENERATION
 SERVER_GENERATIONS = (1, 2)
 TRANSPORTS = ("stdio", "http", "stateless")
 FEATURES = (
-    "protocol", "text", "structured", "progress", "logs", "elicitation", "sampling", "roots", "resource", "prompt"
+    "protocol", "text", "structured", "progress", "logs", "elicitation", "sampling", "roots", "resource", "prompt",
+    "trace",
 )  # fmt: skip
 ROOT_FOLDER = "/srv/reports"
 MODERN, HANDSHAKE = "2026-07-28", "2025-11-25"
@@ -148,6 +149,20 @@ def check_resource(cell: Cell) -> None:
 def check_prompt(cell: Cell) -> None:
     prompt = cell.call("get_prompt", {"name": "greeting", "arguments": {"name": "Ada"}}).output
     assert [m["content"]["text"] for m in prompt["messages"]] == ["Say hello to Ada"]
+
+
+def check_trace(cell: Cell) -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    span = NonRecordingSpan(
+        SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, False, TraceFlags(1))
+    )
+    with trace.use_span(span):  # the host's run span
+        carried = _text(cell.call("trace", {}))
+    assert carried.startswith("00-0af7651916cd43dd8448eb211c80319c-"), carried  # the run's trace id
+    outside = cell.call("trace", {})  # no span current: nothing is made up
+    assert _text(outside) == "", outside.output
 
 
 CHECKS: dict[str, Callable[[Cell], None]] = {name: globals()[f"check_{name}"] for name in FEATURES}

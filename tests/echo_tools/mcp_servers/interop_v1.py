@@ -90,6 +90,14 @@ async def roots(ctx: Context) -> str:  # type: ignore[type-arg]
     return json.dumps([str(root.uri) for root in listed.roots])
 
 
+@mcp.tool()
+def trace(ctx: Context) -> str:  # type: ignore[type-arg]
+    """The W3C traceparent the request carried in its _meta ("" without one)."""
+    meta = ctx.request_context.meta
+    extra = (meta.model_extra or {}) if meta is not None else {}
+    return str(extra.get("traceparent", ""))
+
+
 @mcp.resource("notes://readme", mime_type="text/plain")
 def readme() -> str:
     """What this server is."""

@@ -92,6 +92,13 @@ async def roots(listed: Annotated[ListRootsResult, Resolve(_roots)]) -> str:
     return json.dumps([str(root.uri) for root in listed.roots])
 
 
+@mcp.tool()
+def trace(ctx: Context) -> str:
+    """The W3C traceparent the request carried in its _meta ("" without one)."""
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent", ""))
+
+
 @mcp.resource("notes://readme", mime_type="text/plain")
 def readme() -> str:
     """What this server is."""
