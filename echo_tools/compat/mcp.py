@@ -132,8 +132,15 @@ _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 def field(model: Any, camel: str, default: Any = None) -> Any:
     """A field of an SDK model by its wire name (`nextCursor`): camelCase under 1.x, snake_case under 2.x."""
-    name = camel if GENERATION < 2 else _CAMEL.sub("_", camel).lower()
+    if GENERATION < 2:
+        return getattr(model, camel, default)
+    name = _SNAKE.get(camel)
+    if name is None:
+        name = _SNAKE[camel] = _CAMEL.sub("_", camel).lower()
     return getattr(model, name, default)
+
+
+_SNAKE: dict[str, str] = {}
 
 
 def client_request(request: Any) -> Any:
@@ -320,8 +327,14 @@ def result_type(result_model: Any) -> Any:
     from pydantic import TypeAdapter
 
     if result_model in (types.CallToolResult, types.ReadResourceResult, types.GetPromptResult):
-        return TypeAdapter(result_model | types.InputRequiredResult)  # type: ignore[operator, attr-defined, unused-ignore]
+        adapter = _ADAPTERS.get(result_model)
+        if adapter is None:  # built once: a TypeAdapter costs about a millisecond
+            adapter = _ADAPTERS[result_model] = TypeAdapter(result_model | types.InputRequiredResult)  # type: ignore[operator, attr-defined, unused-ignore]
+        return adapter
     return result_model
+
+
+_ADAPTERS: dict[Any, Any] = {}
 
 
 def next_request_id(session: Any) -> int | None:
