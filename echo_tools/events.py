@@ -155,8 +155,9 @@ class ToolEvent:
     # costs half as much again
     __slots__ = (
         "_call_id", "_event_id", "_timestamp", "agent_id", "agent_name", "attempts", "cached", "duration_ms",
-        "error", "error_type", "input", "metadata", "node_id", "output", "parent_call_id", "run_id",
-        "tool_call_id", "tool_id", "tool_name", "tool_type", "trace_id", "type", "workflow_id",
+        "error", "error_type", "input", "metadata", "node_id", "output", "parent_call_id", "principal",
+        "run_id", "tool_call_id", "tool_id", "tool_name", "tool_type", "trace_id", "type", "user_id",
+        "workflow_id",
     )  # fmt: skip
 
     type: str
@@ -172,6 +173,8 @@ class ToolEvent:
     trace_id: str | None
     call_id: str | None  # the call this event belongs to (its number until read, or given as text)
     parent_call_id: str | None  # the composite call (skill, workflow, agent) that made it, if any
+    principal: str | None  # who called (the gate's principal name), when its context named one
+    user_id: str | None  # the end user the call was made for, if any
     input: Any
     output: Any
     error: str | None
@@ -198,6 +201,8 @@ class ToolEvent:
         trace_id: str | None = None,
         call_id: str | int | None = None,
         parent_call_id: str | None = None,
+        principal: str | None = None,
+        user_id: str | None = None,
         input: Any = None,
         output: Any = None,
         error: str | None = None,
@@ -222,6 +227,8 @@ class ToolEvent:
         self.trace_id = trace_id
         self._call_id = call_id
         self.parent_call_id = parent_call_id
+        self.principal = principal
+        self.user_id = user_id
         self.input = input
         self.output = output
         self.error = error
@@ -285,6 +292,8 @@ def call_fields(
         "node_id": context.node_id,
         "tool_call_id": context.tool_call_id,
         "trace_id": context.trace_id,
+        "principal": context.principal,
+        "user_id": context.user_id,
     }
 
 

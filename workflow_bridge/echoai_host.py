@@ -8,7 +8,6 @@ the method names, arguments and answer shapes EchoAI's routes use, so the routes
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import json
 import re
@@ -17,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from echo_tools.runtime import loop_running
 from workflow_bridge import runner
 
 _T = TypeVar("_T")
@@ -28,9 +28,7 @@ def off_the_loop(work: Callable[[], _T]) -> _T:
     """Run `work` here, or in a worker thread when this thread runs an event loop: EchoAI's `async def`
     routes call its services directly, and a run's code (CrewAI, tools) must not find the route's loop
     running in its thread (`asyncio.run` and sync-over-async calls fail there)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not loop_running():
         return work()
     return _pool.submit(work).result()
 

@@ -35,8 +35,13 @@ def add_approval_routes(router: APIRouter, state: Any) -> None:
     async def list_approvals(
         limit: int = Query(100, ge=1, le=1000), principal: Principal = approve
     ) -> dict[str, Any]:
-        pending = await anyio.to_thread.run_sync(lambda: executor.governance.approvals.pending(limit))
-        return {"approvals": [r.to_dict() for r in pending if _sees(principal, r.owner)]}
+        store = executor.governance.approvals
+        # filtered before the limit: another principal's thousand pending approvals never hide this one's
+        every = principal.grants.admin
+        pending = await anyio.to_thread.run_sync(
+            lambda: store.pending(limit, owner=principal.name, every_owner=every)
+        )
+        return {"approvals": [r.to_dict() for r in pending]}
 
     @router.get("/approvals/{approval_id}", summary="One approval")
     async def show_approval(
@@ -64,6 +69,7 @@ def add_approval_routes(router: APIRouter, state: Any) -> None:
                     by=principal.name,
                     principal=principal.name,
                     admin=principal.grants.admin,
+                    principals=state.gate.principal_named,  # the call runs with its asker's scope as now
                 )
             )
         except ApprovalDecisionError as exc:
