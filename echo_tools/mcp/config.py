@@ -76,7 +76,9 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
     "transport"?: "streamable_http" (default) | "sse"}` (`type` is read as `transport`, as VS Code
     writes it), and `credential` (a stored credential's name) or `oauth` (OAuth 2.1, see
     `echo_tools.mcp.auth`). Optional for both: `timeout` (connect seconds), `max_concurrency`,
-    `max_result_bytes` (the largest answer kept, default 8 MiB). Other keys are kept.
+    `max_result_bytes` (the largest answer kept, default 8 MiB), `protocol` (`auto`, `legacy` or a modern
+    revision: which protocol to speak) and `input_rounds` (how many `InputRequiredResult` rounds a call
+    may take). Other keys are kept.
 
     Raises:
         ToolConfigError: the entry is unusable; the message names the server and the field.

@@ -189,3 +189,33 @@ def test_a_listing_is_not_asked_for_again_while_its_cache_hints_say_it_is_fresh(
         server.stop()
     # 2026-07-28 carries the hint: listed once; a 2025 revision has none, so each listing asks again
     assert asked == {"result": 1 if MODERN else 2}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("protocol", "2025-06-18"), ("protocol", 3), ("input_rounds", 0), ("input_rounds", True)],
+)
+def test_a_bad_protocol_or_input_rounds_names_the_field_and_the_value(key: str, value: Any) -> None:
+    from echo_tools.errors import ToolConfigError
+    from echo_tools.mcp.config import check_server_config
+
+    with pytest.raises(ToolConfigError) as caught:
+        check_server_config("asks", {"command": "x", key: value})
+    assert caught.value.field == f"mcpServers.asks.{key}" and repr(value) in caught.value.message
+
+
+def test_a_pinned_modern_revision_is_spoken_without_negotiation_or_refused_under_1x(tmp_path: Path) -> None:
+    registry = make_registry(tmp_path)
+    config = {**stdio_config(SERVERS / "calc_v2.py"), "protocol": "2026-07-28"}
+    if not MODERN:
+        with pytest.raises(MCPConnectionError) as caught:
+            registry.add_mcp_server("pinned", config)
+        assert "'pinned'" in caught.value.message and "needs the MCP SDK 2.x" in caught.value.message
+        assert registry.mcp_servers == {}
+        return
+    registry.add_mcp_server("pinned", config)
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    try:
+        assert executor.invoke_sync("mcp_pinned_add", {"a": 1, "b": 2}).output == {"result": 3.0}
+    finally:
+        executor.close()
