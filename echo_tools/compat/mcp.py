@@ -91,10 +91,18 @@ HANDSHAKE_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18",
 LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"  # 2026-07-28: a request opts in to log messages
 CALL_META = "echo-tools/call"  # our key in a request's _meta: ties an HTTP exchange to the call it carries
 
-if GENERATION < 2:
-    from mcp.shared.exceptions import McpError as MCPError
-else:
-    from mcp import MCPError  # type: ignore[attr-defined, no-redef]
+
+def __getattr__(name: str) -> Any:
+    """`MCPError`: the SDK's protocol error (`McpError` under 1.x), imported when first named, so that
+    importing echo-tools does not import the SDK (`echo-tools list` stays light)."""
+    if name == "MCPError":
+        if GENERATION < 2:
+            from mcp.shared.exceptions import McpError as found
+        else:
+            from mcp import MCPError as found  # type: ignore[attr-defined, no-redef, unused-ignore]
+        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CALL_META",
@@ -102,7 +110,6 @@ __all__ = [
     "HANDSHAKE_VERSIONS",
     "HTTP_LIBRARY",
     "LOG_LEVEL_META",
-    "MCPError",
     "MODERN_VERSIONS",
     "PRIVATE_NAMES",
     "RELIED_ON",
@@ -271,7 +278,7 @@ async def _initialize(session: Any) -> str:
 
 async def _auto(session: Any) -> str:
     """The 2.x SDK's `mode="auto"` policy (discover, then fall back), with the session's public methods."""
-    from mcp import types
+    from mcp import MCPError, types  # type: ignore[attr-defined, unused-ignore]
     from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
     from pydantic import ValidationError
 

@@ -25,9 +25,10 @@ from echo_tools.compat import mcp as compat
 from echo_tools.egress import egress_client
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
-from echo_tools.mcp.callbacks import SessionCallbacks, pending_input
+from echo_tools.mcp.callbacks import SessionCallbacks
 from echo_tools.mcp.limits import max_result_bytes
 from echo_tools.mcp.memory import in_memory_session
+from echo_tools.mcp.rounds import exchange, with_meta
 from echo_tools.mcp.stream_watch import WatchedTransport
 from echo_tools.runtime import background_loop
 
@@ -58,8 +59,6 @@ DEFAULT_CONNECT_TIMEOUT_S = 15.0
 DEFAULT_MAX_CONCURRENCY = 32
 CLOSE_TIMEOUT_S = 6.0
 _STDERR_LIMIT = 1024 * 1024
-DEFAULT_INPUT_ROUNDS = 10  # InputRequiredResult rounds of one request before it fails (as the 2.x SDK)
-_STATE_ONLY_WAIT_S = (0.05, 0.25)  # a round with only requestState: wait, doubling to the cap (as the SDK)
 
 # what a call hears while it runs: ("progress", {progress, total, message}) or ("log", {level, logger, data})
 Listener = Callable[[str, dict[str, Any]], None]
@@ -305,12 +304,7 @@ class Connection:
                 # request; 2.x needs no id (it cancels by itself): the request carries a key of ours
                 request_id = compat.next_request_id(session)
                 key = request_id if request_id is not None else f"{id(task):x}-{self._count}"
-                extra = dict(meta or {})
-                if compat.GENERATION >= 2:
-                    extra[compat.CALL_META] = key
-                    if listener is not None:
-                        extra[compat.LOG_LEVEL_META] = "debug"  # 2026-07-28: log messages are opt-in
-                _add_meta(message, extra)
+                with_meta(message, key, meta, listener is not None)
                 self._by_id[key] = task
                 progress = None
                 if listener is not None:
@@ -318,18 +312,11 @@ class Connection:
                     progress = _progress_callback(listener)
                 if hooks is not None:
                     self._hooks[key] = hooks
-                # a call resumed after a graph pause answers the server's stored request instead of
-                # calling again (2026-07-28); any other call starts with the request
-                pending = pending_input(hooks) if compat.GENERATION >= 2 else None
-                if pending is not None:
-                    result = pending[0]
-                else:
-                    result = await self._send(session, message, result_type, timeout_s, progress)
-                if compat.input_required(result):
-                    result = await self._answer_input(
-                        session, message, result, result_type, timeout_s, progress, hooks
-                    )
-                return result
+
+                async def send() -> Any:
+                    return await self._send(session, message, result_type, timeout_s, progress)
+
+                return await exchange(self.name, self.config, self._callbacks, message, send, hooks)
         except asyncio.CancelledError:
             refused = self._refused.pop(task, None)
             if refused is not None and task.uncancel() == 0:
@@ -366,43 +353,6 @@ class Connection:
             request_read_timeout_seconds=compat.read_timeout(timeout_s),
             progress_callback=progress,
         )
-
-    async def _answer_input(
-        self,
-        session: ClientSession,
-        message: Any,
-        result: Any,
-        result_type: Any,
-        timeout_s: float,
-        progress: Any,
-        hooks: CallHooks | None,
-    ) -> Any:
-        """2026-07-28: the server answered with `InputRequiredResult`; answer its requests with the call's
-        hooks and send the request again with the answers and its `requestState`, until it finishes (at most
-        `input_rounds` of the config; the call's deadline bounds the whole)."""
-        limit = int(self.config.get("input_rounds") or DEFAULT_INPUT_ROUNDS)
-        what = f"{message.method} {getattr(message.params, 'name', None) or getattr(message.params, 'uri', '')!s}"
-        wait = _STATE_ONLY_WAIT_S[0]
-        rounds = 0
-        while compat.input_required(result):
-            rounds += 1
-            if rounds > limit:
-                raise ToolExecutionError(
-                    f"MCP server {self.name!r} answered {what.strip()} with InputRequiredResult {limit} times "
-                    f"without a result; stopped (mcpServers.{self.name}.input_rounds is {limit}); nothing "
-                    "of it was kept"
-                )
-            responses = None
-            if result.input_requests:
-                wait = _STATE_ONLY_WAIT_S[0]
-                responses = await self._callbacks.answer_inputs(hooks, result)
-            else:  # only "not done yet": wait a little, as the SDK's own driver does
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, _STATE_ONLY_WAIT_S[1])
-            message.params.input_responses = responses
-            message.params.request_state = result.request_state
-            result = await self._send(session, message, result_type, timeout_s, progress)
-        return result
 
     def _error_answer(self, exc: Any, request_id: int | None, timeout_s: float) -> Exception:
         """What a JSON-RPC error in answer to a request means: the connection lost, the session expired
@@ -572,21 +522,6 @@ def _progress_callback(listener: Listener) -> Any:
         _hear(listener, "progress", {"progress": progress, "total": total, "message": message})
 
     return on_progress
-
-
-def _add_meta(message: Any, extra: Mapping[str, Any]) -> None:
-    """Put `extra` into the `_meta` of a request model's params (nothing when it has no params)."""
-    params = getattr(message, "params", None)
-    if not extra or params is None:
-        return
-    meta = params.meta
-    if compat.GENERATION >= 2:
-        params.meta = {**(meta or {}), **extra}
-        return
-    from mcp.types import RequestParams
-
-    current = meta.model_dump(exclude_none=True) if meta is not None else {}
-    params.meta = RequestParams.Meta(**{**current, **extra})
 
 
 def _first_line(error: Exception, *, stdio: bool) -> str:
