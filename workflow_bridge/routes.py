@@ -26,6 +26,7 @@ from echo_tools.errors import ToolError
 from echo_tools.gate import CallScope, Principal, acting_as
 from echo_tools.mcp.bound import bound_scope
 from echo_tools.shapes import event_dict
+from echo_tools.suggest import did_you_mean
 from workflow_bridge.shapes import compile_summary, diagnostic_dict
 
 if TYPE_CHECKING:
@@ -315,10 +316,11 @@ def _resume_request(body: dict[str, Any]) -> dict[str, Any]:
     """The decision of a resume request, or 422 naming the unknown or missing field."""
     unknown = sorted(set(body) - set(RESUME_FIELDS))
     if unknown:
+        hint = did_you_mean(unknown[0], RESUME_FIELDS)
         raise ApiError(
             422,
             "validation",
-            f"unknown field {unknown[0]!r} in a resume request; it takes {', '.join(RESUME_FIELDS)}",
+            f"unknown field {unknown[0]!r} in a resume request;{hint} it takes {', '.join(RESUME_FIELDS)}",
             field=f"body.{unknown[0]}",
         )
     if "decision" not in body:

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from workflow_bridge.decisions import waiting_for
 from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
 from workflow_bridge.run_source import uses_rehearsal
 
@@ -121,6 +122,8 @@ def stream_run(
         # the nodes the checkpoint waits at: a resume checks the recompiled graph still has them
         details = {
             "paused_at": list(snapshot.next) if interrupts else [],
+            # what it waits for (a tool approval, a HITL node, an MCP server's question): shown by `runs show`
+            "waiting_for": waiting_for({"__interrupt__": interrupts}, run_id),
             "failed_calls": failed[:_MAX_LISTED],
             **(keep() if keep is not None else {}),
         }
@@ -148,7 +151,9 @@ def _stopped(
     status = "cancelled" if stopped else "failed"
     error = f"{type(exc).__name__}: {exc}"[:2000]
     if history is not None:
-        details = {"paused_at": [], "failed_calls": failed[:_MAX_LISTED], **(keep() if keep else {})}
+        details = {
+            "paused_at": [], "waiting_for": [], "failed_calls": failed[:_MAX_LISTED], **(keep() if keep else {})
+        }  # fmt: skip
         history.set_status(run_id, status, error, details=details)
         history.flush()
     emit({"type": "run.finished", "run_id": run_id, "status": status, "error": error})

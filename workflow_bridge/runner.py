@@ -29,6 +29,7 @@ from workflow_bridge.decisions import (
     check_answer,
     check_decision,
     elicitation,
+    waiting_for,
 )
 from workflow_bridge.llm import describe_llm
 from workflow_bridge.run_scope import kept, restored, running, seal_of
@@ -497,6 +498,8 @@ def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
         "error": record.get("error"),
         "failed_calls": list(stored.get("failed_calls") or []),
         "owner": record["owner"],
+        # what a paused run waits for: a tool approval (tool, args, agent, approval id), a HITL node, a question
+        "waiting_for": waiting_for(values, run_id) if record["status"] == "interrupted" else [],
     }
 
 

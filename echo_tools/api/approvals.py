@@ -21,6 +21,7 @@ from fastapi import Path as PathParam
 from echo_tools.api.errors import ApiError
 from echo_tools.gate import Principal
 from echo_tools.governance.approvals import ApprovalDecisionError
+from echo_tools.suggest import did_you_mean
 
 _KINDS = {404: "not_found", 409: "conflict", 422: "validation"}
 
@@ -97,6 +98,13 @@ def _sees(principal: Principal, owner: str | None) -> bool:
 def _decision(body: Any) -> tuple[str, dict[str, Any] | None, str | None]:
     if not isinstance(body, dict):
         raise ApiError(422, "validation", "the body must be a JSON object with 'decision'", field="decision")
+    unknown = sorted(set(body) - {"decision", "args", "edits", "comment"})
+    if unknown:
+        hint = did_you_mean(unknown[0], ("decision", "args", "edits", "comment"))
+        raise ApiError(
+            422, "validation", f"unknown field {unknown[0]!r} in a decision;{hint} it takes decision, args, "
+            "comment", field=unknown[0],
+        )  # fmt: skip
     decision = body.get("decision")
     if not isinstance(decision, str):
         raise ApiError(
