@@ -456,10 +456,11 @@ def tool_defs(server: str, listing: list[types.Tool], credential: str | None = N
             "annotations": annotations.model_dump(by_alias=True, exclude_none=True) if annotations else {},
         }
         if task_support == "required":
-            # the client does not run MCP tasks yet: every call would fail, so the tool is not offered
+            # the 2025-11-25 experimental tasks (the client asks for a task): not spoken, so every call
+            # would fail and the tool is not offered; the 2026-07-28 Tasks extension needs no such flag
             mcp_meta["disabled_reason"] = (
-                "the server requires MCP tasks (execution.taskSupport 'required'), which echo-tools "
-                "does not support yet"
+                "the server requires MCP tasks (execution.taskSupport 'required', the 2025-11-25 experimental "
+                "tasks), which echo-tools does not speak; it follows the 2026-07-28 Tasks extension instead"
             )
         out.append(
             ToolDef(

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from echo_tools.compat import mcp as compat
 from echo_tools.egress import egress_client
@@ -30,6 +30,7 @@ from echo_tools.mcp.limits import max_result_bytes
 from echo_tools.mcp.memory import in_memory_session
 from echo_tools.mcp.rounds import exchange, with_meta
 from echo_tools.mcp.stream_watch import WatchedTransport
+from echo_tools.mcp.tasks import TASKS, TaskHandle, follow_task, offers_tasks
 from echo_tools.runtime import background_loop
 
 if TYPE_CHECKING:
@@ -145,6 +146,8 @@ class Connection:
                     self.protocol = compat.protocol_version(session)
                 else:
                     read, write = await self._open_transport(stack)
+                    if compat.GENERATION >= 2:  # 2026-07-28: long tools may answer with a task
+                        kwargs["extensions"] = {TASKS: {}}
                     session = await stack.enter_async_context(ClientSession(read, write, **kwargs))
                     try:
                         self.protocol = await compat.negotiate(session, mode)
@@ -316,7 +319,12 @@ class Connection:
                 async def send() -> Any:
                     return await self._send(session, message, result_type, timeout_s, progress)
 
-                return await exchange(self.name, self.config, self._callbacks, message, send, hooks)
+                async def follow(handle: TaskHandle) -> Any:
+                    return await follow_task(
+                        self.name, session, self._callbacks, handle, hooks, listener, timeout_s, self._spawn
+                    )
+
+                return await exchange(self.name, self.config, self._callbacks, message, send, hooks, follow)
         except asyncio.CancelledError:
             refused = self._refused.pop(task, None)
             if refused is not None and task.uncancel() == 0:
@@ -332,6 +340,11 @@ class Connection:
             # the session's streams were closed before our request was written: it never left
             self.discard()
             raise NotSent(self.error or self._closed_message()) from exc
+        except ValidationError as exc:  # an answer the negotiated revision does not allow
+            raise ToolExecutionError(
+                f"MCP server {self.name!r} answered {getattr(message, 'method', 'a request')} with a result "
+                f"revision {self.protocol or 'of its session'} does not allow: {_first_problem(exc)}"
+            ) from None
         except compat.MCPError as exc:
             refused = self._refused.pop(task, None)  # 2.x answers a stream we stopped with an error
             if refused is not None:
@@ -347,12 +360,20 @@ class Connection:
     async def _send(
         self, session: ClientSession, message: Any, result_type: Any, timeout_s: float, progress: Any
     ) -> Any:
-        return await session.send_request(
+        """The answer to `message`; a `tools/call` to a server offering the Tasks extension may be answered
+        with a task handle (`TaskHandle`), which `exchange` follows."""
+        tasks = message.method == "tools/call" and offers_tasks(session)
+        answer = await session.send_request(
             compat.client_request(message),
-            compat.result_type(result_type),
+            _AS_JSON() if tasks else compat.result_type(result_type),
             request_read_timeout_seconds=compat.read_timeout(timeout_s),
             progress_callback=progress,
         )
+        if not tasks:
+            return answer
+        if answer.get("resultType") == "task":
+            return TaskHandle(answer)
+        return compat.result_type(result_type).validate_python(answer, by_name=False)
 
     def _error_answer(self, exc: Any, request_id: int | None, timeout_s: float) -> Exception:
         """What a JSON-RPC error in answer to a request means: the connection lost, the session expired
@@ -508,6 +529,27 @@ class Connection:
         if os.fstat(fd).st_size > _STDERR_LIMIT:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
+
+
+def _first_problem(error: ValidationError) -> str:
+    problems = error.errors()
+    if not problems:
+        return str(error)[:200]
+    first = problems[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the result"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where}: {first.get('msg')}{more}"
+
+
+def _AS_JSON() -> Any:
+    if not _JSON:
+        from pydantic import TypeAdapter
+
+        _JSON.append(TypeAdapter(dict[str, Any]))
+    return _JSON[0]
+
+
+_JSON: list[Any] = []
 
 
 def _hear(listener: Listener, kind: str, entry: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from echo_tools.compat import mcp as compat
 from echo_tools.errors import ToolExecutionError
 from echo_tools.mcp.callbacks import pending_input
+from echo_tools.mcp.tasks import TaskHandle
 
 if TYPE_CHECKING:
     from echo_tools.mcp.callbacks import CallHooks, SessionCallbacks
@@ -56,9 +57,11 @@ async def exchange(
     message: Any,
     send: Callable[[], Awaitable[Any]],
     hooks: CallHooks | None,
+    follow: Callable[[Any], Awaitable[Any]] | None = None,
 ) -> Any:
     """The request's result: `send()` once, then, while the server answers `InputRequiredResult`, its
-    requests answered with the call's `hooks` and the request sent again (at most `input_rounds` times).
+    requests answered with the call's `hooks` and the request sent again (at most `input_rounds` times);
+    a task handle (the Tasks extension) is followed to its end by `follow`.
 
     Raises:
         ToolExecutionError: the server kept asking past `input_rounds`, or a request was refused.
@@ -87,4 +90,6 @@ async def exchange(
         params.input_responses = responses
         params.request_state = result.request_state
         result = await send()
+    if follow is not None and isinstance(result, TaskHandle):
+        return await follow(result)
     return result
