@@ -142,7 +142,7 @@ async def follow_task(
                 pending = {k: v for k, v in (task.get("inputRequests") or {}).items() if k not in answered}
                 if pending:
                     parsed = {
-                        k: TypeAdapter(types.InputRequest).validate_python(v) for k, v in pending.items()
+                        k: TypeAdapter(types.InputRequest)  # type: ignore[attr-defined, unused-ignore].validate_python(v) for k, v in pending.items()
                     }
                     answers = await callbacks.answer_inputs(hooks, _Asked(parsed))
                     responses = {

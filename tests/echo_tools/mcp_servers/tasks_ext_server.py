@@ -19,12 +19,12 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 TASKS = "io.modelcontextprotocol/tasks"
 CAPS = "io.modelcontextprotocol/clientCapabilities"
-NOW = datetime.now(timezone.utc).isoformat()
+NOW = datetime.now(UTC).isoformat()
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"steps": {"type": "integer"}}}
 TOOLS = [
     {"name": name, "inputSchema": SCHEMA, "description": f"{name} (a task when the client speaks Tasks)"}
