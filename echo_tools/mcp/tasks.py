@@ -106,6 +106,7 @@ async def follow_task(
     from pydantic import TypeAdapter
 
     get, update, cancel = _requests()
+    input_request: Any = types.InputRequest  # type: ignore[attr-defined, unused-ignore]  # 2.x only
     task_id = str(handle.get("taskId") or "")
     if not task_id:
         raise ToolExecutionError(
@@ -141,9 +142,7 @@ async def follow_task(
             if status == "input_required":
                 pending = {k: v for k, v in (task.get("inputRequests") or {}).items() if k not in answered}
                 if pending:
-                    parsed = {
-                        k: TypeAdapter(types.InputRequest)  # type: ignore[attr-defined, unused-ignore].validate_python(v) for k, v in pending.items()
-                    }
+                    parsed = {k: TypeAdapter(input_request).validate_python(v) for k, v in pending.items()}
                     answers = await callbacks.answer_inputs(hooks, _Asked(parsed))
                     responses = {
                         k: a.model_dump(by_alias=True, mode="json", exclude_none=True)
