@@ -158,6 +158,8 @@ class Connection:
                         ) from None
                 self.session = session
                 self._ready.set_result(session)
+                if self._on_tools_changed is not None and self.protocol in compat.MODERN_VERSIONS:
+                    self._spawn(self._listen(session))  # 2026-07-28: changes come on a listen stream
                 await self._stop.wait()
         except (Exception, BaseExceptionGroup) as exc:  # boundary: any transport failure ends the connection
             self.error = self._describe(exc)
@@ -228,6 +230,19 @@ class Connection:
             )
         )
         return await stack.enter_async_context(compat.streamable_http(url, client))
+
+    async def _listen(self, session: ClientSession) -> None:
+        """2026-07-28: the server's tool-list changes arrive on a `subscriptions/listen` stream, not as bare
+        notifications; each one re-lists the catalogue as `tools/list_changed` does over a 2025 revision."""
+        from mcp.client.subscriptions import ToolsListChanged, listen
+
+        try:
+            async with listen(session, tools_list_changed=True) as changes:
+                async for event in changes:
+                    if isinstance(event, ToolsListChanged) and self._on_tools_changed is not None:
+                        self._on_tools_changed(self.name)
+        except Exception as exc:  # boundary: a server without subscriptions still serves calls
+            logger.debug("MCP server %r: no subscriptions/listen stream: %s", self.name, exc)
 
     async def wait_ready(self, timeout: float | None = None) -> ClientSession:
         """The initialized session; raises `MCPConnectionError` when it could not be opened in time."""

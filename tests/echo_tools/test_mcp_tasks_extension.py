@@ -101,3 +101,22 @@ def test_a_result_the_revision_does_not_allow_fails_the_call_naming_the_server_a
     assert not result.success and result.output is None
     assert "'tasks'" in str(result.error) and "content" in str(result.error), result.error
     assert not [e for e in log.events if e.type == "tool.completed" and e.tool_id == "mcp_tasks_bad_result"]
+
+
+def test_a_2x_servers_tool_changes_reach_the_catalogue_on_either_revision(tmp_path: Path) -> None:
+    from echo_tools.models import ToolStatus
+    from tests.echo_tools._mcp_support import EventWaiter, stdio_config
+
+    registry = make_registry(tmp_path)
+    registry.add_mcp_server("calc", stdio_config(SERVERS / "calc_v2.py"))
+    waiter = EventWaiter()
+    registry.events.add(waiter)
+    executor = ToolExecutor(registry, egress=EgressPolicy.local())
+    try:
+        # 2026-07-28: the change comes on the session's subscriptions/listen stream; 2025: as a notification
+        assert executor.invoke_sync("mcp_calc_change_tools", {}).success
+        assert waiter.wait_for("mcp_calc_new_tool", "mcp_calc_old_tool")
+        assert registry.get("mcp_calc_old_tool").status == ToolStatus.DISABLED  # type: ignore[union-attr]
+        assert executor.invoke_sync("mcp_calc_new_tool", {"x": 21}).output == {"result": 42}
+    finally:
+        executor.close()

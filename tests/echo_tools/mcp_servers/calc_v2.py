@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from _serving import main
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
@@ -50,6 +50,31 @@ def fail(message: str) -> str:
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
+
+
+@mcp.tool()
+def old_tool() -> str:
+    """Removed by `change_tools`."""
+    return "old"
+
+
+def new_tool(x: int) -> int:
+    """Added by `change_tools`."""
+    return x * 2
+
+
+@mcp.tool()
+async def change_tools(ctx: Context) -> str:
+    """Remove `old_tool`, add `new_tool`, and tell the client: on a listen stream (2026-07-28) and as the
+    bare notification of a 2025 revision (each is dropped where it does not apply)."""
+    names = {tool.name for tool in await mcp.list_tools()}
+    if "old_tool" in names:
+        mcp.remove_tool("old_tool")
+    if "new_tool" not in names:
+        mcp.add_tool(new_tool, name="new_tool")
+    await ctx.notify_tools_changed()
+    await ctx.session.send_tool_list_changed()
+    return "changed"
 
 
 if __name__ == "__main__":
