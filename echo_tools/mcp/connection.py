@@ -28,7 +28,7 @@ from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecution
 from echo_tools.mcp.callbacks import SessionCallbacks
 from echo_tools.mcp.limits import max_result_bytes
 from echo_tools.mcp.memory import in_memory_session
-from echo_tools.mcp.rounds import exchange, with_meta
+from echo_tools.mcp.rounds import as_json, exchange, first_problem, with_meta
 from echo_tools.mcp.stream_watch import WatchedTransport
 from echo_tools.mcp.tasks import TASKS, TaskHandle, follow_task, offers_tasks
 from echo_tools.runtime import background_loop
@@ -292,12 +292,9 @@ class Connection:
     ) -> R:
         """Send one request (a bare SDK request model: `CallToolRequest`, ...) and return the typed result.
 
-        With a `listener`, the request carries a progress token (and, over the 2026-07-28 revision, the
-        log-level opt-in): the server's progress notifications for it, and its log messages while it runs,
-        are handed to the listener. `hooks` answer the server's sampling, elicitation and roots requests
-        while this one is in flight, or, over 2026-07-28, the `InputRequiredResult` it answers with (the
-        request is then sent again with the answers, at most `input_rounds` times). `meta` goes into the
-        request's `_meta` (the run's trace context).
+        `listener` hears the server's progress and log notifications for it; `hooks` answer the server's
+        sampling, elicitation and roots requests (over 2026-07-28: its `InputRequiredResult`, see
+        `echo_tools.mcp.rounds`); `meta` goes into the request's `_meta` (the run's trace context).
 
         Raises:
             NotSent: the session was dead before the request was sent.
@@ -330,16 +327,9 @@ class Connection:
                     progress = _progress_callback(listener)
                 if hooks is not None:
                     self._hooks[key] = hooks
-
-                async def send() -> Any:
-                    return await self._send(session, message, result_type, timeout_s, progress)
-
-                async def follow(handle: TaskHandle) -> Any:
-                    return await follow_task(
-                        self.name, session, self._callbacks, handle, hooks, listener, timeout_s, self._spawn
-                    )
-
-                return await exchange(self.name, self.config, self._callbacks, message, send, hooks, follow)
+                return await self._exchange(
+                    session, message, result_type, timeout_s, progress, listener, hooks
+                )
         except asyncio.CancelledError:
             refused = self._refused.pop(task, None)
             if refused is not None and task.uncancel() == 0:
@@ -356,10 +346,7 @@ class Connection:
             self.discard()
             raise NotSent(self.error or self._closed_message()) from exc
         except ValidationError as exc:  # an answer the negotiated revision does not allow
-            raise ToolExecutionError(
-                f"MCP server {self.name!r} answered {getattr(message, 'method', 'a request')} with a result "
-                f"revision {self.protocol or 'of its session'} does not allow: {_first_problem(exc)}"
-            ) from None
+            raise self._invalid_answer(message, exc) from None
         except compat.MCPError as exc:
             refused = self._refused.pop(task, None)  # 2.x answers a stream we stopped with an error
             if refused is not None:
@@ -372,6 +359,26 @@ class Connection:
             self._listeners.pop(key, None)
             self._hooks.pop(key, None)
 
+    async def _exchange(
+        self,
+        session: ClientSession,
+        message: Any,
+        result_type: Any,
+        timeout_s: float,
+        progress: Any,
+        listener: Listener | None,
+        hooks: CallHooks | None,
+    ) -> Any:
+        async def send() -> Any:
+            return await self._send(session, message, result_type, timeout_s, progress)
+
+        async def follow(handle: TaskHandle) -> Any:
+            return await follow_task(
+                self.name, session, self._callbacks, handle, hooks, listener, timeout_s, self._spawn
+            )
+
+        return await exchange(self.name, self.config, self._callbacks, message, send, hooks, follow)
+
     async def _send(
         self, session: ClientSession, message: Any, result_type: Any, timeout_s: float, progress: Any
     ) -> Any:
@@ -380,7 +387,7 @@ class Connection:
         tasks = message.method == "tools/call" and offers_tasks(session)
         answer = await session.send_request(
             compat.client_request(message),
-            _AS_JSON() if tasks else compat.result_type(result_type),
+            as_json() if tasks else compat.result_type(result_type),
             request_read_timeout_seconds=compat.read_timeout(timeout_s),
             progress_callback=progress,
         )
@@ -389,6 +396,12 @@ class Connection:
         if answer.get("resultType") == "task":
             return TaskHandle(answer)
         return compat.result_type(result_type).validate_python(answer, by_name=False)
+
+    def _invalid_answer(self, message: Any, exc: ValidationError) -> ToolExecutionError:
+        return ToolExecutionError(
+            f"MCP server {self.name!r} answered {getattr(message, 'method', 'a request')} with a result "
+            f"revision {self.protocol or 'of its session'} does not allow: {first_problem(exc)}"
+        )
 
     def _error_answer(self, exc: Any, request_id: int | None, timeout_s: float) -> Exception:
         """What a JSON-RPC error in answer to a request means: the connection lost, the session expired
@@ -544,27 +557,6 @@ class Connection:
         if os.fstat(fd).st_size > _STDERR_LIMIT:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
-
-
-def _first_problem(error: ValidationError) -> str:
-    problems = error.errors()
-    if not problems:
-        return str(error)[:200]
-    first = problems[0]
-    where = ".".join(str(part) for part in first.get("loc", ())) or "the result"
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"{where}: {first.get('msg')}{more}"
-
-
-def _AS_JSON() -> Any:
-    if not _JSON:
-        from pydantic import TypeAdapter
-
-        _JSON.append(TypeAdapter(dict[str, Any]))
-    return _JSON[0]
-
-
-_JSON: list[Any] = []
 
 
 def _hear(listener: Listener, kind: str, entry: dict[str, Any]) -> None:

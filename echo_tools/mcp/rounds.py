@@ -20,9 +20,11 @@ from echo_tools.mcp.callbacks import pending_input
 from echo_tools.mcp.tasks import TaskHandle
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from echo_tools.mcp.callbacks import CallHooks, SessionCallbacks
 
-__all__ = ["DEFAULT_INPUT_ROUNDS", "exchange", "with_meta"]
+__all__ = ["DEFAULT_INPUT_ROUNDS", "as_json", "exchange", "first_problem", "with_meta"]
 
 DEFAULT_INPUT_ROUNDS = 10  # InputRequiredResult rounds of one request before it fails (as the 2.x SDK)
 _STATE_ONLY_WAIT_S = (0.05, 0.25)  # a round with only requestState: wait, doubling to the cap (as the SDK)
@@ -93,3 +95,26 @@ async def exchange(
     if follow is not None and isinstance(result, TaskHandle):
         return await follow(result)
     return result
+
+
+def first_problem(error: ValidationError) -> str:
+    """The first of a validation error's problems, named by where it is (and how many more there are)."""
+    problems = error.errors()
+    if not problems:
+        return str(error)[:200]
+    first = problems[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the result"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where}: {first.get('msg')}{more}"
+
+
+def as_json() -> Any:
+    """A `TypeAdapter` reading an answer as plain JSON (built once, when first needed)."""
+    if not _JSON:
+        from pydantic import TypeAdapter
+
+        _JSON.append(TypeAdapter(dict[str, Any]))
+    return _JSON[0]
+
+
+_JSON: list[Any] = []
