@@ -59,6 +59,8 @@ R = TypeVar("R", bound=BaseModel)
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 DEFAULT_MAX_CONCURRENCY = 32
 CLOSE_TIMEOUT_S = 6.0
+MAX_RELIST_PAGES = 1000
+_HEADER_MISMATCH = -32020  # 2026-07-28: an Mcp-Param-* header missing or not matching the body
 _STDERR_LIMIT = 1024 * 1024
 
 # what a call hears while it runs: ("progress", {progress, total, message}) or ("log", {level, logger, data})
@@ -370,7 +372,15 @@ class Connection:
         hooks: CallHooks | None,
     ) -> Any:
         async def send() -> Any:
-            return await self._send(session, message, result_type, timeout_s, progress)
+            try:
+                return await self._send(session, message, result_type, timeout_s, progress)
+            except compat.MCPError as exc:
+                # 2026-07-28 HTTP: a tool whose arguments go as Mcp-Param-* headers too, unknown to this
+                # session: the spec's recovery, re-list on the session (the SDK then sends them), once
+                if compat.error_code(exc) != _HEADER_MISMATCH or message.method != "tools/call":
+                    raise
+                await self._relist(session, timeout_s)
+                return await self._send(session, message, result_type, timeout_s, progress)
 
         async def follow(handle: TaskHandle) -> Any:
             return await follow_task(
@@ -378,6 +388,17 @@ class Connection:
             )
 
         return await exchange(self.name, self.config, self._callbacks, message, send, hooks, follow)
+
+    async def _relist(self, session: ClientSession, timeout_s: float) -> None:
+        from mcp import types
+
+        cursor = None
+        for _ in range(MAX_RELIST_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await asyncio.wait_for(session.list_tools(params=params), timeout_s)  # type: ignore[call-arg]
+            cursor = compat.field(page, "nextCursor")
+            if not cursor:
+                return
 
     async def _send(
         self, session: ClientSession, message: Any, result_type: Any, timeout_s: float, progress: Any

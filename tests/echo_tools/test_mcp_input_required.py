@@ -219,3 +219,24 @@ def test_a_pinned_modern_revision_is_spoken_without_negotiation_or_refused_under
         assert executor.invoke_sync("mcp_pinned_add", {"a": 1, "b": 2}).output == {"result": 3.0}
     finally:
         executor.close()
+
+
+def test_a_tool_whose_argument_goes_as_an_mcp_param_header_is_called_after_a_relist(tmp_path: Path) -> None:
+    from tests.echo_tools._mcp_support import HttpServer
+
+    server = HttpServer(SERVERS / "calc_v2.py").start()
+    registry = make_registry(tmp_path)
+    try:
+        registry.add_mcp_server("calc", {"url": server.url})  # listed on a short-lived session
+        executor = ToolExecutor(registry, egress=EgressPolicy.local())
+        try:
+            first = executor.invoke_sync("mcp_calc_region", {"place": "Lyon"})
+            again = executor.invoke_sync("mcp_calc_region", {"place": "Oslo"})
+        finally:
+            executor.close()
+    finally:
+        server.stop()
+    # 2026-07-28 HTTP: the first call is refused (-32020, no Mcp-Param-Region header: the pooled session
+    # never listed the tool), the session re-lists and sends again; a 2025 revision has no such headers
+    assert first.output == {"result": "Lyon (header Lyon)" if MODERN else "Lyon (header -)"}, first.error
+    assert again.output == {"result": "Oslo (header Oslo)" if MODERN else "Oslo (header -)"}

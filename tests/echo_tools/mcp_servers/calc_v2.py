@@ -5,12 +5,13 @@ does."""
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 from _serving import main
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 mcp = MCPServer("calc", log_level="WARNING")
 
@@ -50,6 +51,13 @@ def fail(message: str) -> str:
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
+
+
+@mcp.tool()
+def region(place: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], ctx: Context) -> str:
+    """Over 2026-07-28 HTTP the argument must come as the `Mcp-Param-Region` header too; answers the header."""
+    headers = getattr(ctx, "headers", None) or {}
+    return f"{place} (header {headers.get('mcp-param-region', '-')})"
 
 
 @mcp.tool()
