@@ -234,9 +234,11 @@ class SessionCallbacks:
 
     # -- 2026-07-28: the requests of an InputRequiredResult ------------------------------------------
 
-    async def answer_inputs(self, hooks: CallHooks | None, result: Any) -> dict[str, Any]:
+    async def answer_inputs(
+        self, hooks: CallHooks | None, result: Any, known: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The answers to an `InputRequiredResult`'s requests, for the call they came back to (its hooks),
-        keyed as the server keyed them.
+        keyed as the server keyed them; `known` holds answers given before a pause (not asked again).
 
         Raises:
             ToolExecutionError: a request was refused (no model bound, over the budget, roots not
@@ -251,8 +253,10 @@ class SessionCallbacks:
                 f"MCP server {self.server!r} asked for input ({', '.join(result.input_requests)}) on a request "
                 "that cannot answer any"
             )
-        answers: dict[str, Any] = {}
+        answers: dict[str, Any] = dict(known or {})
         for key, request in result.input_requests.items():  # one at a time: a person answers in turn
+            if key in answers:
+                continue
             if isinstance(request, types.CreateMessageRequest):
                 answer: Any = await self.sampling(None, request.params, hooks)
             elif isinstance(request, types.ElicitRequest):

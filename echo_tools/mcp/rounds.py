@@ -70,6 +70,7 @@ async def exchange(
     """
     pending = pending_input(hooks) if compat.GENERATION >= 2 else None
     result = pending[0] if pending is not None else await send()
+    known = pending[1] if pending is not None else None  # what was answered before the pause
     limit = int(config.get("input_rounds") or DEFAULT_INPUT_ROUNDS)
     params = message.params
     what = f"{message.method} {getattr(params, 'name', None) or getattr(params, 'uri', '')!s}".strip()
@@ -85,7 +86,8 @@ async def exchange(
         responses = None
         if result.input_requests:
             wait = _STATE_ONLY_WAIT_S[0]
-            responses = await callbacks.answer_inputs(hooks, result)
+            responses = await callbacks.answer_inputs(hooks, result, known)
+            known = None
         else:  # only "not done yet": wait a little, as the SDK's own driver does
             await asyncio.sleep(wait)
             wait = min(wait * 2, _STATE_ONLY_WAIT_S[1])
