@@ -9,6 +9,7 @@ the method names, arguments and answer shapes EchoAI's routes use, so the routes
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import json
 import re
 import uuid
@@ -30,7 +31,8 @@ def off_the_loop(work: Callable[[], _T]) -> _T:
     running in its thread (`asyncio.run` and sync-over-async calls fail there)."""
     if not loop_running():
         return work()
-    return _pool.submit(work).result()
+    # with the request's context variables: the scope (its end user) of the route that asked
+    return _pool.submit(contextvars.copy_context().run, work).result()
 
 
 class EchoAIWorkflowExecutor:
