@@ -28,7 +28,7 @@ from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecution
 from echo_tools.mcp.callbacks import SessionCallbacks
 from echo_tools.mcp.limits import max_result_bytes
 from echo_tools.mcp.memory import in_memory_session
-from echo_tools.mcp.rounds import as_json, exchange, first_problem, with_meta
+from echo_tools.mcp.rounds import as_json, exchange, first_problem, listen_for_tool_changes, relist, with_meta
 from echo_tools.mcp.stream_watch import WatchedTransport
 from echo_tools.mcp.tasks import TASKS, TaskHandle, follow_task, offers_tasks
 from echo_tools.runtime import background_loop
@@ -59,7 +59,6 @@ R = TypeVar("R", bound=BaseModel)
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 DEFAULT_MAX_CONCURRENCY = 32
 CLOSE_TIMEOUT_S = 6.0
-MAX_RELIST_PAGES = 1000
 _HEADER_MISMATCH = -32020  # 2026-07-28: an Mcp-Param-* header missing or not matching the body
 _STDERR_LIMIT = 1024 * 1024
 
@@ -161,7 +160,8 @@ class Connection:
                 self.session = session
                 self._ready.set_result(session)
                 if self._on_tools_changed is not None and self.protocol in compat.MODERN_VERSIONS:
-                    self._spawn(self._listen(session))  # 2026-07-28: changes come on a listen stream
+                    # 2026-07-28: changes come on a listen stream
+                    self._spawn(listen_for_tool_changes(self.name, session, self._on_tools_changed))
                 await self._stop.wait()
         except (Exception, BaseExceptionGroup) as exc:  # boundary: any transport failure ends the connection
             self.error = self._describe(exc)
@@ -232,19 +232,6 @@ class Connection:
             )
         )
         return await stack.enter_async_context(compat.streamable_http(url, client))
-
-    async def _listen(self, session: ClientSession) -> None:
-        """2026-07-28: the server's tool-list changes arrive on a `subscriptions/listen` stream, not as bare
-        notifications; each one re-lists the catalogue as `tools/list_changed` does over a 2025 revision."""
-        from mcp.client.subscriptions import ToolsListChanged, listen
-
-        try:
-            async with listen(session, tools_list_changed=True) as changes:
-                async for event in changes:
-                    if isinstance(event, ToolsListChanged) and self._on_tools_changed is not None:
-                        self._on_tools_changed(self.name)
-        except Exception as exc:  # boundary: a server without subscriptions still serves calls
-            logger.debug("MCP server %r: no subscriptions/listen stream: %s", self.name, exc)
 
     async def wait_ready(self, timeout: float | None = None) -> ClientSession:
         """The initialized session; raises `MCPConnectionError` when it could not be opened in time."""
@@ -379,7 +366,7 @@ class Connection:
                 # session: the spec's recovery, re-list on the session (the SDK then sends them), once
                 if compat.error_code(exc) != _HEADER_MISMATCH or message.method != "tools/call":
                     raise
-                await self._relist(session, timeout_s)
+                await relist(session, timeout_s)
                 return await self._send(session, message, result_type, timeout_s, progress)
 
         async def follow(handle: TaskHandle) -> Any:
@@ -388,17 +375,6 @@ class Connection:
             )
 
         return await exchange(self.name, self.config, self._callbacks, message, send, hooks, follow)
-
-    async def _relist(self, session: ClientSession, timeout_s: float) -> None:
-        from mcp import types
-
-        cursor = None
-        for _ in range(MAX_RELIST_PAGES):
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await asyncio.wait_for(session.list_tools(params=params), timeout_s)  # type: ignore[call-arg]
-            cursor = compat.field(page, "nextCursor")
-            if not cursor:
-                return
 
     async def _send(
         self, session: ClientSession, message: Any, result_type: Any, timeout_s: float, progress: Any

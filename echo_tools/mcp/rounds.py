@@ -11,6 +11,7 @@ driver does (50 ms, doubling to 250 ms).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,17 @@ if TYPE_CHECKING:
 
     from echo_tools.mcp.callbacks import CallHooks, SessionCallbacks
 
-__all__ = ["DEFAULT_INPUT_ROUNDS", "as_json", "exchange", "first_problem", "with_meta"]
+__all__ = [
+    "DEFAULT_INPUT_ROUNDS",
+    "as_json",
+    "exchange",
+    "first_problem",
+    "listen_for_tool_changes",
+    "relist",
+    "with_meta",
+]
+
+logger = logging.getLogger("echo_tools.mcp")
 
 DEFAULT_INPUT_ROUNDS = 10  # InputRequiredResult rounds of one request before it fails (as the 2.x SDK)
 _STATE_ONLY_WAIT_S = (0.05, 0.25)  # a round with only requestState: wait, doubling to the cap (as the SDK)
@@ -120,3 +131,34 @@ def as_json() -> Any:
 
 
 _JSON: list[Any] = []
+
+
+MAX_RELIST_PAGES = 1000
+
+
+async def relist(session: Any, timeout_s: float) -> None:
+    """List the server's tools on `session` (every page): the 2.x SDK then knows which arguments of a tool
+    go as `Mcp-Param-*` headers too (2026-07-28 HTTP), and sends them."""
+    from mcp import types
+
+    cursor = None
+    for _ in range(MAX_RELIST_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await asyncio.wait_for(session.list_tools(params=params), timeout_s)
+        cursor = compat.field(page, "nextCursor")
+        if not cursor:
+            return
+
+
+async def listen_for_tool_changes(server: str, session: Any, on_changed: Callable[[str], None]) -> None:
+    """2026-07-28: the server's tool-list changes arrive on a `subscriptions/listen` stream, not as bare
+    notifications; each one calls `on_changed(server)`, as `tools/list_changed` does over a 2025 revision."""
+    from mcp.client.subscriptions import ToolsListChanged, listen
+
+    try:
+        async with listen(session, tools_list_changed=True) as changes:
+            async for event in changes:
+                if isinstance(event, ToolsListChanged):
+                    on_changed(server)
+    except Exception as exc:  # boundary: a server without subscriptions still serves calls
+        logger.debug("MCP server %r: no subscriptions/listen stream: %s", server, exc)
