@@ -152,6 +152,11 @@ async def call_request(request: Request) -> CallRequest:
             raise ApiError(
                 422, "validation", f"The request body is not valid JSON: {exc}", field="body"
             ) from exc
+        except RecursionError as exc:  # nested deeper than the parser's stack: the caller's doing
+            raise ApiError(
+                422, "validation", "The request body nests too deep to be read as a tool's input; flatten it",
+                field="body",
+            ) from exc  # fmt: skip
     if input_data is None:
         input_data = {}
     elif not isinstance(input_data, dict):
@@ -349,7 +354,13 @@ def _add_admin_routes(router: APIRouter, state: ApiState, secured: list[Any]) ->
         tool_id: str = PathParam(..., max_length=200), input_data: dict[str, Any] | None = Body(None)
     ) -> dict[str, Any]:
         tool = registry.require(tool_id)
-        errors = registry.input_errors(tool.tool_id, input_data or {})
+        try:
+            errors = registry.input_errors(tool.tool_id, input_data or {})
+        except (ValueError, RecursionError) as exc:  # the validator's own recursion limit: too deep an input
+            raise ApiError(
+                422, "validation", f"The input nests too deep to be checked: {exc}", tool_id=tool.tool_id,
+                field="body",
+            ) from exc  # fmt: skip
         if not errors:
             return {"valid": True, "tool_id": tool.tool_id, "message": "Input is valid"}
         return {"valid": False, "tool_id": tool.tool_id, "error": "; ".join(errors), "errors": errors}
