@@ -155,8 +155,8 @@ class ToolEvent:
     # costs half as much again
     __slots__ = (
         "_call_id", "_event_id", "_timestamp", "agent_id", "agent_name", "attempts", "cached", "duration_ms",
-        "error", "error_type", "input", "metadata", "node_id", "output", "parent_call_id", "run_id",
-        "tool_call_id", "tool_id", "tool_name", "tool_type", "trace_id", "type", "workflow_id",
+        "error", "error_type", "input", "metadata", "node_id", "output", "parent_call_id", "principal",
+        "run_id", "tool_call_id", "tool_id", "tool_name", "tool_type", "trace_id", "type", "workflow_id",
     )  # fmt: skip
 
     type: str
@@ -180,6 +180,8 @@ class ToolEvent:
     attempts: int | None
     cached: bool | None  # a `tool.completed` answered from the executor's result cache
     metadata: dict[str, Any]
+    # the principal whose call it is (`echo_tools.gate`; None: the operator's, in-process): who may read it
+    principal: str | None
     event_id: str  # its number until read
     timestamp: str  # the clock reading until read
 
@@ -206,6 +208,7 @@ class ToolEvent:
         attempts: int | None = None,
         cached: bool | None = None,
         metadata: dict[str, Any] | None = None,
+        principal: str | None = None,
         event_id: str | None = None,
         timestamp: str | None = None,
     ) -> None:
@@ -230,6 +233,7 @@ class ToolEvent:
         self.attempts = attempts
         self.cached = cached
         self.metadata = {} if metadata is None else metadata
+        self.principal = principal
         self._event_id = _next_event_number() if event_id is None else event_id
         self._timestamp = time.time() if timestamp is None else timestamp
 
@@ -285,6 +289,7 @@ def call_fields(
         "node_id": context.node_id,
         "tool_call_id": context.tool_call_id,
         "trace_id": context.trace_id,
+        "principal": context.principal,
     }
 
 

@@ -32,7 +32,7 @@ from echo_tools.api.errors import (
     install_error_handlers,
 )
 from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
-from echo_tools.api.owners import owned_copy, refuse_unowned
+from echo_tools.api.owners import owned_copy, refuse_foreign_run, refuse_unowned, viewer
 from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
 from echo_tools.api.state import ApiState
@@ -278,19 +278,18 @@ def _add_status_routes(router: APIRouter, state: ApiState) -> None:
             **({"workflow_runs": runs} if runs else {}),
         }
 
-    @router.get(
-        "/events", dependencies=[gate.requires("history")], summary="Server-Sent Events stream of tool events"
-    )
+    @router.get("/events", summary="Server-Sent Events stream of tool events (the principal's own calls)")
     async def events(
         run_id: str | None = Query(None, max_length=200, description="only the events of this run"),
         max_events: int | None = Query(None, gt=0, le=100_000, description="end the stream after N events"),
+        principal: Principal = gate.requires("history"),
     ) -> StreamingResponse:
-        stream = event_stream(broadcaster, run_id, settings.sse_ping_seconds, max_events)
+        stream = event_stream(broadcaster, run_id, settings.sse_ping_seconds, max_events, viewer(principal))
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
     from echo_tools.api.history import add_history_route
 
-    add_history_route(router, history, [gate.requires("history")])
+    add_history_route(router, history, gate)
     from echo_tools.api.approvals import add_approval_routes
 
     add_approval_routes(router, state)  # /tools/approvals (echo_tools.governance), action "approve"
@@ -413,6 +412,14 @@ def _wrong_method(router: APIRouter, method: str, segment: str) -> JSONResponse 
 
 
 async def _invoke(state: ApiState, ref: str | ToolDef, call: CallRequest, principal: Principal) -> Response:
+    run_id = call.context.get("run_id")
+    if run_id is not None and not principal.grants.admin and state.history is not None:
+        # before the call: nothing of it may reach another principal's run (its history, its quota)
+        await anyio.to_thread.run_sync(
+            lambda: refuse_foreign_run(
+                principal, state.history, run_id, field="query.run_id", doing="add calls to"
+            )
+        )
     ctx = ToolContext(**call.context, **principal_context(principal))
     result = await state.executor.invoke(ref, call.input_data, ctx)
     if not result.success:

@@ -15,7 +15,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from echo_tools.api.errors import ApiError
-from echo_tools.api.owners import refuse_unowned, refuse_unowned_provider
+from echo_tools.api.owners import refuse_unowned, refuse_unowned_provider, viewer
 from echo_tools.api.shapes import list_item
 from echo_tools.errors import EgressDeniedError
 from echo_tools.gate import Principal
@@ -76,13 +76,9 @@ def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]
             "disabled": report.disabled,
         }
 
-    @router.get(
-        "/credentials",
-        dependencies=[gate.requires("credentials")],
-        summary="Credential names and types (never secrets)",
-    )
-    async def list_credentials() -> list[dict[str, str]]:
-        return list(state.registry.credentials.list())
+    @router.get("/credentials", summary="The principal's credentials: names and types (never secrets)")
+    async def list_credentials(principal: Principal = gate.requires("credentials")) -> list[dict[str, str]]:
+        return list(state.registry.credentials.list(owner=viewer(principal)))
 
     @router.post("/credentials", summary="Store a credential (encrypted at rest)")
     async def set_credential(
