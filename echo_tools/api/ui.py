@@ -188,8 +188,10 @@ def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
         broadcaster = state.broadcaster
         client, release = None, _given_back(broadcaster)
         try:  # every stream takes a slot: one with a run reads its events, one without only status changes
-            if run_id is not None:
-                client = broadcaster.add_client(None)
+            if (
+                run_id is not None
+            ):  # its calls' events, and only the principal's (a run's owner may be unknown)
+                client = broadcaster.add_client(None, viewer(principal))
             else:
                 broadcaster.add_listener()
         except TooManyClientsError as exc:
