@@ -49,7 +49,9 @@ def run_owner(history: Any, run_id: str) -> str | None:
     return None
 
 
-def refuse_foreign_run(principal: Principal, history: Any, run_id: str, *, field: str, doing: str) -> None:
+def refuse_foreign_run(
+    principal: Principal, history: Any, run_id: str, field: str = "run_id", doing: str = "reuse"
+) -> None:
     """409 `owned` naming the owner when `run_id` is a run another principal owns (an admin may name any)."""
     if principal.grants.admin or history is None:
         return

@@ -252,3 +252,34 @@ async def test_a_call_may_not_name_another_principal_s_run(
     assert admin.status_code == 200
     fresh = await client.post(path, json={"text": "bob"}, params={"run_id": "bob-new-run"}, headers=BOB)
     assert fresh.status_code == 200
+
+
+ONE_CALL = {
+    "workflow": {"workflow_id": "wf_one", "name": "One", "execution_model": "sequential",
+                 "agents": ["agt_one"], "connections": []},
+    "agents": {"agt_one": {"agent_id": "agt_one", "name": "Echoer", "role": "Echoer", "goal": "echo",
+                           "prompt": "Call the echo tool.", "tools": ["tool_echo"],
+                           "metadata": {"node_type": "Agent"}}},
+}  # fmt: skip
+
+
+async def test_a_workflow_run_may_not_take_the_id_of_another_principal_s_run(
+    client: httpx.AsyncClient, served: tuple[Any, RunHistory]
+) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Cannot set an attribute on 'crewai", ImportWarning)
+        import workflow_bridge.runner  # noqa: F401
+
+    history = served[1]
+    record_run(history, "run-of-alice", "alice")
+    assert (await call(client, ALICE, SECRET, run_id="direct-of-alice")).status_code == 200
+    history.flush()
+    before = history.count()
+    for run_id in ("run-of-alice", "direct-of-alice"):
+        response = await client.post("/workflows/run", json={**ONE_CALL, "run_id": run_id}, headers=BOB)
+        assert response.status_code == 409, (run_id, response.text)
+        assert response.json()["error_type"] == "owned" and "'alice'" in response.json()["message"]
+    history.flush()
+    assert history.count() == before
