@@ -20,6 +20,7 @@ from echo_tools.errors import (
     MCPConnectionError,
     NotStoredError,
     QuotaExceededError,
+    ScopeRestoreError,
     ToolBudgetError,
     ToolConfigError,
     ToolDeniedError,
@@ -38,7 +39,7 @@ from echo_tools.errors import (
     ToolValidationError,
 )
 from echo_tools.events import JsonlEventLog, LoggingEventSink, MemoryEventLog, ToolEvent
-from echo_tools.gate import Budget, BudgetMeter, Grants, Principal, ToolOwnedError
+from echo_tools.gate import Budget, BudgetMeter, CallScope, Grants, Principal, ToolOwnedError
 from echo_tools.lookup import ToolLookup
 from echo_tools.models import (
     Approval,
@@ -63,6 +64,7 @@ from echo_tools.stores import AgentStore, WorkflowStore
 
 if TYPE_CHECKING:
     from echo_tools.api import create_app, make_router
+    from echo_tools.call import Call
     from echo_tools.executor import ToolExecutor
     from echo_tools.governance import Deny, Replace, ToolCall
     from echo_tools.ingest import tool, tool_from_crewai, tool_from_function, tool_from_langchain
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from echo_tools.tool_search import search_tools_tool
 
 _LAZY = {
+    "Call": "echo_tools.call",
     "Deny": "echo_tools.governance",
     "Replace": "echo_tools.governance",
     "ToolCall": "echo_tools.governance",
@@ -92,6 +95,8 @@ __all__ = [
     "ApprovalRequiredError",
     "Budget",
     "BudgetMeter",
+    "Call",
+    "CallScope",
     "Catalogue",
     "Deny",
     "Determinism",
@@ -110,6 +115,7 @@ __all__ = [
     "QuotaScope",
     "Replace",
     "RetryPolicy",
+    "ScopeRestoreError",
     "SideEffect",
     "ToolBudgetError",
     "ToolCall",

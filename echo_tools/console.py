@@ -10,9 +10,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CliError", "json_object", "print_json", "read_json_object", "storage_dir", "use_rich"]
+if TYPE_CHECKING:
+    from echo_tools.settings import StorageChoice
+
+__all__ = [
+    "CliError", "json_object", "print_json", "read_json_object", "storage_choice", "storage_dir", "use_rich"
+]  # fmt: skip
 
 
 class CliError(Exception):
@@ -24,10 +29,15 @@ class CliError(Exception):
 
 
 def storage_dir(args: argparse.Namespace) -> Path:
-    """`--storage`, else the default storage folder."""
-    from echo_tools.settings import default_storage_dir
+    """`--storage`, else the storage folder found from the current folder (`settings.find_storage`)."""
+    return storage_choice(args).path
 
-    return Path(args.storage) if args.storage else default_storage_dir()
+
+def storage_choice(args: argparse.Namespace) -> StorageChoice:
+    """The storage folder of a command and how it was chosen (what its messages name)."""
+    from echo_tools.settings import find_storage
+
+    return find_storage(getattr(args, "storage", None))
 
 
 def read_json_object(path: Path, what: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
     ├── ApprovalRejectedError        a person rejected the call
     ├── QuotaExceededError           over a quota (`retry_after_s` in details)
     ├── ToolBudgetError              the request's budget (calls, depth, fan-out, time, output) is spent
+    ├── ScopeRestoreError            a kept scope cannot be restored (changed, malformed, principal gone)
     └── ToolConfigError              a configuration (MCP server, executor setting) is invalid
 """
 
@@ -128,6 +129,11 @@ class ToolTimeoutError(ToolError, error_type="timeout"):
 
 class ToolBudgetError(ToolError, error_type="budget"):
     """The request's or run's budget (calls, depth, fan-out, deadline, output, sampling) is spent."""
+
+
+class ScopeRestoreError(ToolError, error_type="denied"):
+    """A deferred call's or paused run's kept scope was changed, is malformed, or names a principal that is
+    gone: nothing runs under it."""
 
 
 class ToolConfigError(ToolError, error_type="validation"):

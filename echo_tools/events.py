@@ -156,7 +156,8 @@ class ToolEvent:
     __slots__ = (
         "_call_id", "_event_id", "_timestamp", "agent_id", "agent_name", "attempts", "cached", "duration_ms",
         "error", "error_type", "input", "metadata", "node_id", "output", "parent_call_id", "principal",
-        "run_id", "tool_call_id", "tool_id", "tool_name", "tool_type", "trace_id", "type", "workflow_id",
+        "run_id", "tool_call_id", "tool_id", "tool_name", "tool_type", "trace_id", "type", "user_id",
+        "workflow_id",
     )  # fmt: skip
 
     type: str
@@ -172,6 +173,8 @@ class ToolEvent:
     trace_id: str | None
     call_id: str | None  # the call this event belongs to (its number until read, or given as text)
     parent_call_id: str | None  # the composite call (skill, workflow, agent) that made it, if any
+    principal: str | None  # who called (the gate's principal name), when its context named one
+    user_id: str | None  # the end user the call was made for, if any
     input: Any
     output: Any
     error: str | None
@@ -180,8 +183,6 @@ class ToolEvent:
     attempts: int | None
     cached: bool | None  # a `tool.completed` answered from the executor's result cache
     metadata: dict[str, Any]
-    # the principal whose call it is (`echo_tools.gate`; None: the operator's, in-process): who may read it
-    principal: str | None
     event_id: str  # its number until read
     timestamp: str  # the clock reading until read
 
@@ -200,6 +201,8 @@ class ToolEvent:
         trace_id: str | None = None,
         call_id: str | int | None = None,
         parent_call_id: str | None = None,
+        principal: str | None = None,
+        user_id: str | None = None,
         input: Any = None,
         output: Any = None,
         error: str | None = None,
@@ -208,7 +211,6 @@ class ToolEvent:
         attempts: int | None = None,
         cached: bool | None = None,
         metadata: dict[str, Any] | None = None,
-        principal: str | None = None,
         event_id: str | None = None,
         timestamp: str | None = None,
     ) -> None:
@@ -225,6 +227,8 @@ class ToolEvent:
         self.trace_id = trace_id
         self._call_id = call_id
         self.parent_call_id = parent_call_id
+        self.principal = principal
+        self.user_id = user_id
         self.input = input
         self.output = output
         self.error = error
@@ -233,7 +237,6 @@ class ToolEvent:
         self.attempts = attempts
         self.cached = cached
         self.metadata = {} if metadata is None else metadata
-        self.principal = principal
         self._event_id = _next_event_number() if event_id is None else event_id
         self._timestamp = time.time() if timestamp is None else timestamp
 
@@ -290,6 +293,7 @@ def call_fields(
         "tool_call_id": context.tool_call_id,
         "trace_id": context.trace_id,
         "principal": context.principal,
+        "user_id": context.user_id,
     }
 
 

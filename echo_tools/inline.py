@@ -13,22 +13,26 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["drive", "run_inline"]
+__all__ = ["InlineOverrun", "drive", "run_inline"]
 
 T = TypeVar("T")
 _perf = time.perf_counter
+
+
+class InlineOverrun(TimeoutError):
+    """An inline tool returned after its deadline: it ran to its end (nothing could stop it)."""
 
 
 def run_inline(fn: Callable[[dict[str, Any]], Any], args: dict[str, Any], timeout_s: float) -> Any:
     """One attempt in the calling thread: it cannot be cut short, so an overrun is reported when it returns.
 
     Raises:
-        TimeoutError: `fn` returned after `timeout_s` seconds (its output is dropped).
+        InlineOverrun: `fn` returned after `timeout_s` seconds (its output is dropped).
     """
     started = _perf()
     output = fn(args)
     if _perf() - started > timeout_s:
-        raise TimeoutError
+        raise InlineOverrun
     return output
 
 

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import unicodedata
 from enum import StrEnum
@@ -177,8 +179,10 @@ class ToolDef(BaseModel):
     determinism: Determinism = Determinism.NONDETERMINISTIC
     # a deterministic, pure tool's results are reused for this many seconds; None: never cached
     cache_ttl_s: float | None = Field(default=None, ge=0, le=86_400 * 30)
-    # a person approves each call before it runs (`echo_tools.governance.approvals`)
+    # a person approves each call before it runs (`echo_tools.governance.approvals`); a pending approval
+    # expires after this many seconds
     approval: Approval = Approval.NEVER
+    approval_ttl_s: float = Field(default=86_400.0, gt=0, le=86_400 * 365)
     # limits on how often the tool runs (`echo_tools.governance.quotas`)
     quotas: list[Quota] = Field(default_factory=list)
     # the principal that registered or imported it over HTTP (`echo_tools.gate`); None: the operator's
@@ -188,6 +192,7 @@ class ToolDef(BaseModel):
 
     # compiled validators by kind: (schema object, validator); filled by echo_tools.schema.compiled
     _validators: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _digest: str | None = PrivateAttr(default=None)
 
     @field_validator("tool_id", mode="before")
     @classmethod
@@ -266,6 +271,15 @@ class ToolDef(BaseModel):
     def llm_name(self) -> str:
         """The name a language model sees: `^[a-z0-9_-]{1,64}$`, derived from the display name."""
         return (self.slug or self.tool_id.replace(".", "_"))[:64]
+
+    @property
+    def digest(self) -> str:
+        """The SHA-256 of this definition as stored (every field): what a reviewer approved. A definition
+        changed in any way has another digest; one object is digested once."""
+        if self._digest is None:
+            text = json.dumps(self.to_storage_dict(), sort_keys=True, separators=(",", ":"), default=str)
+            self._digest = hashlib.sha256(text.encode()).hexdigest()
+        return self._digest
 
     def lookup_keys(self) -> frozenset[str]:
         """Every key besides the id that `ToolRegistry.resolve` finds this tool by (see `name_keys`)."""

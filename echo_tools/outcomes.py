@@ -14,8 +14,9 @@ from echo_tools.errors import (
     ToolPermissionError,
     ToolTimeoutError,
 )
+from echo_tools.inline import InlineOverrun
 from echo_tools.models import ToolDef, ToolPermission
-from echo_tools.runtime import WorkersBusy
+from echo_tools.runtime import WaitTimedOut, WorkersBusy
 
 
 def permission_refusal(tool: ToolDef, granted: list[ToolPermission]) -> ToolPermissionError | None:
@@ -36,8 +37,21 @@ def as_tool_error(exc: BaseException, tool: ToolDef, timeout_ms: float) -> ToolE
     """The error of a call whose run raised `exc` (chained to it)."""
     if isinstance(exc, ToolError):
         return exc
-    if isinstance(exc, TimeoutError):  # a deadline of ours: backends translate the tools' own
-        error: ToolError = timeout_error(tool, timeout_ms)
+    if isinstance(exc, WaitTimedOut):  # a worker thread cannot be stopped: say so, never "stopped"
+        error: ToolError = ToolTimeoutError(
+            f"Tool {tool.tool_id!r} did not finish within its timeout of {timeout_ms:g} ms; it runs in a "
+            "worker thread, which cannot be stopped, so it was abandoned and may still be running (its "
+            'result will be dropped); a stored local tool can declare isolation: "process" to be stopped',
+            tool_id=tool.tool_id,
+        )
+    elif isinstance(exc, InlineOverrun):
+        error = ToolTimeoutError(
+            f"Tool {tool.tool_id!r} ran inline past its timeout of {timeout_ms:g} ms (it finished; an inline "
+            "tool cannot be cut short) and its output was dropped",
+            tool_id=tool.tool_id,
+        )
+    elif isinstance(exc, TimeoutError):  # a deadline of ours: backends translate the tools' own
+        error = timeout_error(tool, timeout_ms)
     elif isinstance(exc, WorkersBusy):
         error = ToolExecutionError(f"Tool {tool.tool_id!r} was not run: {exc}", tool_id=tool.tool_id)
     else:  # a backend bug must still end as a failed result

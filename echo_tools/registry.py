@@ -13,7 +13,8 @@ from typing import Any
 
 from echo_tools.catalogue import DEFAULT_ALLOWED_MODULES, Catalogue
 from echo_tools.discovery import MANIFEST_NAME, discover_local_tools
-from echo_tools.models import ToolDef, ToolStatus
+from echo_tools.mcp.bound import bound_tool
+from echo_tools.models import ToolContext, ToolDef, ToolStatus
 from echo_tools.schema import compiled, normalize_args
 
 __all__ = ["DEFAULT_ALLOWED_MODULES", "MANIFEST_NAME", "ToolRegistry"]
@@ -22,6 +23,11 @@ __all__ = ["DEFAULT_ALLOWED_MODULES", "MANIFEST_NAME", "ToolRegistry"]
 class ToolRegistry(Catalogue):
     """The catalogue (`Catalogue`: register, add, resolve, list, remove; the same constructor arguments)
     with its services at hand: manifest discovery, MCP servers, ranked search, the dependency graph."""
+
+    def resolve_for(self, ref: Any, context: ToolContext) -> ToolDef | None:
+        """`resolve(ref)` as a call of `context` sees the catalogue: the tools of MCP servers its run (or the
+        compile it belongs to) bound from a canvas come first (`echo_tools.mcp.bound`)."""
+        return bound_tool(ref, context) or self.resolve(ref)
 
     def graph(self) -> dict[str, list[Any]]:
         """The dependency graph: `{"nodes": [ids], "edges": [[dependency, dependent], ...]}`."""

@@ -43,6 +43,7 @@ class Route:
     cache_ttl_s: float | None = None  # results are reused this long (a deterministic, pure tool); None: never
     sync: SyncCall | None = UNDECIDED  # the backend's sync_call for the tool (None: run through `call`)
     deciding: concurrent.futures.Future[SyncCall | None] | None = dataclasses.field(default=None, repr=False)
+    runs: tuple[Callable[[Any], Any], ...] | None = None  # the executor's stages that apply, once chosen
 
     def checked_input(self, input_data: Any) -> dict[str, Any] | ToolError:
         """Steps 3 and 4: the normalised input (our own copy), or the error naming the bad field."""
@@ -143,6 +144,11 @@ class RouteTable:
     def forget(self, tool_id: str | None = None) -> None:
         """Drop the route of one tool (every route when None)."""
         forget_entries(self.by_id, tool_id)
+
+    def replan(self) -> None:
+        """Choose every route's stages again on its next call (what applies to a tool has changed)."""
+        for route in list(self.by_id.values()):
+            route.runs = None
 
 
 def passes(check: Callable[[Any], bool], value: Any) -> bool:

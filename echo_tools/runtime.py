@@ -23,13 +23,15 @@ import contextvars
 import os
 import queue
 import threading
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+import weakref
+from collections.abc import Callable, Coroutine, Hashable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     import anyio
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 DEFAULT_MAX_WORKERS = 32
 ENV_MAX_WORKERS = "ECHO_TOOLS_MAX_WORKERS"
@@ -37,6 +39,68 @@ ENV_MAX_WORKERS = "ECHO_TOOLS_MAX_WORKERS"
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
+
+
+# -- is a loop running here? (asked here only) -------------------------------------------------------
+
+
+def loop_running() -> bool:
+    """Whether an event loop is running in the calling thread: a sync entry point must not block it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop in this thread
+        return False
+    return True
+
+
+def refuse_in_loop(what: str, instead: str) -> None:
+    """The one check of every blocking entry point (`invoke_sync`, `close`, ...): RuntimeError naming
+    `what` and what to do `instead` when the calling thread runs an event loop it would block.
+
+    Raises:
+        RuntimeError: an event loop is running in this thread.
+    """
+    if loop_running():
+        raise RuntimeError(f"{what} cannot run inside a running event loop (it would block it); {instead}")
+
+
+def blocking(sync: Callable[[], T], on_loop: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """The one blocking entry of a sync caller that may be called from anywhere (a CrewAI or LangChain
+    tool's `run`): `sync()` in a thread without a running loop; in one with a loop (an async crew calling
+    sync tools), `on_loop()` on the background loop instead, never blocking that loop re-entrantly."""
+    if not loop_running():
+        return sync()
+    return run_sync(on_loop())
+
+
+class PerLoop(Generic[K, T]):
+    """Resources bound to one event loop (locks, semaphores, HTTP clients), kept per running loop and key,
+    made on first use there and gone with their loop: the one home of every per-loop cache."""
+
+    def __init__(self) -> None:
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[K, T]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()  # loops on several threads may ask at once
+
+    def get(self, key: K, make: Callable[[], T]) -> T:
+        """The running loop's resource for `key` (made by `make()` when it has none)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            kept = self._by_loop.get(loop)
+            if kept is None:
+                kept = self._by_loop[loop] = {}
+            value = kept.get(key)
+            if value is None:
+                value = kept[key] = make()
+        return value
+
+    def drain(self) -> list[tuple[asyncio.AbstractEventLoop, T]]:
+        """Every resource kept, with its loop, forgotten here (for the caller to close)."""
+        with self._lock:
+            found = [(loop, value) for loop, kept in self._by_loop.items() for value in kept.values()]
+            self._by_loop.clear()
+        return found
 
 
 # -- the background event loop ---------------------------------------------------------------------
@@ -309,9 +373,7 @@ def _new_limiter(tokens: int) -> anyio.CapacityLimiter:
     async def make() -> anyio.CapacityLimiter:
         return anyio.CapacityLimiter(tokens)
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # a plain thread: anyio makes its limiter for an event loop, so give it one
+    if not loop_running():  # a plain thread: anyio makes its limiter for an event loop, so give it one
         return anyio.run(make)
     return anyio.CapacityLimiter(tokens)
 

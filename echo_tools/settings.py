@@ -151,7 +151,44 @@ class ApiSettings:
         return cls(**values)
 
 
-def default_storage_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """`$ECHO_TOOLS_HOME`, else `./.echo_tools`."""
+@dataclass(frozen=True)
+class StorageChoice:
+    """The storage folder a command uses (absolute) and how it was chosen, for messages that name it."""
+
+    path: Path
+    how: str
+
+    def describe(self) -> str:
+        """`/abs/path (how it was chosen)`: what errors and start-up lines print."""
+        return f"{self.path} ({self.how})"
+
+
+def find_storage(
+    given: str | Path | None = None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> StorageChoice:
+    """The storage folder, found the way git finds `.git`: `given` (`--storage`), else `$ECHO_TOOLS_HOME`
+    (an explicit setting wins over a found one, as `GIT_DIR` does), else the nearest `.echo_tools` folder
+    from `cwd` upward, else the per-user default (`$XDG_DATA_HOME/echo-tools`, else
+    `~/.local/share/echo-tools`). Two shells in two folders of one project see one catalogue, one run
+    history and one set of approvals; `echo-tools init` makes a project's own `.echo_tools`."""
     env = os.environ if environ is None else environ
-    return Path(env.get("ECHO_TOOLS_HOME") or DEFAULT_STORAGE)
+    if given:
+        return StorageChoice(Path(given).expanduser().absolute(), "--storage")
+    if env.get("ECHO_TOOLS_HOME"):
+        return StorageChoice(Path(env["ECHO_TOOLS_HOME"]).expanduser().absolute(), "ECHO_TOOLS_HOME")
+    here = (cwd or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_STORAGE
+        if candidate.is_dir():
+            how = "in the current folder" if folder == here else f"the nearest {DEFAULT_STORAGE} above {here}"
+            return StorageChoice(candidate, how)
+    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return StorageChoice(
+        Path(data).expanduser().absolute() / "echo-tools",
+        f"the per-user default: no {DEFAULT_STORAGE} in {here} or above it, ECHO_TOOLS_HOME unset",
+    )
+
+
+def default_storage_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The storage folder `find_storage` chooses when none is given."""
+    return find_storage(None, environ).path

@@ -18,14 +18,25 @@ _CUTOFF = 0.6
 
 
 def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
-    """Up to `n` of `candidates` closest to `word`, best first, ignoring case; [] when none is close."""
+    """Up to `n` of `candidates` closest to `word`, best first, ignoring case; [] when none is close.
+    A word that begins a candidate, or one of its words, counts as close (`calc` for `Calculator`)."""
     import difflib  # error paths only: keep it off `import echo_tools`
 
     by_folded: dict[str, str] = {}
     for candidate in candidates:
         by_folded.setdefault(candidate.casefold(), candidate)
-    folded = difflib.get_close_matches(word.casefold(), list(by_folded), n=n, cutoff=_CUTOFF)
+    wanted = word.casefold()
+    folded = difflib.get_close_matches(wanted, list(by_folded), n=n, cutoff=_CUTOFF)
+    if len(wanted) >= 3:  # a typed prefix: people shorten names
+        starts = [f for f in by_folded if _words(f)[0].startswith(wanted) or f.startswith(wanted)]
+        folded = list(dict.fromkeys([*folded, *sorted(starts, key=len)]))[:n]
     return [by_folded[f] for f in folded]
+
+
+def _words(text: str) -> list[str]:
+    import re
+
+    return re.split(r"[\s_.\-]+", text.removeprefix("tool_")) or [text]
 
 
 def _alternatives(word: str, candidates: Iterable[str]) -> str:

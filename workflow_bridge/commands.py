@@ -175,7 +175,7 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
         refused_hint,
         run_history,
     )
-    from echo_tools.console import CliError, use_rich
+    from echo_tools.console import CliError, storage_choice, use_rich
 
     registry = open_registry(args)
     events_file = getattr(args, "events", None)
@@ -213,6 +213,8 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
     finally:
         executor.close()  # the history is closed with the command's other stores (`close_stores`)
     status = finished.get("status") or ("interrupted" if state.get("__interrupt__") else "completed")
+    if not getattr(args, "database_url", None):  # where the run is recorded: `runs show` looks there too
+        printer.note(f"run {run_id} is recorded in the storage {storage_choice(args).describe()}")
     _report(printer, run_id, status, state, finished)
     return int(module.exit_code(status))
 
@@ -220,10 +222,13 @@ def _run_live(args: argparse.Namespace, run_id: str, go: Callable[..., Any]) -> 
 def _report(printer: Any, run_id: str, status: str, state: Any, finished: dict[str, Any]) -> None:
     """How the run ended: the resume hint of a paused run, else its `crew_result`, and the failures."""
     if status == "interrupted":
-        printer.note(
-            f"run {run_id} interrupted (paused at a HITL node, waiting for a decision): "
-            f"echo-tools resume {run_id} --approve | --reject | --edit JSON"
-        )
+        from workflow_bridge.decisions import waiting_for
+
+        pauses = waiting_for(state if isinstance(state, dict) else {}, run_id) or [
+            {"what": "a decision", "how": f"echo-tools resume {run_id} --approve | --reject | --edit JSON"}
+        ]
+        for pause in pauses:
+            printer.note(f"run {run_id} interrupted, waiting for {pause['what']}: {pause['how']}")
     else:
         result = state.get("crew_result") if isinstance(state, dict) else state
         body = result if isinstance(result, str) else json.dumps(result, indent=2, default=str)
@@ -282,10 +287,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Discover AgentTools into the storage and run the sample workflow offline, recorded in its run
     history (or, without the workflow runner, list the tools and invoke the calculator once)."""
     from echo_tools.cli import cmd_list, open_executor, open_registry
-    from echo_tools.console import print_json, storage_dir
+    from echo_tools.console import print_json, storage_choice
 
     # the default storage (or --storage): its run is then where `echo-tools runs` looks
-    sys.stdout.write(f"echo-tools demo: storage {storage_dir(args)}\n")
+    sys.stdout.write(f"echo-tools demo: storage {storage_choice(args).describe()}\n")
     registry = open_registry(args)
     found = registry.discover_local_tools()
     sys.stdout.write(f"Discovered {len(found)} AgentTools: {', '.join(t.tool_id for t in found)}\n")

@@ -3,9 +3,10 @@
 `WorkflowBackend` compiles the stored workflow with `WorkflowCompiler` and runs it as EchoAI does, in a
 thread of its own (CrewAI refuses to run inside a running event loop), under a sub-run id derived from the
 caller's run. `AgentBackend` runs one agent definition as a one-agent CrewAI crew. Their agents' tool calls
-go back through the executor with what the composite call inherits (granted permissions, the time left,
-`depth + 1`, the chain of composite tools, the parent call id): the backend files it under the sub-run id
-(`run_scope.filed`), and `run_scope.scoped_context` reads it back in whatever thread the node runs.
+go back through the executor with what the composite call inherits: its scope (principal, ceiling, the
+request's one budget meter, end user) and its nesting (the time left, `depth + 1`, the chain of composite
+tools, the parent call id); the sub-run runs under that scope (`acting_as`), and `run_scope.scoped_context`
+reads it back in whatever thread LangGraph runs the node.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from echo_tools.errors import (
     ToolExecutionError,
     ToolStorageError,
 )
+from echo_tools.gate import CallScope, Nesting, acting_as
 from echo_tools.models import ToolContext
 from echo_tools.skills import check_nesting
 from echo_tools.stored_tools import agent_permissions
-from workflow_bridge.run_scope import SubRun, filed, scoped_context
+from workflow_bridge.run_scope import scoped_context
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -95,26 +97,23 @@ class _CompositeBackend(ToolBackend):
         deadline of the call that began at `started`, `time.monotonic()`)."""
         sub_run = f"{context.run_id or 'run'}/{tool.tool_id}/{uuid.uuid4().hex[:12]}"
         timeout_ms = context.timeout_ms or tool.timeout_ms
-        entry = SubRun(
-            inner=context.model_copy(
-                update={
-                    "parent_call_id": context.call_id,
-                    "call_id": None,
-                    "depth": context.depth + 1,
-                    "call_path": [*context.call_path, tool.tool_id],
-                }
-            ),
+        nesting = Nesting(
+            parent_call_id=context.call_id,
+            depth=context.depth + 1,
+            call_path=(*context.call_path, tool.tool_id),
             deadline=started + timeout_ms / 1000,
+            trace_id=context.trace_id,
         )
+        scope = CallScope.of(context).within(run_id=sub_run, nesting=nesting)  # never wider than the call's
 
         def work() -> dict[str, Any]:
-            with filed(sub_run, entry):
+            with acting_as(scope):
                 return run(sub_run)
 
         try:
             final = await _in_own_thread(work, f"echo-tools {tool.tool_id}")
         except asyncio.CancelledError:
-            entry.stopped = True  # the thread cannot be killed: its next node or tool call stops it
+            nesting.stopped[0] = True  # the thread cannot be killed: its next node or tool call stops it
             raise
         except ToolError:
             raise

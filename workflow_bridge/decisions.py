@@ -5,6 +5,7 @@ what the node allows) or a person's answer to an MCP server's question (`check_a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,6 +73,32 @@ def _unfit(message: str, field: str, run_id: str) -> RunResumeError:
 
 
 ELICITATION_ACTIONS = ("accept", "decline", "cancel")
+
+
+def waiting_for(state: Mapping[str, Any], run_id: str) -> list[dict[str, Any]]:
+    """What a paused run waits for, one entry per pause: `{"kind", "what", "how"}` plus the pause's own
+    fields (a tool approval's `approval_id`, `tool`, `args`, `agent_name`; a HITL node's `node_id` and
+    `title`; an MCP server's question): `what` says it in a sentence, `how` is the command that decides."""
+    found = []
+    for request in state.get("__interrupt__") or []:
+        request = getattr(request, "value", request)
+        if not isinstance(request, Mapping):
+            continue
+        kind = str(request.get("type") or "hitl")
+        if kind == "tool_approval":
+            agent = f" by agent {request.get('agent_name')!r}" if request.get("agent_name") else ""
+            args = json.dumps(request.get("args"), ensure_ascii=False, default=str)[:300]
+            what = f"approval {request.get('approval_id')} of a call of tool {request.get('tool')!r}{agent} with {args}"
+            how = f"echo-tools approvals approve {request.get('approval_id')} (or reject, or --edit JSON)"
+        elif kind == "mcp_elicitation":
+            what = f"MCP server {request.get('server')!r} asks: {str(request.get('message') or '')[:300]}"
+            how = f"echo-tools resume {run_id} --answer JSON (or decline, or cancel)"
+        else:
+            title = request.get("title") or request.get("node_id")
+            what = f"a person's review at HITL node {title!r}"
+            how = f"echo-tools resume {run_id} --approve | --reject | --edit JSON"
+        found.append({**dict(request), "kind": kind, "what": what, "how": how})
+    return found
 
 
 def elicitation(state: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,13 @@ class ToolLayer:
         checkpointer: a LangGraph checkpointer for the compiled graphs (HITL resume after a restart).
         missing_agents: `"error"` or `"passthrough"` (`WorkflowCompiler`).
         event_sinks: extra sinks of the executor's tool events.
+        approval_policy: `fn(call) -> True | False | None`: which calls wait for a person's approval
+            (`ToolExecutor(approval_policy=...)`, docs/governance.md); None: each tool's `approval`.
+        egress: the `EgressPolicy` of every outbound request (api tools, MCP over HTTP, OpenAPI documents);
+            None: the strict default (no loopback, private or link-local addresses).
+        user_of: `fn(request) -> user id | None`, EchoAI's logged-in user of an HTTP request: runs started
+            by EchoAI's own routes (`/workflows/execute`) carry it as their end user, so per-user
+            credentials and quotas apply (`mount` reads it on every request under the host's app).
     """
 
     def __init__(
@@ -48,8 +55,14 @@ class ToolLayer:
         checkpointer: Any = None,
         missing_agents: str = "error",
         event_sinks: Iterable[Any] = (),
+        approval_policy: Any = None,
+        egress: Any = None,
+        user_of: Callable[[Any], str | None] | None = None,
     ) -> None:
         self.storage_dir = Path(storage_dir).expanduser().resolve()
+        self.approval_policy = approval_policy
+        self.egress = egress
+        self.user_of = user_of
         self.discovery_dirs = [builtin_tools_dir(), *(Path(d) for d in discovery_dirs)]
         self.allowed_modules = tuple(allowed_modules)
         self.llm = llm
@@ -76,6 +89,7 @@ class ToolLayer:
                 storage_dir=self.storage_dir,
                 discovery_dirs=self.discovery_dirs,
                 allowed_modules=self.allowed_modules,
+                egress=self.egress,
             )
             registry.discover_local_tools()
             for problem in registry.problems():
@@ -94,7 +108,10 @@ class ToolLayer:
             from echo_tools.governance import governance_stores
 
             stores = governance_stores(self.history)
-            return ToolExecutor(self.registry, event_sinks=self.event_sinks, **stores)
+            return ToolExecutor(
+                self.registry, event_sinks=self.event_sinks, egress=self.egress,
+                approval_policy=self.approval_policy, **stores,
+            )  # fmt: skip
 
         return self._once("executor", build)
 
@@ -178,7 +195,7 @@ def install(container: Any, *, storage_dir: str | Path, **options: Any) -> ToolL
         container: anything with `register(name, factory)` (EchoAI's `echolib.di.container`).
         storage_dir: the tool store.
         **options: `ToolLayer`'s (`discovery_dirs`, `allowed_modules`, `llm`, `checkpointer`,
-            `missing_agents`, `event_sinks`).
+            `missing_agents`, `event_sinks`, `approval_policy`, `egress`, `user_of`).
 
     Returns:
         The `ToolLayer`, for code that wants the objects directly.
@@ -262,7 +279,28 @@ def mount(
     include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
     app.include_router(make_ui_router(router.state, layer.history))  # type: ignore[attr-defined]  # /ui/
     _answer_the_contract_under(app, PREFIXES)
+    if layer.user_of is not None:
+        _carry_the_user(app, layer.user_of)
     return layer
+
+
+def _carry_the_user(app: Any, user_of: Callable[[Any], str | None]) -> None:
+    """Every request of the host's app runs under a scope naming its logged-in user (`user_of(request)`):
+    a run EchoAI's own routes start there carries that end user (its credentials, its quotas)."""
+    from echo_tools.gate import OPERATOR, CallScope, Principal, acting_as
+
+    @app.middleware("http")
+    async def end_user(request: Any, call_next: Any) -> Any:
+        try:
+            user = user_of(request)
+        except Exception:  # boundary: the host's hook failing must not fail the host's request
+            logger.exception("user_of(request) raised; the request runs without an end user")
+            user = None
+        if not user:
+            return await call_next(request)
+        principal = Principal(OPERATOR.name, OPERATOR.grants, user_id=str(user))
+        with acting_as(CallScope(principal, principal.user_id)):  # no budget of its own, as before
+            return await call_next(request)
 
 
 def _answer_the_contract_under(app: Any, prefixes: tuple[str, ...]) -> None:

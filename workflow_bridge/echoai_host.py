@@ -8,8 +8,8 @@ the method names, arguments and answer shapes EchoAI's routes use, so the routes
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
+import contextvars
 import json
 import re
 import uuid
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from echo_tools.runtime import loop_running
 from workflow_bridge import runner
 
 _T = TypeVar("_T")
@@ -28,11 +29,10 @@ def off_the_loop(work: Callable[[], _T]) -> _T:
     """Run `work` here, or in a worker thread when this thread runs an event loop: EchoAI's `async def`
     routes call its services directly, and a run's code (CrewAI, tools) must not find the route's loop
     running in its thread (`asyncio.run` and sync-over-async calls fail there)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not loop_running():
         return work()
-    return _pool.submit(work).result()
+    # with the request's context variables: the scope (its end user) of the route that asked
+    return _pool.submit(contextvars.copy_context().run, work).result()
 
 
 class EchoAIWorkflowExecutor:

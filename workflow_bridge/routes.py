@@ -13,23 +13,21 @@ import asyncio
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Body
 from fastapi.responses import StreamingResponse
 
-from echo_tools.api.app import principal_context
 from echo_tools.api.errors import ApiError, contract_route_class, from_tool_error
 from echo_tools.api.events import SSE_HEADERS, format_sse
 from echo_tools.api.owners import refuse_foreign_run
 from echo_tools.errors import ToolError
-from echo_tools.gate import Principal, acting_as
+from echo_tools.gate import CallScope, Principal, acting_as
 from echo_tools.mcp.bound import bound_scope
-from echo_tools.models import ToolContext
 from echo_tools.shapes import event_dict
+from echo_tools.suggest import did_you_mean
 from workflow_bridge.shapes import compile_summary, diagnostic_dict
 
 if TYPE_CHECKING:
@@ -137,10 +135,11 @@ def _add_resume_routes(router: APIRouter, state: ApiState, histories: _Histories
         history = histories.get()
 
         def work() -> dict[str, Any]:
-            with under_principal(run_id, principal, executor=state.executor):
-                final = runner.resume_run(
-                    run_id, decision, storage=history, registry=state.registry, executor=state.executor
-                )
+            # the run goes on under its own kept scope (its owner's ceiling and budget), not the decider's
+            final = runner.resume_run(
+                run_id, decision, storage=history, registry=state.registry, executor=state.executor,
+                principal=principal, principals=gate.principal_named,
+            )  # fmt: skip
             answer = runner.run_status(run_id, storage=history)
             return {**answer, "state": final}
 
@@ -161,10 +160,10 @@ def _add_resume_routes(router: APIRouter, state: ApiState, histories: _Histories
         def work() -> dict[str, Any] | None:
             if history is None or history.run(run_id) is None:
                 return None  # a graph of the host's own (create_agent, a StateGraph): the host resumes it
-            with under_principal(run_id, principal, executor=state.executor):
-                final = runner.resume_run(
-                    run_id, decision, storage=history, registry=state.registry, executor=state.executor
-                )
+            final = runner.resume_run(
+                run_id, decision, storage=history, registry=state.registry, executor=state.executor,
+                principal=principal, principals=gate.principal_named,
+            )  # fmt: skip
             return {**runner.run_status(run_id, storage=history), "state": final}
 
         try:
@@ -320,10 +319,11 @@ def _resume_request(body: dict[str, Any]) -> dict[str, Any]:
     """The decision of a resume request, or 422 naming the unknown or missing field."""
     unknown = sorted(set(body) - set(RESUME_FIELDS))
     if unknown:
+        hint = did_you_mean(unknown[0], RESUME_FIELDS)
         raise ApiError(
             422,
             "validation",
-            f"unknown field {unknown[0]!r} in a resume request; it takes {', '.join(RESUME_FIELDS)}",
+            f"unknown field {unknown[0]!r} in a resume request;{hint} it takes {', '.join(RESUME_FIELDS)}",
             field=f"body.{unknown[0]}",
         )
     if "decision" not in body:
@@ -361,38 +361,13 @@ def _plain(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def under_principal(run_id: str, principal: Principal, *, executor: Any = None) -> Any:
-    """While the block runs, every tool call of run `run_id` (whatever thread its agent runs in, or a host
-    graph's tool node under it) carries the principal's permission ceiling, one budget meter for the whole
-    run, its name and end user; an MCP server its canvas names by URL without the `mcp` action binds for
-    this run only."""
-    from workflow_bridge.run_scope import SubRun, filed
+    """While the block runs, run `run_id` is admitted for `principal`: every tool call of it (whatever
+    thread its agent runs in, or a host graph's tool node under it) carries the principal's permission
+    ceiling, one budget meter for the whole run, its name and end user; an MCP server its canvas names by
+    URL without the `mcp` action binds for this run only (`workflow_bridge.run_scope.running`)."""
+    from workflow_bridge.run_scope import running
 
-    fields = principal_context(principal)
-    return _all(
-        filed(run_id, SubRun(inner=ToolContext(**fields), deadline=fields["budget"].deadline)),
-        acting_as(principal, meter=fields["budget"]),  # a host graph's tool nodes count on the same meter
-        _bound_for_run(run_id, principal, executor),  # MCP servers its canvas binds by URL, for this run only
-    )
-
-
-@contextmanager
-def _bound_for_run(run_id: str, principal: Principal, executor: Any) -> Iterator[None]:
-    """The run's bound MCP servers; when it ends, `executor` forgets their tools (routes, cached results)."""
-    with bound_scope(run_id, principal.name) as scope:
-        try:
-            yield
-        finally:
-            if executor is not None:
-                for tool_id in list(scope.tools):
-                    executor.forget(tool_id)
-
-
-@contextmanager
-def _all(*blocks: Any) -> Iterator[None]:
-    with ExitStack() as stack:
-        for block in blocks:
-            stack.enter_context(block)
-        yield
+    return running(CallScope.admit(principal, run_id=run_id), executor)
 
 
 def _start_run(

@@ -1,81 +1,109 @@
-"""Composite runs in progress, and the context their agents' tool calls carry.
+"""The scope of a workflow run: made once when the run is admitted, kept with the run, restored on resume.
 
-A `workflow` or `agent` tool call files what its inner calls inherit (granted permissions, the time left,
-`depth + 1`, the chain of composite tools, the parent call id) under its sub-run id with `filed`;
-`scoped_context`, which `CrewAIAdapter.context` calls, reads it back in whatever thread the node runs.
+A run's `CallScope` (its owner's ceiling, one budget meter for the whole run, the end user) is active while
+the run's graph runs (`running`): every agent's and node's tool call reads it (`scoped_context`, which
+`CrewAIAdapter.context` calls in whatever thread LangGraph runs the node), and MCP servers its canvas binds
+by URL are bound for that run only. The run's record keeps the scope sealed (`kept`), its budget totals
+updated whenever the run pauses or ends, so a resume carries on with the owner's scope and the same budget
+(`restored`), whoever decides. A `workflow` or `agent` tool call runs its sub-run under a scope `within`
+its own, with the nesting its inner calls inherit (parent call, depth + 1, chain, deadline).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from echo_tools.errors import ToolTimeoutError
+from echo_tools.gate import CallScope, PrincipalLookup, Seal, acting_as, current_scope
+from echo_tools.mcp.bound import bound_scope
 from echo_tools.models import ToolContext
 from echo_tools.stored_tools import agent_permissions
 
-
-@dataclass
-class SubRun:
-    """What the tool calls of one composite run inherit."""
-
-    inner: ToolContext  # granted permissions, depth + 1, call_path, parent_call_id, trace id
-    deadline: float  # time.monotonic()
-    stopped: bool = False
-
-
-_RUNS: dict[str, SubRun] = {}
-_RUNS_LOCK = threading.Lock()
+__all__ = ["kept", "restored", "running", "scoped_context", "seal_of"]
 
 
 def scoped_context(agent: Mapping[str, Any], context: ToolContext) -> ToolContext:
-    """The context an agent's tool calls carry.
-
-    Inside a composite run (found by `context.run_id`) it inherits the composite call's granted
-    permissions, remaining deadline, depth, call path and parent call id; an agent JSON's `permissions`
-    list then narrows the grant to exactly those (intersected with the caller's).
+    """The context an agent's tool calls carry: under the scope of the run (or sub-run) running now, with
+    what a composite call's inner calls inherit, and narrowed to the agent JSON's own `permissions`.
 
     Raises:
         ToolTimeoutError: the composite call that runs this workflow has already ended (deadline or cancel).
         ValueError: the agent's `permissions` list names an unknown permission.
     """
-    run = _RUNS.get(context.run_id) if context.run_id else None
-    update: dict[str, Any] = {}
-    if run is not None:
-        remaining_ms = int((run.deadline - time.monotonic()) * 1000)
-        if run.stopped or remaining_ms <= 0:
-            raise ToolTimeoutError(f"run {context.run_id!r} was stopped: its composite tool call has ended")
-        inner = run.inner
-        update = {
-            "granted_permissions": inner.granted_permissions,
-            "timeout_ms": remaining_ms,
-            "depth": inner.depth,
-            "call_path": list(inner.call_path),
-            "parent_call_id": inner.parent_call_id,
-            "trace_id": context.trace_id or inner.trace_id,
-            # the gate: the request's budget meter (shared), the principal and the end user it acts for
-            "budget": inner.budget,
-            "principal": inner.principal,
-            "user_id": inner.user_id,
-        }
+    scope = current_scope()
+    if scope is not None:
+        context = scope.apply(context)
+        nesting = scope.nesting
+        if nesting is not None:
+            remaining_ms = int((nesting.deadline - time.monotonic()) * 1000)
+            if nesting.stopped[0] or remaining_ms <= 0:
+                raise ToolTimeoutError(
+                    f"run {context.run_id!r} was stopped: its composite tool call has ended"
+                )
+            context = context.model_copy(
+                update={
+                    "timeout_ms": remaining_ms,
+                    "depth": nesting.depth,
+                    "call_path": list(nesting.call_path),
+                    "parent_call_id": nesting.parent_call_id,
+                    "trace_id": context.trace_id or nesting.trace_id,
+                }
+            )
     granted = agent_permissions(agent)
     if granted is not None:
-        caller = update.get("granted_permissions", context.granted_permissions)
-        update["granted_permissions"] = granted if caller is None else [p for p in granted if p in caller]
-    return context.model_copy(update=update) if update else context
+        caller = context.granted_permissions
+        narrowed = granted if caller is None else [p for p in granted if p in caller]
+        context = context.model_copy(update={"granted_permissions": narrowed})
+    return context
 
 
 @contextmanager
-def filed(run_id: str, entry: SubRun) -> Iterator[None]:
-    """`entry` is what the calls of run `run_id` inherit while the block runs."""
-    with _RUNS_LOCK:
-        _RUNS[run_id] = entry
-    try:
-        yield
-    finally:
-        with _RUNS_LOCK:
-            _RUNS.pop(run_id, None)
+def running(scope: CallScope, executor: Any = None) -> Iterator[CallScope]:
+    """While the block runs, `scope` is the run's: its tool calls carry it, and the MCP servers its canvas
+    names by URL (without the `mcp` action) bind for this run only; when it ends, `executor` forgets their
+    tools (routes, cached results)."""
+    with acting_as(scope), bound_scope(scope.run_id, scope.principal.name) as bound:
+        try:
+            yield scope
+        finally:
+            if executor is not None:
+                for tool_id in list(bound.tools):
+                    executor.forget(tool_id)
+
+
+def seal_of(history: Any) -> Seal:
+    """The seal of the scopes a run history keeps (`echo_tools.gate.Seal`)."""
+    database = getattr(history, "db", None)
+    if database is not None and hasattr(database, "pool"):  # PgRunHistory
+        from echo_tools.governance.pg import database_seal
+
+        return database_seal(database)
+    path = getattr(history, "path", None)
+    return Seal.in_folder(Path(path).parent) if path is not None else Seal()
+
+
+def kept(scope: CallScope | None, seal: Seal) -> dict[str, Any]:
+    """What a run's record keeps of its scope (nothing for a run without one)."""
+    return {} if scope is None else {"scope": scope.to_record(seal)}
+
+
+def restored(
+    stored: Mapping[str, Any], seal: Seal, run_id: str, principals: PrincipalLookup | None = None
+) -> CallScope | None:
+    """The scope a run's record kept, for its resume: its owner's, with the same budget carried on (the
+    narrower of the kept ceiling and the owner's now, when `principals` knows the owner); None for a run
+    recorded without one.
+
+    Raises:
+        ScopeRestoreError: the kept scope was changed, is malformed, or its principal is gone.
+    """
+    record = stored.get("scope")
+    if record is None:
+        return None
+    return CallScope.from_record(record, seal, principals=principals, what=f"run {run_id!r}").within(
+        run_id=run_id
+    )

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from workflow_bridge.decisions import waiting_for
 from workflow_bridge.llm_rehearsal import REHEARSAL_NOTICE
 from workflow_bridge.run_source import uses_rehearsal
 
@@ -66,11 +67,13 @@ def stream_run(
     on_event: EventCallback | None = None,
     started: dict[str, Any] | None = None,
     history: Any = None,
+    keep: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run a compiled graph on thread `run_id`, reporting progress to `on_event`; returns the final state.
 
     With `history` (a `RunHistory`), the run's tool events are kept there and its status set at the end
     (see the module's table); the failed calls of earlier segments of the run (before a pause) count too.
+    `keep()` gives what else the run's record keeps when it stops (its scope, with the budget's totals).
     """
     emit = _safe(on_event)
     emit(started or {"type": "run.started", "run_id": run_id})
@@ -103,7 +106,7 @@ def stream_run(
                 values = [getattr(i, "value", i) for i in chunk["__interrupt__"]]
                 emit({"type": "run.interrupted", "run_id": run_id, "interrupts": values})
     except BaseException as exc:
-        _stopped(exc, run_id, history, emit, failed)
+        _stopped(exc, run_id, history, emit, failed, keep)
         raise
     finally:
         executor.remove_sink(forward)
@@ -119,7 +122,10 @@ def stream_run(
         # the nodes the checkpoint waits at: a resume checks the recompiled graph still has them
         details = {
             "paused_at": list(snapshot.next) if interrupts else [],
+            # what it waits for (a tool approval, a HITL node, an MCP server's question): shown by `runs show`
+            "waiting_for": waiting_for({"__interrupt__": interrupts}, run_id),
             "failed_calls": failed[:_MAX_LISTED],
+            **(keep() if keep is not None else {}),
         }
         history.set_status(run_id, status, error, details=details)
         # the run's events are written when this returns: another process (a resume, a replay, the run
@@ -132,15 +138,23 @@ def stream_run(
     return final
 
 
-def _stopped(exc: BaseException, run_id: str, history: Any, emit: EventCallback, failed: list[Any]) -> None:
+def _stopped(
+    exc: BaseException,
+    run_id: str,
+    history: Any,
+    emit: EventCallback,
+    failed: list[Any],
+    keep: Callable[[], dict[str, Any]] | None = None,
+) -> None:
     """Record and report a run that stopped on `exc`: `cancelled` when it was stopped, else `failed`."""
     stopped = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
     status = "cancelled" if stopped else "failed"
     error = f"{type(exc).__name__}: {exc}"[:2000]
     if history is not None:
-        history.set_status(
-            run_id, status, error, details={"paused_at": [], "failed_calls": failed[:_MAX_LISTED]}
-        )
+        details = {
+            "paused_at": [], "waiting_for": [], "failed_calls": failed[:_MAX_LISTED], **(keep() if keep else {})
+        }  # fmt: skip
+        history.set_status(run_id, status, error, details=details)
         history.flush()
     emit({"type": "run.finished", "run_id": run_id, "status": status, "error": error})
 

@@ -10,6 +10,7 @@ With a `RunHistory` the run is recorded (source, status, tool events) and checkp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import uuid
@@ -17,8 +18,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from echo_tools.errors import ScopeRestoreError
 from echo_tools.events import ToolEvent
-from echo_tools.gate import acting
+from echo_tools.gate import CallScope, PrincipalLookup, Seal, acting, current_scope
 from workflow_bridge.decisions import (
     ELICITATION_ACTIONS,
     HITL_DECISIONS,
@@ -27,8 +29,10 @@ from workflow_bridge.decisions import (
     check_answer,
     check_decision,
     elicitation,
+    waiting_for,
 )
 from workflow_bridge.llm import describe_llm
+from workflow_bridge.run_scope import kept, restored, running, seal_of
 from workflow_bridge.run_source import (
     WorkflowSourceError,
     check_models,
@@ -91,6 +95,7 @@ def run_workflow(
     check_llms: bool = False,
     history: Any = None,
     owner: str | None = None,
+    scope: CallScope | None = None,
 ) -> dict[str, Any]:
     """Compile and run a workflow; returns the final state (with `__interrupt__` when a HITL node paused).
 
@@ -107,9 +112,10 @@ def run_workflow(
         history: a `echo_tools.history.RunHistory` (or an object with its API): the graph is checkpointed
             with `history.checkpointer()`, and the run, its tool events and its status (`RUN_STATUSES`,
             see `run_stream`) are recorded, so `resume_run` can carry it on from another process.
-        owner: the principal name recorded as the run's owner (only it or an admin may resume or read
-            the run); default the principal acting now (`echo_tools.gate.acting()`: the operator in the
-            CLI and in-process Python, the request's principal over HTTP).
+        owner: the run's owner (only it or an admin may resume or read it); default the scope's
+            principal, else the one acting now (the CLI and in-process Python: the operator).
+        scope: the run's `echo_tools.gate.CallScope` (ceiling, one budget for the whole run, end user);
+            default the scope acting now (a request's). Kept with the run: a resume goes on under it.
 
     Raises:
         LLMConfigError: `check_llms`, and a model cannot be used.
@@ -117,46 +123,56 @@ def run_workflow(
             recorded run is left as it was).
     """
     data = load_source(source)
+    checkpointer = history.checkpointer() if history is not None else None
     graph, mapped = compile_source(
-        data,
-        registry,
-        executor,
-        llm=llm,
-        missing_agents=missing_agents,
-        checkpointer=history.checkpointer() if history is not None else None,
+        data, registry, executor, llm=llm, missing_agents=missing_agents, checkpointer=checkpointer,
         state_keys=list(payload or {}),
-    )
+    )  # fmt: skip
     if user_input is None and not payload:
         # sample canvases carry a ready request, so `echo-tools run FILE` works without --input
         user_input = default_input(data) or default_input(mapped.workflow)
     run_id = run_id or f"run_{uuid.uuid4().hex}"
     workflow_id = mapped.workflow.get("workflow_id")
     state = initial_state(user_input, workflow_id, run_id, **dict(payload or {}))
-    start = {
-        "type": "run.started",
-        "run_id": run_id,
-        "workflow_id": workflow_id,
-        "name": mapped.workflow.get("name"),
-        "models": sorted({describe_llm(m) for m in models_of(graph).values()}),
-    }
+    models = sorted({describe_llm(m) for m in models_of(graph).values()})
+    name = mapped.workflow.get("name")
+    start = {"type": "run.started", "run_id": run_id, "workflow_id": workflow_id, "name": name, "models": models}  # fmt: skip
+    given = scope or current_scope()
+    scope = given.within(run_id=run_id) if given is not None else None
+    keep = None
     if history is not None:
         stored = {
             "source": data,
             "llm": llm if isinstance(llm, str) else None,
             "user_input": user_input,
             "payload": dict(payload or {}),
-            "owner": owner or acting().name,
+            "owner": owner or (scope.principal.name if scope is not None else acting().name),
         }
-        _record_start(history, run_id, stored, workflow_id)
+        keep = _record_start(history, run_id, stored, workflow_id, scope)
     if check_llms:
         _check_models_of_run(graph, run_id, history, on_event)
-    return stream_run(
-        graph, state, run_id, executor=executor, on_event=on_event, started=start, history=history
-    )
+    with _active(scope, executor):
+        return stream_run(
+            graph, state, run_id, executor=executor, on_event=on_event, started=start, history=history,
+            keep=keep,
+        )  # fmt: skip
 
 
-def _record_start(history: Any, run_id: str, stored: dict[str, Any], workflow_id: Any) -> None:
-    """Record the run as started, or RunResumeError (409, `run_id`) when the id is already recorded."""
+def _active(scope: CallScope | None, executor: Any) -> Any:
+    """The run's scope made the one of the work running now, unless it is already (a request's own)."""
+    active = current_scope()
+    if scope is None or (active is not None and active.meter is scope.meter):
+        return contextlib.nullcontext()
+    return running(scope, executor)
+
+
+def _record_start(
+    history: Any, run_id: str, stored: dict[str, Any], workflow_id: Any, scope: CallScope | None
+) -> Callable[[], dict[str, Any]] | None:
+    """Record the run as started with its scope kept, or RunResumeError (409, `run_id`) when the id is
+    already recorded; returns what gives the scope's record again (its budget's totals) when the run stops."""
+    seal = seal_of(history)
+    stored.update(kept(scope, seal))
     if not history.start_run(run_id, stored, workflow_id):  # one step: two runs never share an id
         raise RunResumeError(
             f"run_id {run_id!r} is already recorded in the run history (a run is never replaced): "
@@ -165,6 +181,7 @@ def _record_start(history: Any, run_id: str, stored: dict[str, Any], workflow_id
             field="run_id",
             run_id=run_id,
         )
+    return functools.partial(kept, scope, seal) if scope is not None else None
 
 
 def _check_models_of_run(graph: Any, run_id: str, history: Any, on_event: EventCallback | None) -> None:
@@ -224,9 +241,12 @@ def resume_run(
     llm: Any = None,
     on_event: EventCallback | None = None,
     principal: Any = None,
+    principals: PrincipalLookup | None = None,
 ) -> dict[str, Any]:
     """Resume a run a HITL node paused, from any process: the run's stored source is compiled again with
-    the same checkpointer and carried on with the reviewer's decision.
+    the same checkpointer and carried on with the reviewer's decision, under the run's own kept scope
+    (its owner's ceiling, end user and the run's one budget, carried on from where it paused), never the
+    decider's.
 
     Args:
         run_id: the id of a run recorded by `run_workflow(..., history=...)` and now `interrupted`.
@@ -238,11 +258,15 @@ def resume_run(
         llm: a model or spec for every agent; default the one the run started with.
         principal: who resumes (an `echo_tools.gate.Principal`); default the one acting now. Only the
             run's owner or an admin may.
+        principals: the principals there are now, by name (a server's `Gatekeeper.principal_named`): the
+            run goes on with the narrower of its kept ceiling and its owner's current one; a run whose
+            owner is gone is not resumed.
 
     Raises:
         RunResumeError: the run is unknown (404), owned by another principal (409 `owner`), not paused
             (409 `status`), paused at nodes the workflow
-            compiled again from its source does not have (409 `nodes`), or the decision does not fit (422).
+            compiled again from its source does not have (409 `nodes`), its kept scope was changed or
+            names a principal that is gone (409 `scope`), or the decision does not fit (422).
     """
     from langgraph.types import Command
 
@@ -251,6 +275,8 @@ def resume_run(
     check_owner(record["owner"], principal, run_id, "resume")
     resume_value = _checked_resume(history, record, decision, run_id)
     stored = record["source"]
+    seal = seal_of(history)
+    scope = _run_scope(stored, seal, run_id, principals)
     own_executor = executor is None
     if registry is None:
         registry = _storage_registry(history, run_id)
@@ -272,18 +298,25 @@ def resume_run(
             )
         # kept among the run's events, so a replay applies the same decisions
         history.record(ToolEvent(type="run.resumed", run_id=run_id, input=resume_value))
-        return stream_run(
-            graph,
-            Command(resume=resume_value),
-            run_id,
-            executor=executor,
-            on_event=on_event,
-            started=start,
-            history=history,
-        )
+        keep = functools.partial(kept, scope, seal) if scope is not None else None
+        with _active(scope, executor):
+            return stream_run(
+                graph, Command(resume=resume_value), run_id, executor=executor, on_event=on_event,
+                started=start, history=history, keep=keep,
+            )  # fmt: skip
     finally:
         if own_executor:
             executor.close()
+
+
+def _run_scope(stored: Any, seal: Seal, run_id: str, principals: PrincipalLookup | None) -> CallScope | None:
+    """The scope a paused run carries on under: the one its record kept (RunResumeError 409 `scope` when
+    it was changed or its principal is gone); for a run recorded before scopes were kept, the one acting."""
+    try:
+        scope = restored(stored, seal, run_id, principals) if isinstance(stored, Mapping) else None
+    except ScopeRestoreError as exc:
+        raise RunResumeError(str(exc), status=409, field="scope", run_id=run_id) from exc
+    return scope if scope is not None else current_scope()
 
 
 def check_owner(owner: str, principal: Any, run_id: str, doing: str) -> None:
@@ -465,6 +498,8 @@ def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
         "error": record.get("error"),
         "failed_calls": list(stored.get("failed_calls") or []),
         "owner": record["owner"],
+        # what a paused run waits for: a tool approval (tool, args, agent, approval id), a HITL node, a question
+        "waiting_for": waiting_for(values, run_id) if record["status"] == "interrupted" else [],
     }
 
 

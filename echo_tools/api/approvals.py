@@ -21,6 +21,7 @@ from fastapi import Path as PathParam
 from echo_tools.api.errors import ApiError
 from echo_tools.gate import Principal
 from echo_tools.governance.approvals import ApprovalDecisionError
+from echo_tools.suggest import did_you_mean
 
 _KINDS = {404: "not_found", 409: "conflict", 422: "validation"}
 
@@ -35,8 +36,13 @@ def add_approval_routes(router: APIRouter, state: Any) -> None:
     async def list_approvals(
         limit: int = Query(100, ge=1, le=1000), principal: Principal = approve
     ) -> dict[str, Any]:
-        pending = await anyio.to_thread.run_sync(lambda: executor.governance.approvals.pending(limit))
-        return {"approvals": [r.to_dict() for r in pending if _sees(principal, r.owner)]}
+        store = executor.governance.approvals
+        # filtered before the limit: another principal's thousand pending approvals never hide this one's
+        every = principal.grants.admin
+        pending = await anyio.to_thread.run_sync(
+            lambda: store.pending(limit, owner=principal.name, every_owner=every)
+        )
+        return {"approvals": [r.to_dict() for r in pending]}
 
     @router.get("/approvals/{approval_id}", summary="One approval")
     async def show_approval(
@@ -64,6 +70,7 @@ def add_approval_routes(router: APIRouter, state: Any) -> None:
                     by=principal.name,
                     principal=principal.name,
                     admin=principal.grants.admin,
+                    principals=state.gate.principal_named,  # the call runs with its asker's scope as now
                 )
             )
         except ApprovalDecisionError as exc:
@@ -91,6 +98,13 @@ def _sees(principal: Principal, owner: str | None) -> bool:
 def _decision(body: Any) -> tuple[str, dict[str, Any] | None, str | None]:
     if not isinstance(body, dict):
         raise ApiError(422, "validation", "the body must be a JSON object with 'decision'", field="decision")
+    unknown = sorted(set(body) - {"decision", "args", "edits", "comment"})
+    if unknown:
+        hint = did_you_mean(unknown[0], ("decision", "args", "edits", "comment"))
+        raise ApiError(
+            422, "validation", f"unknown field {unknown[0]!r} in a decision;{hint} it takes decision, args, "
+            "comment", field=unknown[0],
+        )  # fmt: skip
     decision = body.get("decision")
     if not isinstance(decision, str):
         raise ApiError(

@@ -93,6 +93,13 @@ class Gatekeeper:
         self.principals = table
         self._dependencies: dict[str, Any] = {}
 
+    def principal_named(self, name: str) -> Principal | None:
+        """The principal called `name` now (the operator included), or None when none is: what a deferred
+        call or a paused run is restored against."""
+        if name == self.operator.name:
+            return self.operator
+        return next((p for p in self.principals.values() if p.name == name), None)
+
     def requires(self, action: str) -> Any:
         """The FastAPI `Depends` a route declares (in `dependencies=[...]` or as a `Principal` parameter):
         the route runs only for a principal whose grants include `action` (`READ`: any principal,

@@ -19,8 +19,6 @@ import asyncio
 import codecs
 import json
 import re
-import threading
-import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -32,6 +30,7 @@ from echo_tools.egress import check_tool_headers
 from echo_tools.env_refs import ENV_REFERENCE, expand
 from echo_tools.errors import EgressDeniedError, ToolConfigError, ToolExecutionError, ToolValidationError
 from echo_tools.redaction import hide_secret_values, is_secret_key, redact
+from echo_tools.runtime import PerLoop
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -184,30 +183,14 @@ class HttpBackend(ToolBackend):
 
     def __init__(self, executor: BackendHost) -> None:
         self.executor = executor
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
-        self._clients = weakref.WeakKeyDictionary()
-        self._policies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EgressPolicy]
-        self._policies = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-        self._closing: set[asyncio.Task[None]] = set()
+        # one client per running loop (a client is bound to its loop) and egress policy
+        self._clients: PerLoop[EgressPolicy, httpx.AsyncClient] = PerLoop()
         self._parsed: dict[str, httpx.URL] = {}
 
     def client(self) -> httpx.AsyncClient:
         """The shared client of the running event loop and the executor's policy (created on first use)."""
-        loop = asyncio.get_running_loop()
         policy = self.executor.egress
-        client = self._clients.get(loop)
-        if client is None or client.is_closed or self._policies.get(loop) is not policy:
-            with self._lock:
-                client = self._clients.get(loop)
-                if client is None or client.is_closed or self._policies.get(loop) is not policy:
-                    if client is not None and not client.is_closed:
-                        closing = loop.create_task(client.aclose())  # the policy was replaced
-                        self._closing.add(closing)
-                        closing.add_done_callback(self._closing.discard)
-                    client = self._clients[loop] = make_client(policy)
-                    self._policies[loop] = policy
-        return client
+        return self._clients.get(policy, lambda: make_client(policy))
 
     async def call(self, tool: ToolDef, args: dict[str, Any], context: ToolContext) -> BackendOutput:
         import httpx  # not at module load: registering an `api` tool checks its config without httpx
@@ -321,20 +304,12 @@ class HttpBackend(ToolBackend):
 
     async def aclose(self) -> None:
         """Close every client: this loop's directly, a client of another live loop on that loop."""
-        with self._lock:
-            clients = list(self._clients.items())
-            self._clients.clear()
-        try:
-            current = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        for loop, client in clients:
+        current = asyncio.get_running_loop()
+        for loop, client in self._clients.drain():
             if loop is current:
                 await client.aclose()
             elif loop.is_running() and not loop.is_closed():
-                future = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
-                if current is not None:
-                    await asyncio.wrap_future(future)
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.aclose(), loop))
             # a client of a closed loop cannot be closed any more; its sockets went with the loop
 
 

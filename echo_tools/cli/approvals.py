@@ -76,6 +76,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
     finally:
         executor.close()
     sys.stdout.write(f"approval {record.approval_id} {record.status} ({record.tool_id})\n")
+    if record.note:  # decided here, run where the tool is: the process that asked carries it out
+        sys.stdout.write(f"the call did not run here: {record.note}\n")
     if result is not None:
         print_json(result.model_dump(mode="json"))
         return 0 if result.success else 1

@@ -119,8 +119,25 @@ def require_tool(registry: ToolRegistry, ref: str) -> Any:
     except ToolNotFoundError as exc:
         hint = refused_hint(registry, ref)
         if hint is None:
-            raise
+            raise CliError(f"{exc.message} {where_looked(storage_folder(registry))}") from exc
         raise CliError(f"No tool matches {ref!r} in the loaded catalogue: {hint}") from exc
+
+
+def storage_folder(registry: ToolRegistry) -> Any:
+    """The storage folder of a registry (None: its catalogue is in a database)."""
+    storage = registry.storage
+    return storage.directory if storage is not None else None
+
+
+def where_looked(folder: Any) -> str:
+    """`(the catalogue at /abs/path, chosen as ...)`: where a command looked, for its "not found" errors."""
+    from echo_tools.settings import find_storage
+
+    if folder is None:
+        return "(the catalogue in the database of --database-url)"
+    chosen = find_storage()
+    how = chosen.how if Path(folder).absolute() == chosen.path else "--storage"
+    return f"(looked in the catalogue at {Path(folder).absolute()}: {how})"
 
 
 def open_executor(

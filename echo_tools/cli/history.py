@@ -131,9 +131,9 @@ def where(args: argparse.Namespace) -> str:
         from echo_tools.pg.database import describe
 
         return describe(stores.db.dsn)
-    from echo_tools.cli.common import storage_dir
+    from echo_tools.console import storage_choice
 
-    return str(storage_dir(args))
+    return storage_choice(args).describe()
 
 
 # -- commands ----------------------------------------------------------------------------------------

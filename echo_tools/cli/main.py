@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from echo_tools.cli.catalogue import open_executor, open_registry, refused_hint, require_tool
+from echo_tools.cli.catalogue import (
+    open_executor,
+    open_registry,
+    refused_hint,
+    require_tool,
+    storage_folder,
+    where_looked,
+)
 from echo_tools.cli.common import PROG, CliError, print_json, read_input, use_rich
 
 # -- commands ----------------------------------------------------------------------------------------
@@ -63,6 +70,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    """`init`: make `./.echo_tools`, which every command run in this folder or below it then uses (found
+    upward, as git finds `.git`), unless `--storage` or `ECHO_TOOLS_HOME` names another."""
+    from echo_tools.settings import DEFAULT_STORAGE, find_storage
+
+    folder = Path(args.storage or DEFAULT_STORAGE).absolute()
+    existed = folder.is_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    sys.stdout.write(f"{'kept' if existed else 'made'} {folder}\n")
+    chosen = find_storage(args.storage)
+    if chosen.path != folder:
+        sys.stderr.write(f"{PROG}: note: commands here still use {chosen.describe()}\n")
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     registry = open_registry(args)
     tool = require_tool(registry, args.ref)
@@ -98,9 +120,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     print_json(result.model_dump(mode="json"))
     if not result.success:
         sys.stderr.write(f"{PROG}: {result.tool_id} failed ({result.error_type}): {result.error}\n")
-        hint = refused_hint(registry, args.ref) if result.error_type == "not_found" else None
-        if hint:
-            sys.stderr.write(f"{PROG}: {hint}\n")
+        if result.error_type == "not_found":
+            hint = refused_hint(registry, args.ref)
+            sys.stderr.write(f"{PROG}: {hint or where_looked(storage_folder(registry))}\n")
         return 1
     return 0
 
@@ -218,7 +240,9 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
     """The options before the command: --version, --storage, --allow-module, --database-url, ..."""
     parser.add_argument("--version", action="version", version=_version_text())
     parser.add_argument(
-        "--storage", metavar="DIR", help="tool storage folder (default: $ECHO_TOOLS_HOME or ./.echo_tools)"
+        "--storage",
+        metavar="DIR",
+        help="tool storage folder (default: $ECHO_TOOLS_HOME, else the nearest .echo_tools upward, else the per-user default)",
     )
     parser.add_argument(
         "--allow-module",
@@ -244,7 +268,10 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_catalogue_parsers(sub: Any) -> None:
-    """list, show, plan, invoke, validate, discover."""
+    """init, list, show, plan, invoke, validate, discover."""
+    p = sub.add_parser("init", help="keep this project's tools, runs and approvals in ./.echo_tools")
+    p.set_defaults(func=cmd_init)
+
     p = sub.add_parser("list", help="list the tools")
     p.add_argument("--type", help="only this tool type (local, mcp, api, crewai, langchain)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -76,6 +76,8 @@ def show_run(history: Any, run_id: str, *, as_json: bool = False) -> int:
     answer = {
         "run": run,
         "failed_calls": list(stored.get("failed_calls") or []),
+        # kept by the run when it paused: a tool approval (tool, args, agent, approval id), a HITL node, ...
+        "waiting_for": list(stored.get("waiting_for") or []) if record["status"] == "interrupted" else [],
         "calls": call_tree(history.run_events(run_id, nested=True)),
         "state": final_state(history, run_id),
     }
@@ -105,6 +107,8 @@ def _text(answer: dict[str, Any]) -> str:
     )
     if run.get("error"):
         lines.append(f"  error: {run['error']}")
+    for pause in answer["waiting_for"]:
+        lines.append(f"  waiting for {pause.get('what')}: {pause.get('how')}")
     failed = answer["failed_calls"]
     if failed:
         lines.append(f"failed calls ({len(failed)}):")
@@ -118,7 +122,7 @@ def _text(answer: dict[str, Any]) -> str:
     lines.extend(_tree_lines(calls, 1))
     state = answer["state"]
     for key in _SHOWN_STATE:
-        if key in state:
+        if key in state and not (key == "result" and state[key] == state.get("crew_result")):  # once
             value = state[key]
             text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
             lines.append(f"{key}:")

@@ -65,9 +65,10 @@ def serve(args: argparse.Namespace) -> int:
         if settings.key_required:
             count = len(settings.principals or ()) + (1 if settings.api_key else 0)
             auth = f"API key required, {count} principal{'s' if count != 1 else ''}"
+        base = f"http://{settings.host}:{settings.port}"
         sys.stderr.write(
-            f"echo-tools: serving {len(registry)} tools from {where(args)} on "
-            f"http://{settings.host}:{settings.port}/tools ({auth})\n"
+            f"echo-tools: serving {len(registry)} tools from {where(args)} on {base}/tools ({auth})\n"
+            f"echo-tools: the run viewer: {base}/ui/\n"
         )
         # open event streams never end on their own: give them a few seconds at shutdown, then close them
         config = uvicorn.Config(

@@ -16,6 +16,12 @@ PostgreSQL). Deciding moves it from `pending` in one conditional update (a secon
 decided: 409); running moves it from `approved` to `running` the same way, so only one process, one
 retry or one resume runs it; the result is kept with it (`done`), and a call that finds its approval
 done gets that result back instead of running again. The approval id is the call's idempotency key.
+
+What the reviewer approved: a record keeps the digest of the tool's definition and the sealed scope of the
+call that asked (its principal, end user, ceiling and budget totals, `echo_tools.gate.CallScope`). An
+approved call runs with that scope, never the decider's; a definition that changed since voids the
+approval (`void`). A pending approval expires after its tool's `approval_ttl_s` (`expired`), and a
+principal has at most `MAX_PENDING` pending approvals at once.
 """
 
 from __future__ import annotations
@@ -32,10 +38,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from echo_tools.errors import ToolError
+from echo_tools.gate import Seal
 from echo_tools.models import Approval, SideEffect, ToolDef
 
 __all__ = [
     "DECISIONS",
+    "MAX_PENDING",
     "ApprovalDecisionError",
     "ApprovalRecord",
     "ApprovalStore",
@@ -46,6 +54,9 @@ __all__ = [
 
 DECISIONS = ("approve", "reject", "edit")
 PENDING, APPROVED, REJECTED, RUNNING, DONE = "pending", "approved", "rejected", "running", "done"
+VOID, EXPIRED = "void", "expired"  # the definition changed before it ran; nobody decided in time
+STATUSES = (PENDING, APPROVED, REJECTED, RUNNING, DONE, VOID, EXPIRED)
+MAX_PENDING = 100  # pending approvals of one principal at once: one key cannot bury everyone else's
 
 ApprovalPolicy = Callable[[Any], "bool | None"]
 
@@ -60,8 +71,10 @@ class ApprovalDecisionError(ToolError, error_type="validation"):
         self.approval_id = approval_id
 
 
-def now_text() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def now_text(after_s: float = 0.0) -> str:
+    """The time now (plus `after_s` seconds), UTC, ISO 8601 with `Z`: the form records keep and compare."""
+    moment = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=after_s)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -83,6 +96,16 @@ class ApprovalRecord:
     decision: str | None = None
     comment: str | None = None
     result: dict[str, Any] | None = None
+    digest: str | None = None  # of the tool's definition when it was asked (`ToolDef.digest`)
+    scope: dict[str, Any] | None = field(default=None, repr=False)  # the sealed `CallScope.to_record()`
+    expires_at: str | None = None  # a pending approval past this is `expired`
+    note: str | None = None  # why an approved call waits for another process to run it
+
+    def expired(self, now: str | None = None) -> bool:
+        """Whether this pending approval is past its `expires_at`."""
+        return (
+            self.status == PENDING and self.expires_at is not None and self.expires_at <= (now or now_text())
+        )
 
     @property
     def run_id(self) -> str | None:
@@ -95,8 +118,13 @@ class ApprovalRecord:
         return value if isinstance(value, str) else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as JSON (what `GET /tools/approvals` lists); the context is reduced to its ids."""
+        """The record as JSON (what `GET /tools/approvals` lists); the context is reduced to its ids, the
+        kept scope to who asked and for which user."""
         data = asdict(self)
+        if self.expired():
+            data["status"] = EXPIRED
+        scope = data.pop("scope", None) or {}
+        data["user_id"] = scope.get("user_id") or self.context.get("user_id")
         data["context"] = {k: v for k, v in self.context.items() if k in _SHOWN_CONTEXT and v is not None}
         data["run_id"], data["agent_name"] = self.run_id, self.agent_name
         return data
@@ -137,17 +165,26 @@ def new_approval_id() -> str:
 
 
 class ApprovalStore(Protocol):
-    """Where approvals live. Every change of status is one conditional step (`decide`, `claim`), so two
-    processes deciding or running the same approval cannot both succeed."""
+    """Where approvals live. Every change of status is one conditional step (`decide`, `claim`, `void`), so
+    two processes deciding or running the same approval cannot both succeed. A pending approval past its
+    `expires_at` is expired: no step moves it, and the listings leave it out."""
 
     blocking: bool
+    seal: Seal  # what seals the scopes its records keep
 
     def add(self, record: ApprovalRecord) -> ApprovalRecord:
         """Keep `record` unless one with its id exists; returns the stored one."""
 
     def get(self, approval_id: str) -> ApprovalRecord | None: ...
 
-    def pending(self, limit: int = 100) -> list[ApprovalRecord]: ...
+    def pending(
+        self, limit: int = 100, *, owner: str | None = None, every_owner: bool = True
+    ) -> list[ApprovalRecord]:
+        """The oldest pending approvals, at most `limit`: of every owner, or (`every_owner=False`) only of
+        `owner` (None: the operator's), filtered before the limit is applied."""
+
+    def pending_count(self, owner: str | None) -> int:
+        """How many approvals of `owner` are pending now."""
 
     def decide(self, record: ApprovalRecord) -> bool:
         """Store `record` (decided) if its stored copy is still pending; False when it was not."""
@@ -155,8 +192,18 @@ class ApprovalStore(Protocol):
     def claim(self, approval_id: str) -> bool:
         """Move an approved approval to running; False when it is not (already run, or running)."""
 
+    def void(self, approval_id: str, reason: str) -> bool:
+        """Move a pending or approved approval to `void` (it will never run), keeping `reason`."""
+
     def finish(self, approval_id: str, result: dict[str, Any]) -> None:
         """Keep the result of the call that ran under `approval_id` (status `done`)."""
+
+
+def _copy(record: ApprovalRecord) -> ApprovalRecord:
+    copied = ApprovalRecord(**asdict(record))
+    if copied.expired():
+        copied.status = EXPIRED
+    return copied
 
 
 class MemoryApprovalStore:
@@ -167,27 +214,45 @@ class MemoryApprovalStore:
     def __init__(self) -> None:
         self._records: dict[str, ApprovalRecord] = {}
         self._lock = threading.Lock()
+        self.seal = Seal()
 
     def add(self, record: ApprovalRecord) -> ApprovalRecord:
         with self._lock:
-            return ApprovalRecord(**asdict(self._records.setdefault(record.approval_id, record)))
+            return _copy(self._records.setdefault(record.approval_id, record))
 
     def get(self, approval_id: str) -> ApprovalRecord | None:
         with self._lock:
             found = self._records.get(approval_id)
-            return ApprovalRecord(**asdict(found)) if found is not None else None
+            return _copy(found) if found is not None else None
 
-    def pending(self, limit: int = 100) -> list[ApprovalRecord]:
+    def pending(
+        self, limit: int = 100, *, owner: str | None = None, every_owner: bool = True
+    ) -> list[ApprovalRecord]:
+        now = now_text()
         with self._lock:
-            return [ApprovalRecord(**asdict(r)) for r in self._records.values() if r.status == PENDING][
-                :limit
+            found = [
+                _copy(r)
+                for r in self._records.values()
+                if r.status == PENDING and not r.expired(now) and (every_owner or r.owner == owner)
             ]
+        return found[:limit]
+
+    def pending_count(self, owner: str | None) -> int:
+        return len(self.pending(MAX_PENDING + 1, owner=owner, every_owner=False))
 
     def decide(self, record: ApprovalRecord) -> bool:
-        return self._move(record.approval_id, PENDING, record)
+        return self._move(record.approval_id, (PENDING,), record)
 
     def claim(self, approval_id: str) -> bool:
-        return self._move(approval_id, APPROVED, None, RUNNING)
+        return self._move(approval_id, (APPROVED,), None, RUNNING)
+
+    def void(self, approval_id: str, reason: str) -> bool:
+        with self._lock:
+            found = self._records.get(approval_id)
+            if found is None or found.status not in (PENDING, APPROVED):
+                return False
+            found.status, found.comment = VOID, reason
+            return True
 
     def finish(self, approval_id: str, result: dict[str, Any]) -> None:
         with self._lock:
@@ -195,10 +260,12 @@ class MemoryApprovalStore:
             if found is not None:
                 found.status, found.result = DONE, result
 
-    def _move(self, approval_id: str, old: str, record: ApprovalRecord | None, new: str = "") -> bool:
+    def _move(
+        self, approval_id: str, old: tuple[str, ...], record: ApprovalRecord | None, new: str = ""
+    ) -> bool:
         with self._lock:
             found = self._records.get(approval_id)
-            if found is None or found.status != old:
+            if found is None or found.status not in old or found.expired():
                 return False
             if record is not None:
                 self._records[approval_id] = ApprovalRecord(**asdict(record))
@@ -208,11 +275,13 @@ class MemoryApprovalStore:
 
 
 class SqlApprovalStore:
-    """The SQL both database stores share: one `approvals` row per approval, its record as JSON."""
+    """The SQL both database stores share: one `approvals` row per approval, its record as JSON, its owner
+    and expiry in columns of their own so that listings filter before they limit."""
 
     blocking = True
     table = "echo_approvals"
     mark = "%s"
+    seal: Seal
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -223,31 +292,69 @@ class SqlApprovalStore:
     def add(self, record: ApprovalRecord) -> ApprovalRecord:
         m = self.mark
         self._change(
-            f"INSERT INTO {self.table} (approval_id, status, run_id, created, record) "
-            f"VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (approval_id) DO NOTHING",
-            (record.approval_id, record.status, record.run_id, record.created_at, record.to_json()),
+            f"INSERT INTO {self.table} (approval_id, status, run_id, created, record, owner, expires) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}) ON CONFLICT (approval_id) DO NOTHING",
+            (
+                record.approval_id,
+                record.status,
+                record.run_id,
+                record.created_at,
+                record.to_json(),
+                record.owner,
+                record.expires_at,
+            ),
         )
         stored = self.get(record.approval_id)
         assert stored is not None
         return stored
 
     def get(self, approval_id: str) -> ApprovalRecord | None:
-        rows = self._rows(f"SELECT record FROM {self.table} WHERE approval_id = {self.mark}", (approval_id,))
-        return ApprovalRecord.from_json(rows[0][0]) if rows else None
-
-    def pending(self, limit: int = 100) -> list[ApprovalRecord]:
         rows = self._rows(
-            f"SELECT record FROM {self.table} WHERE status = {self.mark} ORDER BY created, approval_id "
-            f"LIMIT {self.mark}",
-            (PENDING, limit),
+            f"SELECT record, status FROM {self.table} WHERE approval_id = {self.mark}", (approval_id,)
         )
-        return [ApprovalRecord.from_json(r[0]) for r in rows]
+        return self._record(rows[0]) if rows else None
+
+    def _record(self, row: tuple[Any, ...]) -> ApprovalRecord:
+        record = ApprovalRecord.from_json(row[0])
+        record.status = row[1]  # the column is what the conditional steps move
+        if record.expired():
+            record.status = EXPIRED
+        return record
+
+    def pending(
+        self, limit: int = 100, *, owner: str | None = None, every_owner: bool = True
+    ) -> list[ApprovalRecord]:
+        m = self.mark
+        where, params = self._live()
+        if not every_owner:
+            where += " AND owner IS NULL" if owner is None else f" AND owner = {m}"
+            params += () if owner is None else (owner,)
+        rows = self._rows(
+            f"SELECT record, status FROM {self.table} WHERE {where} ORDER BY created, approval_id LIMIT {m}",
+            (*params, limit),
+        )
+        return [self._record(r) for r in rows]
+
+    def pending_count(self, owner: str | None) -> int:
+        where, params = self._live()
+        where += " AND owner IS NULL" if owner is None else f" AND owner = {self.mark}"
+        rows = self._rows(
+            f"SELECT count(*) FROM {self.table} WHERE {where}",
+            (*params, *(() if owner is None else (owner,))),
+        )
+        return int(rows[0][0])
+
+    def _live(self) -> tuple[str, tuple[Any, ...]]:
+        """The condition of a pending approval that has not expired, and its parameters."""
+        m = self.mark
+        return f"status = {m} AND (expires IS NULL OR expires > {m})", (PENDING, now_text())
 
     def decide(self, record: ApprovalRecord) -> bool:
         m = self.mark
+        live, params = self._live()
         changed = self._change(
-            f"UPDATE {self.table} SET status = {m}, record = {m} WHERE approval_id = {m} AND status = {m}",
-            (record.status, record.to_json(), record.approval_id, PENDING),
+            f"UPDATE {self.table} SET status = {m}, record = {m} WHERE approval_id = {m} AND {live}",
+            (record.status, record.to_json(), record.approval_id, *params),
         )
         return changed == 1
 
@@ -256,6 +363,19 @@ class SqlApprovalStore:
         changed = self._change(
             f"UPDATE {self.table} SET status = {m} WHERE approval_id = {m} AND status = {m}",
             (RUNNING, approval_id, APPROVED),
+        )
+        return changed == 1
+
+    def void(self, approval_id: str, reason: str) -> bool:
+        record = self.get(approval_id)
+        if record is None or record.status not in (PENDING, APPROVED):
+            return False
+        record.status, record.comment = VOID, reason
+        m = self.mark
+        changed = self._change(
+            f"UPDATE {self.table} SET status = {m}, record = {m} WHERE approval_id = {m} "
+            f"AND status IN ({m}, {m})",
+            (VOID, record.to_json(), approval_id, PENDING, APPROVED),
         )
         return changed == 1
 
@@ -278,6 +398,13 @@ TABLE_SQL = """CREATE TABLE IF NOT EXISTS {table} (
     created TEXT NOT NULL,
     record TEXT NOT NULL
 )"""
+# added since: an approval's owner and expiry as columns, filled from the record for rows kept before
+SQLITE_UPGRADES = (
+    "ALTER TABLE {table} ADD COLUMN owner TEXT",
+    "ALTER TABLE {table} ADD COLUMN expires TEXT",
+    "UPDATE {table} SET owner = json_extract(record, '$.owner') WHERE owner IS NULL",
+    "CREATE INDEX IF NOT EXISTS {table}_pending ON {table} (status, owner, created)",
+)
 
 
 class SqliteApprovalStore(SqlApprovalStore):
@@ -299,6 +426,13 @@ class SqliteApprovalStore(SqlApprovalStore):
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(TABLE_SQL.format(table=self.table))
+        for statement in SQLITE_UPGRADES:
+            try:
+                self._db.execute(statement.format(table=self.table))
+            except sqlite3.OperationalError as exc:  # a column added by an earlier start
+                if "duplicate column" not in str(exc):
+                    raise
+        self.seal = Seal.in_folder(self.path.parent)
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._lock:

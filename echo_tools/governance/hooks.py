@@ -16,46 +16,29 @@ the hook. Guardrails, redaction and approval policies are hooks a user can write
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from echo_tools.call import Call
 from echo_tools.errors import ToolDeniedError, ToolError
-from echo_tools.events import format_call_id
 from echo_tools.models import ToolContext, ToolDef, ToolResult
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 
-@dataclass(slots=True)
-class ToolCall:
-    """One call as hooks, approval policies and quotas see it: the tool, its validated arguments, the
-    caller's context (ids, `user_id`, grants) and the call's id."""
+class ToolCall(Call):
+    """One call as hooks, approval policies and quotas see it, built by hand (a test, a benchmark): the
+    tool, its validated arguments, the caller's context (ids, `user_id`, grants) and the call's id. The
+    executor hands them its own `echo_tools.call.Call`, which has the same attributes."""
 
-    tool: ToolDef
-    args: dict[str, Any]
-    context: ToolContext
-    number: str | int = ""  # the executor's call id (a number until it is read, as events do)
-    # set by the governance stage: the approval this call runs under, once approved
-    approval_id: str | None = field(default=None, repr=False)
+    __slots__ = ()
 
-    @property
-    def call_id(self) -> str:
-        """The call's id, as its events carry it."""
-        number = self.number
-        return number if isinstance(number, str) else format_call_id(number)
-
-    @property
-    def tool_id(self) -> str:
-        return self.tool.tool_id
-
-    @property
-    def user_id(self) -> str | None:
-        return self.context.user_id
-
-    @property
-    def run_id(self) -> str | None:
-        return self.context.run_id
+    def __init__(
+        self, tool: ToolDef, args: dict[str, Any], context: ToolContext, number: str | int = ""
+    ) -> None:
+        super().__init__(tool, args, context, number, True)
+        self.tool, self.args = tool, args
 
 
 @dataclass(frozen=True)
@@ -75,9 +58,9 @@ class Replace:
 class Hook(Protocol):
     """What `executor.add_hook` takes: an object with `before` and/or `after` (both optional)."""
 
-    def before(self, call: ToolCall) -> Deny | Replace | None: ...
+    def before(self, call: Call) -> Deny | Replace | None: ...
 
-    def after(self, call: ToolCall, result: ToolResult) -> ToolResult | None: ...
+    def after(self, call: Call, result: ToolResult) -> ToolResult | None: ...
 
 
 def hook_name(hook: Any) -> str:
@@ -101,13 +84,13 @@ def bound(hooks: Sequence[Any], method: str) -> tuple[tuple[Any, Callable[..., A
     return tuple((hook, fn) for hook, fn in pairs if fn is not None)
 
 
-def hook_raised(call: ToolCall, hook: Any, exc: Exception) -> ToolDeniedError:
+def hook_raised(call: Call, hook: Any, exc: Exception) -> ToolDeniedError:
     """The error of a call whose hook's `before` raised `exc`: it fails closed, naming the hook."""
     return _denied(call, hook, f"raised {type(exc).__name__}: {exc}; the call was not run")
 
 
 def judge(
-    call: ToolCall,
+    call: Call,
     hook: Any,
     verdict: Any,
     validate: Callable[[dict[str, Any]], dict[str, Any] | ToolError],
@@ -128,7 +111,7 @@ def judge(
     return _denied(call, hook, f"{what}; the call was not run")
 
 
-def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> ToolDeniedError:
+def _denied(call: Call, hook: Any, text: str, *, denied: bool = False) -> ToolDeniedError:
     name = hook_name(hook)
     tool_id = call.tool.tool_id
     message = (
@@ -140,7 +123,7 @@ def _denied(call: ToolCall, hook: Any, text: str, *, denied: bool = False) -> To
 
 
 def run_after(
-    afters: Sequence[tuple[Any, Callable[[ToolCall, ToolResult], Any]]], call: ToolCall, result: ToolResult
+    afters: Sequence[tuple[Any, Callable[[Call, ToolResult], Any]]], call: Call, result: ToolResult
 ) -> ToolResult:
     """The result the caller gets once every `after` hook has seen it (a raising hook withholds it);
     `afters` pairs each hook with its bound `after` (`bound(hooks, "after")`)."""

@@ -7,15 +7,34 @@ says how long to wait in one statement, serialised per key by a transaction-scop
 
 from __future__ import annotations
 
+import os
+import secrets
 from typing import TYPE_CHECKING, Any
 
+from echo_tools.gate import Seal
+from echo_tools.gate.scope import SECRET_KEY_ENV
 from echo_tools.governance.approvals import SqlApprovalStore
 from echo_tools.pg.database import open_database
 
 if TYPE_CHECKING:
     from echo_tools.pg.database import PgDatabase
 
-__all__ = ["PgApprovalStore", "PgQuotaCounter"]
+__all__ = ["PgApprovalStore", "PgQuotaCounter", "database_seal"]
+
+
+def database_seal(db: PgDatabase) -> Seal:
+    """The seal of scopes kept in this database: from `ECHO_TOOLS_SECRET_KEY` when set, else a key kept in
+    the database itself (made once, by whichever replica asks first), so every replica verifies alike."""
+    if os.environ.get(SECRET_KEY_ENV):
+        return Seal()
+    with db.connection() as conn:
+        conn.execute(
+            "INSERT INTO echo_keys (name, value) VALUES ('scope_seal', %s) ON CONFLICT (name) DO NOTHING",
+            (secrets.token_bytes(32),),
+        )
+        row = conn.execute("SELECT value FROM echo_keys WHERE name = 'scope_seal'").fetchone()
+    assert row is not None
+    return Seal(bytes(row[0]))
 
 
 class PgApprovalStore(SqlApprovalStore):
@@ -27,6 +46,7 @@ class PgApprovalStore(SqlApprovalStore):
 
     def __init__(self, database: str | PgDatabase) -> None:
         self.db, self._owns_db = open_database(database)
+        self.seal = database_seal(self.db)
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self.db.connection() as conn:

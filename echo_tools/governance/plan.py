@@ -13,8 +13,9 @@ import contextvars
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from echo_tools.call import Call
 from echo_tools.errors import ToolError
-from echo_tools.governance.hooks import ToolCall, hook_raised, judge, run_after
+from echo_tools.governance.hooks import hook_raised, judge, run_after
 from echo_tools.governance.quotas import QuotaCount, QuotaGiveBack, counting, quota_error, scope_reader
 from echo_tools.models import Approval, ToolResult
 
@@ -46,7 +47,7 @@ GRANTING: list[None] = []
 
 # one quota of a plan: (count one call under a scope value, give it back, read the call's scope value,
 # the quota, "tool" or "executor")
-_Counted = tuple[QuotaCount, QuotaGiveBack, Callable[[ToolCall], Any], "Quota", str]
+_Counted = tuple[QuotaCount, QuotaGiveBack, Callable[[Call], Any], "Quota", str]
 
 
 class Stage(Protocol):
@@ -62,10 +63,10 @@ class Stage(Protocol):
     def approval_policy(self) -> ApprovalPolicy | None: ...
 
     def approve_and_count(
-        self, call: ToolCall, validate: Validate
+        self, call: Call, validate: Validate
     ) -> dict[str, Any] | ToolError | ToolResult: ...
 
-    def finish(self, call: ToolCall, result: ToolResult) -> ToolResult: ...
+    def finish(self, call: Call, result: ToolResult) -> ToolResult: ...
 
 
 class CallPlan:
@@ -89,7 +90,7 @@ class CallPlan:
         self.off_loop = counter.blocking
 
     def before(
-        self, call: ToolCall, validate: Validate, on_loop: bool
+        self, call: Call, validate: Validate, on_loop: bool
     ) -> dict[str, Any] | ToolError | ToolResult | object:
         """The arguments the call runs with (`call.args` itself when nothing changed them), the error
         that stops it, or the result it already had; or `OFF_LOOP`: then await `Governance.before_off_loop`."""
@@ -114,7 +115,7 @@ class CallPlan:
             return OFF_LOOP
         return self.count(call)
 
-    def count(self, call: ToolCall) -> dict[str, Any] | ToolError:
+    def count(self, call: Call) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of the first one it
         is over."""
         for counted in self.counts:
@@ -125,7 +126,7 @@ class CallPlan:
                 return quota_error(call, quota, wait, where)
         return call.args
 
-    def _give_back(self, call: ToolCall, refusing: _Counted) -> None:
+    def _give_back(self, call: Call, refusing: _Counted) -> None:
         """Uncount a call refused by the quota `refusing` in the quotas before it, which counted it."""
         for counted in self.counts:
             if counted is refusing:
@@ -133,7 +134,7 @@ class CallPlan:
             _, give_back, read, _, _ = counted
             give_back(read(call))
 
-    def after(self, call: ToolCall, result: ToolResult) -> ToolResult:
+    def after(self, call: Call, result: ToolResult) -> ToolResult:
         """The result the caller gets (every `after` hook applied), kept with the call's approval."""
         if self.afters:
             result = run_after(self.afters, call, result)

@@ -23,11 +23,12 @@ from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
+from echo_tools.call import Call
 from echo_tools.errors import QuotaExceededError
 from echo_tools.models import Quota, QuotaScope
 
 if TYPE_CHECKING:
-    from echo_tools.governance.hooks import ToolCall
+    pass
 
 __all__ = [
     "MemoryQuotaCounter",
@@ -144,11 +145,11 @@ def counting(counter: QuotaCounter, tool_id: str | None, quota: Quota) -> tuple[
     return take, give_back
 
 
-def _everyone(call: ToolCall) -> None:
+def _everyone(call: Call) -> None:
     return None  # scope `tool`: every call is counted together
 
 
-def _principal(call: ToolCall) -> str:
+def _principal(call: Call) -> str:
     principal = getattr(call.context, "principal", None)  # set by the gate (`echo_tools.gate`) when present
     name = getattr(principal, "name", principal)
     return str(name) if name else "operator"
@@ -156,7 +157,7 @@ def _principal(call: ToolCall) -> str:
 
 # what a call is counted under, per scope: a user id or run id (None: calls without one share a count),
 # a principal name; read by C (`attrgetter`) where it can be, as it is read on every counted call
-_READERS: dict[QuotaScope, Callable[[ToolCall], Hashable]] = {
+_READERS: dict[QuotaScope, Callable[[Call], Hashable]] = {
     QuotaScope.TOOL: _everyone,
     QuotaScope.USER: attrgetter("context.user_id"),
     QuotaScope.RUN: attrgetter("context.run_id"),
@@ -164,12 +165,12 @@ _READERS: dict[QuotaScope, Callable[[ToolCall], Hashable]] = {
 }
 
 
-def scope_reader(scope: QuotaScope) -> Callable[[ToolCall], Hashable]:
+def scope_reader(scope: QuotaScope) -> Callable[[Call], Hashable]:
     """How a call's scope value is read for `scope` (a principal name, a user id, a run id; None: none)."""
     return _READERS[scope]
 
 
-def scope_value(scope: QuotaScope, call: ToolCall) -> str:
+def scope_value(scope: QuotaScope, call: Call) -> str:
     """What a call is counted under for `scope`, as text ("" for none)."""
     return str(_READERS[scope](call) or "")
 
@@ -178,7 +179,7 @@ def _key_parts(quota: Quota, tool_id: str | None) -> tuple[str, str]:
     return f"{tool_id or '*'}|{quota.scope.value}:", f"|{quota.limit}/{quota.per_s:g}"
 
 
-def quota_error(call: ToolCall, quota: Quota, retry_after_s: float, where: str) -> QuotaExceededError:
+def quota_error(call: Call, quota: Quota, retry_after_s: float, where: str) -> QuotaExceededError:
     """The error of a call over `quota` (`where`: "tool" or "executor"), naming the quota and its scope."""
     value = scope_value(quota.scope, call)
     whose = f" for {quota.scope.value} {value!r}" if quota.scope is not QuotaScope.TOOL else ""

@@ -16,14 +16,17 @@ import contextvars
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from echo_tools.call import Call
 from echo_tools.errors import (
     ApprovalRejectedError,
     ApprovalRequiredError,
+    QuotaExceededError,
     ToolDeniedError,
     ToolError,
 )
+from echo_tools.gate import CallScope
 from echo_tools.governance import approvals as ap
-from echo_tools.governance.hooks import ToolCall, bound, check_hook
+from echo_tools.governance.hooks import bound, check_hook
 from echo_tools.governance.plan import GRANT, GRANTING, OFF_LOOP, CallPlan, Grant, Validate
 from echo_tools.governance.quotas import MemoryQuotaCounter, QuotaCounter
 from echo_tools.models import Approval, Quota, ToolContext, ToolResult
@@ -46,6 +49,7 @@ class Governance:
         quota_counter: QuotaCounter | None = None,
     ) -> None:
         self.hooks: list[Any] = []
+        self.changed: Callable[[], None] = lambda: None  # told when the plans change (the executor's routes)
         self.approvals: ap.ApprovalStore = approvals if approvals is not None else ap.MemoryApprovalStore()
         self.quotas = tuple(Quota.model_validate(q) for q in quotas)
         self.counter: QuotaCounter = quota_counter if quota_counter is not None else MemoryQuotaCounter()
@@ -65,6 +69,7 @@ class Governance:
         self.befores = bound(self.hooks, "before")
         self.afters = bound(self.hooks, "after")
         self._plans: dict[str, CallPlan] = {}
+        self.changed()
 
     def add_hook(self, hook: Any) -> None:
         self.hooks.append(check_hook(hook))
@@ -84,14 +89,12 @@ class Governance:
     # -- before the tool runs ------------------------------------------------------------------------
 
     async def before_off_loop(
-        self, call: ToolCall, validate: Validate
+        self, call: Call, validate: Validate
     ) -> dict[str, Any] | ToolError | ToolResult:
         """The approval and quota part of `before`, in a worker thread (in the caller's context)."""
         return await asyncio.to_thread(contextvars.copy_context().run, self.approve_and_count, call, validate)
 
-    def approve_and_count(
-        self, call: ToolCall, validate: Validate
-    ) -> dict[str, Any] | ToolError | ToolResult:
+    def approve_and_count(self, call: Call, validate: Validate) -> dict[str, Any] | ToolError | ToolResult:
         """The approval part of `before` (ask, or claim the approved call in one step), then the quotas."""
         grant = GRANT.get()
         tool = call.tool
@@ -125,23 +128,24 @@ class Governance:
             return self._ran_already(call)
         return call.args
 
-    def _count(self, call: ToolCall) -> dict[str, Any] | ToolError:
+    def _count(self, call: Call) -> dict[str, Any] | ToolError:
         """The call's arguments once it is counted against its quotas, or the error of one it is over."""
         plan = self.plan(call.tool)
         return call.args if plan is None else plan.count(call)
 
-    def _approval(self, call: ToolCall, validate: Validate) -> ToolError | ToolResult | None:
+    def _approval(self, call: Call, validate: Validate) -> ToolError | ToolResult | None:
         """None when the call may go on (approved: `call.approval_id` set), else why it may not."""
         from echo_tools.governance.pause import graph_position, pause
 
         position = graph_position()
         context = call.context.model_dump(mode="json", exclude_none=True)
         owner = _owner(call.context)
+        store = self.approvals
         if position is None:  # nobody can be asked now: the call waits for `decide`
-            record = ap.ApprovalRecord(
-                ap.new_approval_id(), call.tool_id, call.tool.name, call.args, context, owner=owner
-            )
-            self.approvals.add(record)
+            crowded = self._crowded(call, owner)
+            if crowded is not None:
+                return crowded
+            record = store.add(self._record(ap.new_approval_id(), call, context, owner, "call"))
             return ApprovalRequiredError(
                 f"Tool {call.tool_id!r} needs a person's approval before it runs; approval "
                 f"{record.approval_id!r} is pending (echo-tools approvals approve {record.approval_id})",
@@ -152,10 +156,11 @@ class Governance:
         thread, task = position
         context.setdefault("run_id", thread)  # the run to resume is the graph's thread
         approval_id = ap.graph_approval_id(thread, task, call.context.tool_call_id, call.tool_id, call.args)
-        record = ap.ApprovalRecord(
-            approval_id, call.tool_id, call.tool.name, call.args, context, kind="run", owner=owner
-        )
-        self.approvals.add(record)
+        record = store.add(self._record(approval_id, call, context, owner, "run"))
+        if record.digest is not None and record.digest != call.tool.digest:  # re-registered meanwhile
+            void = self.void_error(record, call.tool)
+            store.void(approval_id, void.message)
+            return void
         payload = {
             "type": "tool_approval",
             "approval_id": approval_id,
@@ -171,7 +176,7 @@ class Governance:
         decision, args, comment = _parse_decision(resumed)
         if decision == "reject":
             record.status, record.decision, record.comment = ap.REJECTED, "reject", comment
-            self.approvals.decide(record)
+            store.decide(record)
             said = f": {comment}" if comment else ""
             return ApprovalRejectedError(
                 f"Tool {call.tool_id!r}: a reviewer rejected this call{said}; it did not run",
@@ -185,12 +190,45 @@ class Governance:
                 return checked
             call.args = record.args = checked
         record.status, record.decision, record.comment = ap.APPROVED, decision, comment
-        self.approvals.decide(record)  # already approved by `echo-tools approvals`: nothing changes
-        stored = self.approvals.get(approval_id)
+        store.decide(record)  # already approved by `echo-tools approvals`: nothing changes
+        stored = store.get(approval_id)
         if stored is not None and stored.args and decision != "edit":
             call.args = stored.args  # an edit decided through the store
         call.approval_id = approval_id
         return None
+
+    def _record(
+        self, approval_id: str, call: Call, context: dict[str, Any], owner: str | None, kind: str
+    ) -> ap.ApprovalRecord:
+        """The approval of `call`: what it calls, with which arguments, under which scope and definition."""
+        scope = CallScope.of(call.context).to_record(self.approvals.seal)
+        return ap.ApprovalRecord(
+            approval_id, call.tool_id, call.tool.name, call.args, context, kind=kind, owner=owner,
+            digest=call.tool.digest, scope=scope, expires_at=ap.now_text(call.tool.approval_ttl_s),
+        )  # fmt: skip
+
+    def _crowded(self, call: Call, owner: str | None) -> ToolError | None:
+        """The refusal of one more pending approval for a principal that already has `MAX_PENDING`."""
+        if self.approvals.pending_count(owner) < ap.MAX_PENDING:
+            return None
+        return QuotaExceededError(
+            f"Tool {call.tool_id!r}: principal {owner or 'operator'!r} already has {ap.MAX_PENDING} "
+            "approvals pending; decide or let some expire before asking for more",
+            tool_id=call.tool_id,
+            field="approval",
+            retry_after_s=60.0,
+        )
+
+    def void_error(self, record: ap.ApprovalRecord, tool: ToolDef) -> ToolError:
+        """Why an approval whose tool changed since it was asked is void: the reviewer approved another call."""
+        reason = (
+            f"approval {record.approval_id!r} is void: tool {record.tool_id!r} was changed since the approval "
+            f"was asked (its definition {str(record.digest)[:12]} is now {tool.digest[:12]}); nothing ran, "
+            "ask for a new approval of the call as the tool is now"
+        )
+        return ToolDeniedError(
+            reason, tool_id=record.tool_id, field="approval", approval_id=record.approval_id
+        )
 
     def _stored_decision(self, approval_id: str) -> dict[str, Any] | ToolError:
         """The decision kept in the store for a run resumed with "decided" (or nothing)."""
@@ -206,13 +244,11 @@ class Governance:
             return {"decision": "reject", "comment": record.comment}
         return {"decision": "approve", "args": record.args, "comment": record.comment}
 
-    def _ran_already(self, call: ToolCall) -> ToolError | ToolResult:
+    def _ran_already(self, call: Call) -> ToolError | ToolResult:
         """The approved call has run (its result comes back) or is running elsewhere (refused)."""
         record = self.approvals.get(call.approval_id or "")
         if record is not None and record.status == ap.DONE and record.result is not None:
-            result = ToolResult.model_validate(record.result)
-            result.metadata = {**result.metadata, "approval_id": record.approval_id, "ran_before": True}
-            return result
+            return _ran(record)
         status = record.status if record is not None else "unknown"
         return ToolDeniedError(
             f"Tool {call.tool_id!r}: approval {call.approval_id!r} is {status}; an approved call runs once",
@@ -223,7 +259,7 @@ class Governance:
 
     # -- after the tool ran --------------------------------------------------------------------------
 
-    def finish(self, call: ToolCall, result: ToolResult) -> ToolResult:
+    def finish(self, call: Call, result: ToolResult) -> ToolResult:
         """Keep the result of an approved call with its approval, so a repeat gets it instead of a run."""
         self.approvals.finish(call.approval_id or "", result.model_dump(mode="json"))
         result.metadata = {**result.metadata, "approval_id": call.approval_id}
@@ -238,16 +274,17 @@ class Governance:
         *,
         args: Mapping[str, Any] | None,
         validate: Callable[[str], Validate],
-        run: Callable[[ap.ApprovalRecord], ToolResult],
+        prepare: Prepare,
         by: str | None = None,
         comment: str | None = None,
         principal: str | None = None,
         admin: bool = True,
     ) -> tuple[ap.ApprovalRecord, ToolResult | None]:
-        """Decide a pending approval; an approved `call` approval runs (`run`), once. See `ToolExecutor.decide`."""
+        """Decide a pending approval; an approved `call` approval runs, once, where it can. See
+        `ToolExecutor.decide`; `prepare(record)` says how the call runs here (or why it cannot)."""
         if decision not in ap.DECISIONS:
             raise ap.ApprovalDecisionError(
-                f"decision must be one of {', '.join(ap.DECISIONS)}, got {decision!r:.80}",
+                f"decision must be one of {', '.join(ap.DECISIONS)}, got {decision!r:.80}{_decision_hint(decision)}",
                 status=422, field="decision", approval_id=approval_id,
             )  # fmt: skip
         record = self.approvals.get(approval_id)
@@ -261,39 +298,119 @@ class Governance:
         if record.status != ap.PENDING:
             raise _decided(record)
         if decision == "edit":
-            if not isinstance(args, Mapping):
-                raise ap.ApprovalDecisionError(
-                    f"an 'edit' decision needs args (a JSON object), got {args!r:.80}; approval "
-                    f"{approval_id!r} is still pending",
-                    status=422, field="args", approval_id=approval_id,
-                )  # fmt: skip
-            checked = validate(record.tool_id)(dict(args))
-            if isinstance(checked, ToolError):
-                raise ap.ApprovalDecisionError(
-                    f"{checked.message}; approval {approval_id!r} is still pending",
-                    status=422, field=checked.field or "args", approval_id=approval_id,
-                )  # fmt: skip
-            record.args = checked
+            record.args = self._edited(record, args, validate)
         elif args is not None:
             raise ap.ApprovalDecisionError(
                 f"args are only taken with an 'edit' decision, not with {decision!r}",
                 status=422, field="args", approval_id=approval_id,
             )  # fmt: skip
+        prepared: Prepared | ToolError | str | None = None
+        if record.kind == "call" and decision != "reject":
+            prepared = prepare(record)  # before anything is marked: a call that may not run is never approved
+            if isinstance(prepared, ToolError):
+                self.approvals.void(approval_id, prepared.message)
+                voided = self.approvals.get(approval_id) or record
+                return voided, _refused(prepared, record)
         record.status = ap.REJECTED if decision == "reject" else ap.APPROVED
         record.decision, record.decided_by, record.comment = decision, by or principal, comment
         record.decided_at = ap.now_text()
-        if not self.approvals.decide(record):  # another decision came first
+        if isinstance(prepared, str):  # this process cannot run it: the decision is kept, the call waits
+            record.note = prepared
+        if not self.approvals.decide(record):  # another decision came first, or it expired
             latest = self.approvals.get(approval_id)
             raise _decided(latest if latest is not None else record)
-        if record.kind != "call" or record.status != ap.APPROVED:
+        if not callable(prepared) or record.status != ap.APPROVED:
             return record, None
+        return record, self._granted(record, prepared)
+
+    def carry_out(self, record: ap.ApprovalRecord, prepare: Prepare) -> ToolResult:
+        """The outcome of a decided `call` approval for the process that asked: the call run here, once, when
+        it is approved and nobody ran it yet; the kept result when it ran; else a failure saying why."""
+        if record.status == ap.APPROVED:
+            prepared = prepare(record)
+            if isinstance(prepared, ToolError):
+                self.approvals.void(record.approval_id, prepared.message)
+                return _refused(prepared, record)
+            if callable(prepared):
+                return self._granted(record, prepared)
+            error: ToolError = ToolDeniedError(
+                f"approval {record.approval_id!r} is approved, but {prepared}", tool_id=record.tool_id,
+                field="approval", approval_id=record.approval_id,
+            )  # fmt: skip
+            return _refused(error, record)
+        if record.status == ap.DONE and record.result is not None:
+            return _ran(record)
+        if record.status == ap.REJECTED:
+            said = f": {record.comment}" if record.comment else ""
+            error = ApprovalRejectedError(
+                f"Tool {record.tool_id!r}: a reviewer rejected this call{said}; it did not run",
+                tool_id=record.tool_id, field="approval", approval_id=record.approval_id,
+            )  # fmt: skip
+        elif record.status == ap.PENDING:
+            error = ApprovalRequiredError(
+                f"approval {record.approval_id!r} is still pending; the call did not run",
+                tool_id=record.tool_id, field="approval", approval_id=record.approval_id,
+            )  # fmt: skip
+        else:  # running elsewhere, void, expired
+            why = f": {record.comment}" if record.status == ap.VOID and record.comment else ""
+            error = ToolDeniedError(
+                f"approval {record.approval_id!r} is {record.status}{why}; the call did not run here",
+                tool_id=record.tool_id, field="approval", approval_id=record.approval_id,
+            )  # fmt: skip
+        return _refused(error, record)
+
+    def _granted(self, record: ap.ApprovalRecord, run: Prepared) -> ToolResult:
+        """Run an approved call under its approval (the pipeline claims it in one step, so once)."""
         GRANTING.append(None)
-        token = GRANT.set(Grant(approval_id, record.tool_id))
+        token = GRANT.set(Grant(record.approval_id, record.tool_id))
         try:
-            return record, run(record)
+            return run()
         finally:
             GRANT.reset(token)
             GRANTING.pop()
+
+    def _edited(
+        self, record: ap.ApprovalRecord, args: Mapping[str, Any] | None, validate: Callable[[str], Validate]
+    ) -> dict[str, Any]:
+        approval_id = record.approval_id
+        if not isinstance(args, Mapping):
+            raise ap.ApprovalDecisionError(
+                f"an 'edit' decision needs args (a JSON object), got {args!r:.80}; approval "
+                f"{approval_id!r} is still pending",
+                status=422, field="args", approval_id=approval_id,
+            )  # fmt: skip
+        checked = validate(record.tool_id)(dict(args))
+        if isinstance(checked, ToolError):
+            raise ap.ApprovalDecisionError(
+                f"{checked.message}; approval {approval_id!r} is still pending",
+                status=422, field=checked.field or "args", approval_id=approval_id,
+            )  # fmt: skip
+        return checked
+
+
+Prepared = Callable[[], ToolResult]
+# how an approved call runs in this process, the error that voids its approval, or why it cannot run here
+Prepare = Callable[[ap.ApprovalRecord], "Prepared | ToolError | str"]
+
+
+def _refused(error: ToolError, record: ap.ApprovalRecord) -> ToolResult:
+    return ToolResult(
+        tool_id=record.tool_id, name=record.tool_name, success=False, error=error.message,
+        error_type=error.error_type, error_field=error.field, attempts=0,
+        metadata={"approval_id": record.approval_id},
+    )  # fmt: skip
+
+
+def _ran(record: ap.ApprovalRecord) -> ToolResult:
+    result = ToolResult.model_validate(record.result)
+    result.metadata = {**result.metadata, "approval_id": record.approval_id, "ran_before": True}
+    return result
+
+
+def _decision_hint(decision: Any) -> str:
+    from echo_tools.suggest import did_you_mean
+
+    return did_you_mean(str(decision), ap.DECISIONS) if isinstance(decision, str) else ""
 
 
 def _decided(record: ap.ApprovalRecord) -> ap.ApprovalDecisionError:

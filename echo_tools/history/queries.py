@@ -238,7 +238,7 @@ class HistoryQueries(InlineSink):
         check_limit(limit)
         if status is not None:
             _check_status(status)
-        events_where, runs_where, params = "", "", ["%/%"]
+        events_where, runs_where, params = "", "", [*_WAITING_BODIES, "%/%"]
         if workflow_id is not None:
             events_where, runs_where = "AND workflow_id = ?", "WHERE workflow_id = ?"
             params += [workflow_id, workflow_id]
@@ -252,7 +252,9 @@ class HistoryQueries(InlineSink):
             " MAX(r.status) FROM ("
             " SELECT run_id, MAX(workflow_id) AS workflow_id, MIN(timestamp) AS first,"
             " MAX(timestamp) AS last, SUM(CASE WHEN type = 'tool.invoked' THEN 1 ELSE 0 END) AS calls,"
-            " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') THEN 1 ELSE 0 END) AS failed"
+            # a call waiting for a person's approval is not a failure (its `tool.failed` says approval_required)
+            " SUM(CASE WHEN type IN ('tool.failed', 'tool.timeout') AND body NOT LIKE ? AND body NOT LIKE ?"
+            " THEN 1 ELSE 0 END) AS failed"
             f" FROM {{events}} WHERE run_id IS NOT NULL AND run_id NOT LIKE ? {events_where}"
             " GROUP BY run_id"
             " UNION ALL SELECT run_id, workflow_id, created, NULL, 0, 0"
@@ -360,6 +362,10 @@ class HistoryQueries(InlineSink):
         # the principal that started it (kept with its source); runs recorded before owners: the operator's
         record["owner"] = (stored.get("owner") if isinstance(stored, dict) else None) or "operator"
         return record
+
+
+# the body of a `tool.failed` event of a call that waits for an approval (either JSON spacing)
+_WAITING_BODIES = ('%"error_type": "approval_required"%', '%"error_type":"approval_required"%')
 
 
 def _check_status(status: str) -> None:

@@ -14,13 +14,14 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from echo_tools.events import ToolEvent, call_fields
-from echo_tools.models import ToolContext, ToolDef, ToolResult
+from echo_tools.call import NO_CONTEXT
+from echo_tools.events import EventBus, ToolEvent, call_fields
+from echo_tools.models import ToolDef, ToolResult
 
 if TYPE_CHECKING:
-    from echo_tools.backends.base import BackendHost
+    from echo_tools.call import Call
 
 OUTCOMES = frozenset({"tool.completed", "tool.failed", "tool.timeout"})
 
@@ -35,6 +36,13 @@ class _Call:
 
     input: Any
     outcome: ToolEvent | None = None
+
+
+class _Emitting(Protocol):
+    """What answering a call from a recording uses of the executor: its events."""
+
+    @property
+    def events(self) -> EventBus: ...
 
 
 class Recording:
@@ -104,16 +112,11 @@ class Recording:
             self.mismatch = self.mismatch or problem
         return None, problem
 
-    def answer(
-        self,
-        executor: BackendHost,
-        tool: ToolDef,
-        args: dict[str, Any],
-        context: ToolContext | None,
-        call_id: str | int,
-        on_loop: bool,
-    ) -> ToolResult:
-        """Steps 5-9 of `executor`'s pipeline for a validated call, answered from the recording."""
+    def answer(self, executor: _Emitting, call: Call) -> ToolResult:
+        """The rest of `executor`'s pipeline for a validated call (`echo_tools.call.Call`), answered from
+        the recording: its events (marked `replayed`) and its result, no tool run."""
+        tool, args, on_loop = call.tool, call.args, call.on_loop
+        context = None if call.context is NO_CONTEXT else call.context
         recorded, problem = self._next(tool, args)
         metadata: dict[str, Any] = {"replayed": True}
         error: str | None
@@ -133,7 +136,7 @@ class Recording:
             metadata["recorded_event_id"] = recorded.event_id
         success = kind == "tool.completed"
         if executor.events.sinks:
-            fields = call_fields(tool.tool_id, tool.name, tool.tool_type.value, context, call_id)
+            fields = call_fields(tool.tool_id, tool.name, tool.tool_type.value, context, call.number)
             invoked = ToolEvent(type="tool.invoked", input=args, metadata={"replayed": True}, **fields)
             executor.events.emit(invoked, on_loop=on_loop)
             closing = ToolEvent(

@@ -87,11 +87,10 @@ def _fetch(url: str, egress: EgressPolicy | None) -> tuple[bytes, str]:
     import concurrent.futures
 
     from echo_tools.egress import EgressPolicy
+    from echo_tools.runtime import loop_running
 
     policy = egress or EgressPolicy()
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not loop_running():
         return asyncio.run(_fetch_async(url, policy))
     with concurrent.futures.ThreadPoolExecutor(1) as worker:
         return worker.submit(asyncio.run, _fetch_async(url, policy)).result()

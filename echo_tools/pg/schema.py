@@ -108,6 +108,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             RETURN 0;
         END $$""",
     ),
+    (
+        # an approval's owner and expiry as columns (listings filter before they limit), and the key that
+        # seals the scopes approvals and paused runs keep when ECHO_TOOLS_SECRET_KEY is not set
+        "ALTER TABLE echo_approvals ADD COLUMN owner TEXT",
+        "ALTER TABLE echo_approvals ADD COLUMN expires TEXT",
+        "UPDATE echo_approvals SET owner = record::jsonb ->> 'owner' WHERE owner IS NULL",
+        "CREATE INDEX echo_approvals_pending ON echo_approvals (status, owner, created)",
+        "CREATE TABLE echo_keys (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -160,7 +160,7 @@ def _relay(init, read_end, status_fd, space):
     with os.fdopen(read_end, "rb") as pipe:
         text = pipe.read().decode() or "-"
     status = int(text) if text.lstrip("-").isdigit() and text != "-" else init_status
-    ended = {"ended": True}
+    ended: dict[str, object] = {"ended": True}
     if space is not None:
         try:
             fs = os.fstatvfs(space)
@@ -204,7 +204,8 @@ def _private_space(libc, workdir, size_mb, owner, applied):
     work = os.open("work", os.O_RDONLY | os.O_DIRECTORY, dir_fd=space)
     _copy_files(host, work, owner)
     os.close(host)
-    hidden, missed = [], []
+    hidden: list[str] = []
+    missed: list[str] = []
     for target, name, _ in PRIVATE:
         if os.path.islink(target) or not os.path.isdir(target):
             continue  # /var/run is usually a link to /run
@@ -260,7 +261,8 @@ def _run(workdir, argv):
     except BaseException as exc:  # boundary: report the program's own exception like python would
         import traceback
 
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+        tb = exc.__traceback__
+        traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)
         sys.exit(1)
 
 

@@ -162,10 +162,10 @@ async def test_default_policy_refuses_loopback(server: LocalHttpServer) -> None:
 
 async def test_one_shared_client_per_loop_is_reused_across_calls(server: LocalHttpServer) -> None:
     executor, _ = make_executor(api_tool("echo", f"{server.base}/echo"))
-    first = executor.http_client()
+    first = executor.backend_for("api").client()
     await executor.invoke("echo", {})
     await executor.invoke("echo", {})
-    assert executor.http_client() is first and isinstance(first, httpx.AsyncClient)
+    assert executor.backend_for("api").client() is first and isinstance(first, httpx.AsyncClient)
     await executor.aclose()
     assert first.is_closed
 

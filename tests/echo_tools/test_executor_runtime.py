@@ -81,20 +81,20 @@ def test_invoke_sync_of_an_async_tool_from_a_worker_thread() -> None:
 
 async def test_http_clients_are_per_loop_and_all_closed_by_aclose() -> None:
     executor, _ = make_executor()
-    mine = executor.http_client()
+    mine = executor.backend_for("api").client()
 
     async def other() -> object:
-        return executor.http_client()
+        return executor.backend_for("api").client()
 
     theirs = run_sync(other())
-    assert mine is not theirs and executor.http_client() is mine
+    assert mine is not theirs and executor.backend_for("api").client() is mine
     await executor.aclose()
     assert mine.is_closed and theirs.is_closed  # type: ignore[attr-defined]
 
 
 async def test_close_inside_a_running_loop_raises_instead_of_deadlocking() -> None:
     executor, _ = make_executor()
-    executor.http_client()
+    executor.backend_for("api").client()
     with pytest.raises(RuntimeError, match="await executor.aclose"):
         executor.close()
     await executor.aclose()

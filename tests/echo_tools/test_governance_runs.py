@@ -61,6 +61,18 @@ def test_a_run_paused_for_approval_is_carried_on_by_approvals_approve_from_anoth
     (pending,) = json.loads(run_cli(home, *allow, "approvals", "list", "--json").stdout)["approvals"]
     assert pending["run_id"] == "run_appr" and pending["agent_name"] == "Scribe"
     assert pending["args"] == {"path": str(out), "line": "approved line"}
+    # the pause says what it waits for: the tool approval, its tool, arguments, agent and id, not "HITL"
+    said = " ".join(paused.stdout.split())
+    assert f"waiting for approval {pending['approval_id']} of a call of tool 'tool_write'" in said
+    assert "by agent 'Scribe'" in said and '"line": "approved line"' in said and "HITL" not in said
+    assert f"echo-tools approvals approve {pending['approval_id']}" in said
+    shown = run_cli(home, *allow, "runs", "show", "run_appr", "--json")
+    waiting = json.loads(shown.stdout)["waiting_for"]
+    assert [(w["kind"], w["approval_id"], w["tool"]) for w in waiting] == [
+        ("tool_approval", pending["approval_id"], "tool_write")
+    ]
+    (listed,) = json.loads(run_cli(home, *allow, "runs", "--json").stdout)["runs"]
+    assert (listed["status"], listed["failed"]) == ("interrupted", 0)  # waiting for a person is no failure
 
     approved = cli(home, *allow, "approvals", "approve", pending["approval_id"], timeout=300)
     assert approved.returncode == 0, approved.stderr[-2000:]

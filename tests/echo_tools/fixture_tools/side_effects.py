@@ -15,3 +15,14 @@ def append_line(path: str, line: str) -> int:
     finally:
         os.close(fd)
     return len(Path(path).read_text().splitlines())
+
+
+def wait_then_write(path: str, release: str) -> str:
+    """Wait until the file `release` exists (a test creates it once the call has timed out), then write
+    `path`: a thread tool that outlives its deadline."""
+    import time
+
+    while not Path(release).exists():
+        time.sleep(0.01)
+    Path(path).write_text("written after the deadline", encoding="utf-8")
+    return "done"
