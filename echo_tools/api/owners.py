@@ -9,6 +9,7 @@ name as its `run_id` only a run its principal owns (`refuse_foreign_run`).
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.api.errors import ApiError
@@ -33,19 +34,35 @@ def viewer(principal: Principal) -> str | None:
     return None if principal.grants.admin else principal.name
 
 
+_OWNERS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_OWNERS_KEPT = 10_000  # run owners remembered per history (an owner never changes once known)
+
+
 def run_owner(history: Any, run_id: str) -> str | None:
     """Who owns run `run_id` (or the run it is a sub-run of, `RUN/<tool>/<hex>`): the principal that
     started the recorded run, else the principal whose call first named the id; None: nobody yet.
 
-    Reads the history (call it on a worker thread)."""
+    Reads the history (call it on a worker thread) the first time a run's owner is asked for."""
     root = run_id.split("/", 1)[0]
+    try:
+        known = _OWNERS.setdefault(history, {})
+    except TypeError:  # a history that cannot be weakly referenced: asked every time
+        known = {}
     for candidate in dict.fromkeys((root, run_id)):
+        owner = known.get(candidate)
+        if owner is not None:
+            return owner
         record = history.run(candidate)
         if record is not None:
-            return str(record["owner"])
-        first = history.events(run_id=candidate, limit=1)
-        if first:
-            return first[0].principal or "operator"
+            owner = str(record["owner"])
+        else:
+            first = history.events(run_id=candidate, limit=1)
+            owner = (first[0].principal or "operator") if first else None
+        if owner is not None:
+            if len(known) >= _OWNERS_KEPT:
+                known.clear()
+            known[candidate] = owner
+            return owner
     return None
 
 
