@@ -283,3 +283,30 @@ async def test_a_workflow_run_may_not_take_the_id_of_another_principal_s_run(
         assert response.json()["error_type"] == "owned" and "'alice'" in response.json()["message"]
     history.flush()
     assert history.count() == before
+
+
+async def test_the_approvals_list_shows_a_principal_its_own_filtered_before_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = support.local_tool("Asked Echo", "echo", {"text": {"type": "string"}}, approval="always")
+    registry = support.make_registry(tmp_path / "tools", asked)
+    executor = ToolExecutor(registry)
+    app = create_app(registry, executor, SETTINGS)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
+        for index in range(12):
+            parked = await client.post(
+                "/tools/invoke/tool_asked_echo", json={"text": f"{SECRET}-{index}"}, headers=ALICE
+            )
+            assert parked.status_code == 202, parked.text
+        mine = await client.post("/tools/invoke/tool_asked_echo", json={"text": "bob's"}, headers=BOB)
+        bobs = (await client.get("/tools/approvals", params={"limit": "5"}, headers=BOB)).json()["approvals"]
+        alices = (await client.get("/tools/approvals", params={"limit": "5"}, headers=ALICE)).json()[
+            "approvals"
+        ]
+        everyone = (await client.get("/tools/approvals", headers=OPERATOR)).json()["approvals"]
+    await executor.aclose()
+    assert [a["approval_id"] for a in bobs] == [mine.json()["result"]["metadata"]["approval_id"]]
+    assert len(alices) == 5 and SECRET not in json.dumps(bobs)
+    assert len(everyone) == 13  # an admin sees every principal's
