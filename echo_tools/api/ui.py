@@ -174,6 +174,14 @@ def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
         # the events as stored (redacted when they were recorded), not parsed and written again
         return Response(f'{head[:-1]}, "events": [{", ".join(bodies)}]}}', media_type="application/json")
 
+    _add_stream_route(router, state, kept)
+
+
+def _add_stream_route(router: APIRouter, state: ApiState, kept: Callable[[], Any]) -> None:
+    """`GET /ui/api/stream`: a run's tool events (a run the principal owns) and the status changes of the
+    principal's runs; every stream takes one of the event streams' slots."""
+    needs = state.gate.requires("history")
+
     @router.get("/api/stream", summary="SSE: a run's tool events and the principal's runs' status changes")
     async def stream(
         run_id: str | None = Query(None, max_length=RUN_ID_MAX, description="its (and its sub-runs') events"),
@@ -187,10 +195,8 @@ def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
             )
         broadcaster = state.broadcaster
         client, release = None, _given_back(broadcaster)
-        try:  # every stream takes a slot: one with a run reads its events, one without only status changes
-            if (
-                run_id is not None
-            ):  # its calls' events, and only the principal's (a run's owner may be unknown)
+        try:  # a stream with a run reads its calls' events (only the principal's), one without none
+            if run_id is not None:
                 client = broadcaster.add_client(None, viewer(principal))
             else:
                 broadcaster.add_listener()
