@@ -229,19 +229,26 @@ def browser_refusal(scope: Scope, allowed_origins: frozenset[str]) -> ApiError |
     """
     if scope.get("method") in _SAFE_METHODS:
         return None
-    content_type = origin = host = None
+    kind: bytes | None = None
+    seen_origin: bytes | None = None
+    seen_host = b""
     has_body = False
-    for name, value in scope.get("headers", ()):
+    for name, value in scope.get("headers", ()):  # bytes compared as they come: no decoding on the way
         if name == b"content-type":
-            content_type = content_type if content_type is not None else value.decode("latin-1")
+            kind = value if kind is None else kind
         elif name == b"origin":
-            origin = origin if origin is not None else value.decode("latin-1")
+            seen_origin = value if seen_origin is None else seen_origin
         elif name == b"host":
-            host = host if host is not None else value.decode("latin-1")
+            seen_host = seen_host or value
         elif name == b"content-length":
             has_body = has_body or value.strip() not in (b"", b"0")
         elif name == b"transfer-encoding":
             has_body = True
+    if seen_origin is None and kind is not None and kind.startswith(b"application/json"):
+        return None  # the common case: a JSON body from a client that is not a browser
+    content_type = kind.decode("latin-1") if kind is not None else None
+    origin = seen_origin.decode("latin-1") if seen_origin is not None else None
+    host = seen_host.decode("latin-1")
     if origin is not None:
         own = f"{scope.get('scheme', 'http')}://{(host or '').strip().lower()}"
         seen = origin.strip().lower().rstrip("/")
