@@ -99,7 +99,7 @@ def refuse(executor: ToolExecutor, call: Call, error: ToolError) -> ToolResult:
     tool = call.tool
     tool_id = tool.tool_id if tool is not None else str(call.ref)
     name = tool.name if tool is not None else str(call.ref)
-    duration_ms = (_perf() - call.started) * 1000
+    duration_ms = round((_perf() - call.started) * 1000, 3)  # microseconds, not 14 digits
     if executor.events.sinks:
         kind = tool.tool_type.value if tool is not None else None
         fields = call_fields(tool_id, name, kind, ids(call.context), call.number)
@@ -410,7 +410,7 @@ def close(executor: ToolExecutor, call: Call) -> ToolResult:
             else:
                 logger.warning("%s", message)
                 metadata["output_warnings"] = problems
-    duration_ms = (_perf() - call.started) * 1000
+    duration_ms = round((_perf() - call.started) * 1000, 3)  # microseconds, not 14 digits
     error_type = None if error is None else result_error_type(error)
     if executor.events.sinks:  # exactly one closing event (a failure also carries the input)
         fields = call.fields

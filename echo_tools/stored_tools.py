@@ -112,11 +112,12 @@ def check_stored_tool(tool: ToolDef, registry: ToolLookup) -> None:
                 tool.input_schema = workflow_input_schema(None)
             return
         try:
-            workflow = registry.workflows.get(config["workflow_id"], config.get("version"))
-        except (NotStoredError, ToolStorageError) as exc:
+            workflow = registry.workflows.for_tool(config)  # a deployment: the version it names now
+        except (NotStoredError, ToolStorageError, ValueError) as exc:
+            named = getattr(exc, "field", None)
             field = (
-                "execution_config.version"
-                if getattr(exc, "field", None) == "version"
+                f"execution_config.{named}"
+                if named in ("version", "deployment_id", "environment")
                 else ("execution_config.workflow_id")
             )
             raise _fail(tool, field, f"{field}: {exc}") from None
@@ -191,7 +192,7 @@ def _nested_agents(tool: ToolDef, registry: ToolLookup) -> list[dict[str, Any]]:
             return [registry.agents.get(config["agent_id"])] if registry.agents is not None else []
         if registry.workflows is None or registry.agents is None:
             return []
-        workflow = registry.workflows.get(config["workflow_id"], config.get("version"))
+        workflow = registry.workflows.for_tool(config)
         return [registry.agents.get(str(a)) for a in workflow.get("agents") or []]
     except (NotStoredError, ToolStorageError, ValueError, KeyError):
         return []

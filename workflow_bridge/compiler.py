@@ -3,30 +3,63 @@
 The topology comes from the connections (EchoAI assumed canvas order): entry nodes are those without
 incoming edges, nodes without outgoing edges lead to END, a node with several successors fans out (the
 branches run concurrently) and a node with several predecessors waits for all of them, unless they are
-alternatives of a Conditional. Each canvas node type gets the node that does its job (`nodes.py`,
-`crewai_adapter.py`); hierarchical workflows collapse the master and its delegates into one CrewAI
-hierarchical crew. Graphs compile with a `MemorySaver` and run as EchoAI runs them:
-`graph.invoke(initial_state, {"configurable": {"thread_id": run_id}})`.
+alternatives of a Conditional (or a guarded node's success and failure paths). A cycle through a Loop (or
+Map) node is a LangGraph cycle that the node's route bounds; any other cycle is an error (`topology.py`).
+Each canvas node type gets the node that does its job (`nodes.py`, `crewai_adapter.py`, `loop_nodes.py`,
+`guard_nodes.py`, `template_node.py`), its config checked first (`flow_config.py`); hierarchical
+workflows collapse the master and its delegates into one CrewAI hierarchical crew. Graphs compile with a
+`MemorySaver` and run as EchoAI runs them: `graph.invoke(initial_state, {"configurable": {"thread_id":
+run_id}})`; a graph whose loops may need more steps than LangGraph's default recursion limit gets a
+limit from their bounds.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from workflow_bridge import nodes
 from workflow_bridge.agent_json import normalize_agent
 from workflow_bridge.conditions import ConditionError, condition_variables, parse_condition
 from workflow_bridge.crewai_adapter import CrewAIAdapter
-from workflow_bridge.state import build_state_schema
+from workflow_bridge.flow_config import (
+    MAX_MAP_ITEMS,
+    NodeConfigError,
+    declared_types,
+    failsafe_config,
+    loop_config,
+    map_config,
+    node_label,
+    review_config,
+)
+from workflow_bridge.state import build_state_schema, state_keys
+from workflow_bridge.topology import (
+    AGENT_TYPES,
+    END_NODE,
+    Topology,
+    TopologyError,
+    branch_targets,
+)
+
+__all__ = [
+    "END_NODE",
+    "Topology",
+    "WorkflowCompileError",
+    "WorkflowCompiler",
+    "branch_targets",
+    "node_type_of",
+]
 
 logger = logging.getLogger("workflow_bridge.compiler")
 
-AGENT_TYPES = {"Agent", "Subagent", "Prompt", "Loop", "Map", "Self-Review", "Template", "Failsafe"}
 TOOL_TYPES = {"API", "Code", "MCP"}
 MISSING_AGENT_MODES = ("error", "passthrough")
+DEFAULT_STEP_LIMIT = 10_000  # about LangGraph's default recursion limit (10007 in langgraph 1.2)
+_CYCLE_HINT = (
+    "nothing bounds it: put a Loop node in the cycle (the last node of its body connects back to the Loop, "
+    "whose maxIterations bounds it), or remove a connection"
+)
 
 
 class WorkflowCompileError(ValueError):
@@ -46,15 +79,6 @@ class WorkflowCompileError(ValueError):
         from workflow_bridge.canvas.entries import Diagnostic
 
         return [Diagnostic("error", self.node_id, self.field, str(self))]
-
-
-class _TopologyError(ValueError):
-    """A connection problem found while planning; `nodes` are the nodes at fault, in order."""
-
-    def __init__(self, message: str, nodes: list[str], field: str = "connections") -> None:
-        super().__init__(message)
-        self.nodes = nodes
-        self.field = field
 
 
 def node_type_of(agent: Mapping[str, Any]) -> str:
@@ -115,7 +139,8 @@ class WorkflowCompiler:
             agents: agent JSONs, as EchoAI's agent registry gives them (id -> agent) or a list.
 
         Raises:
-            WorkflowCompileError: missing agents, connections to unknown nodes, cycles, bad conditions.
+            WorkflowCompileError: missing agents, connections to unknown nodes, unbounded cycles, bad
+                conditions, Loop / Map / Template / Failsafe / Self-Review config that cannot run.
             ToolNotFoundError: an agent names a tool the registry does not have.
         """
         from langgraph.checkpoint.memory import MemorySaver
@@ -129,11 +154,18 @@ class WorkflowCompiler:
             for condition, _ in targets
             for name in condition_variables(condition)
         ]
-        state_class = build_state_schema(workflow, agent_map, extra_keys=[*variables, *self.state_keys])
+        for config in topo.configs.values():  # what Loop and Map nodes read and write
+            variables.extend(condition_variables(getattr(config, "condition", "") or ""))
+            variables.extend(v for v in (getattr(config, "item", None), getattr(config, "array", None)) if v)
+        extra = [*variables, *self.state_keys]
+        state_class = build_state_schema(workflow, agent_map, extra_keys=extra)
+        templates = any(t == "Template" for t in topo.types.values())
+        known = state_keys(workflow, agent_map, extra) if templates else []  # what templates may read
         graph: Any = StateGraph(state_class)
         for node_id in topo.order:
             agent = agent_map.get(node_id) or {"agent_id": node_id, "name": node_id, "metadata": {}}
-            graph.add_node(node_id, _announced(node_id, agent, self._node(node_id, agent, topo, agent_map)))
+            node = self._wrapped(node_id, agent, topo, agent_map, known)
+            graph.add_node(node_id, _announced(node_id, agent, node))
         for entry in topo.entries:
             graph.add_edge(START, entry)
         for node_id in topo.order:
@@ -141,7 +173,7 @@ class WorkflowCompiler:
             if route is not None:
                 route_fn, path_map = route
                 graph.add_conditional_edges(node_id, route_fn, path_map)
-            elif not topo.successors[node_id]:
+            elif not topo.next_of(node_id):
                 graph.add_edge(node_id, END)
         for target, preds in topo.joins.items():
             if len(preds) > 1:
@@ -150,7 +182,12 @@ class WorkflowCompiler:
                 graph.add_edge(preds[0], target)
         for source, target in topo.plain_edges:
             graph.add_edge(source, target)
-        return graph.compile(checkpointer=self.checkpointer or MemorySaver())
+        for source, target in topo.back_edges:
+            if source not in topo.routes:  # a routed node's route leads back itself
+                graph.add_edge(source, target)  # the body's end -> its Loop (or a Map's worker -> the Map)
+        compiled = graph.compile(checkpointer=self.checkpointer or MemorySaver())
+        steps = _step_bound(topo)
+        return compiled.with_config(recursion_limit=steps) if steps > DEFAULT_STEP_LIMIT else compiled
 
     # -- planning ------------------------------------------------------------------------------------
 
@@ -165,14 +202,11 @@ class WorkflowCompiler:
         types = {i: node_type_of(agent_map[i]) if i in agent_map else "Missing" for i in ids}
         try:
             topo = Topology.build(workflow, ids, types)
-        except _TopologyError as exc:
-            message = str(exc)
-            if exc.field == "connections.cycle":
-                path = " -> ".join(_node_label(n, agent_map) for n in [*exc.nodes, exc.nodes[0]])
-                message = f"the connections form a cycle: {path}; loops are not supported, remove one of them"
-            raise WorkflowCompileError(
-                message, node_id=exc.nodes[0] if exc.nodes else None, field="connections"
-            ) from exc
+            _plan_flow(topo, workflow, agent_map)
+        except TopologyError as exc:
+            raise _topology_error(exc, agent_map) from exc
+        except NodeConfigError as exc:
+            raise WorkflowCompileError(str(exc), node_id=exc.node_id, field=exc.field) from exc
         except ValueError as exc:
             raise WorkflowCompileError(str(exc)) from exc
         for node_id in topo.order:
@@ -194,9 +228,40 @@ class WorkflowCompiler:
         topo.finish()
         return topo
 
-    def _node(
-        self, node_id: str, agent: dict[str, Any], topo: Topology, agent_map: Mapping[str, dict[str, Any]]
+    def _wrapped(
+        self,
+        node_id: str,
+        agent: dict[str, Any],
+        topo: Topology,
+        agent_map: Mapping[str, dict[str, Any]],
+        known: list[str],
     ) -> Callable[[dict[str, Any]], Any]:
+        """The node, retried and bounded when a Failsafe guards it, run per item when a Map maps it."""
+        from workflow_bridge.guard_nodes import GuardedNode
+        from workflow_bridge.loop_nodes import MapWorker
+
+        fn = self._node(node_id, agent, topo, agent_map, known)
+        for guard in topo.guards.values():
+            if guard.guarded == node_id:
+                ends = [node_id, *([guard.failure] if guard.failure else [])]
+                names = {n: str(agent_map[n].get("name") or n) for n in ends if n in agent_map}
+                fn = GuardedNode(fn, guard, topo.configs[guard.node], agent_map[guard.node], names)
+        for map_node, plan in topo.loops.items():
+            if topo.types.get(map_node) == "Map" and plan.entry == node_id:
+                fn = MapWorker(map_node, fn, agent, node_id)
+        return fn
+
+    def _node(
+        self,
+        node_id: str,
+        agent: dict[str, Any],
+        topo: Topology,
+        agent_map: Mapping[str, dict[str, Any]],
+        known: list[str],
+    ) -> Callable[[dict[str, Any]], Any]:
+        from workflow_bridge import guard_nodes, loop_nodes
+        from workflow_bridge.template_node import template_node
+
         kind = topo.types.get(node_id, "Agent")
         if kind == "Missing":
             return nodes.passthrough_node(agent, "agent missing from the workflow's agent set")
@@ -205,23 +270,105 @@ class WorkflowCompiler:
             for worker in workers:
                 self.adapter.factory.resolve_tools(worker)  # unknown tools fail at compile time
             return self.adapter.create_hierarchical_crew_node(agent, workers, node_id=node_id)
-        if kind == "Start":
-            return nodes.start_node(agent)
-        if kind == "End":
-            return nodes.end_node(agent)
-        if kind == "Merge":
-            return nodes.merge_node(agent)
-        if kind in TOOL_TYPES:
-            return nodes.tool_node(self.adapter, agent, node_id, branch=node_id in topo.branch_nodes)
+        simple = {"Start": nodes.start_node, "End": nodes.end_node, "Merge": nodes.merge_node}
+        if kind in simple:
+            return simple[kind](agent)
+        if kind in TOOL_TYPES:  # the compiler's own executor runs the node's tool (no CrewAI)
+            branch = node_id in topo.branch_nodes
+            return nodes.tool_node(self.registry, self.executor, agent, node_id, branch=branch)
         if kind == "Conditional":
             return nodes.conditional_node(agent, topo.conditionals.get(node_id, []), node_id)
         if kind == "HITL":
             return nodes.hitl_node(agent, node_id)
+        config: Any = topo.configs.get(node_id)
+        if kind == "Loop":
+            return loop_nodes.LoopNode(agent, node_id, config, topo.loops[node_id])
+        if kind == "Map":
+            return loop_nodes.MapNode(agent, node_id, config)
+        if kind == "Failsafe":
+            return guard_nodes.failsafe_node(agent, topo.guards[node_id])
+        if kind == "Self-Review":
+            llm = self.adapter.llm_for(agent)
+            return guard_nodes.ReviewNode(agent, node_id, config, topo.reviews[node_id], llm)
+        if kind == "Template":
+            try:
+                return template_node(agent, node_id, known)
+            except NodeConfigError as exc:
+                raise WorkflowCompileError(str(exc), node_id=exc.node_id, field=exc.field) from exc
         if kind not in AGENT_TYPES:
             logger.warning("node %s has type %r, which runs as an agent", node_id, kind)
         return self.adapter.create_sequential_agent_node(
             agent, node_id=node_id, branch=node_id in topo.branch_nodes
         )
+
+
+def _plan_flow(topo: Topology, workflow: Mapping[str, Any], agent_map: Mapping[str, dict[str, Any]]) -> None:
+    """Check the config of every Loop, Map, Failsafe and Self-Review node and plan its cycle and routes.
+
+    Raises:
+        NodeConfigError: a config that cannot run (the node, field and value named).
+        TopologyError: connections that the node cannot work with.
+    """
+    from workflow_bridge.guard_nodes import guarded_route, review_route
+    from workflow_bridge.loop_nodes import loop_route, map_route
+
+    declared = declared_types(workflow, agent_map)
+    kinds = {n: topo.types.get(n) for n in topo.order if n in agent_map}
+    for node, kind in kinds.items():  # loops and maps first: a body without a back edge moves edges
+        if kind == "Loop":
+            topo.configs[node] = loop_config(agent_map[node], declared)
+            topo.routes[node] = loop_route(node, topo.plan_loop(node))
+        elif kind == "Map":
+            topo.configs[node] = map_config(agent_map[node], declared)
+            plan = topo.plan_loop(node, mapped=True)
+            if plan.body != [plan.entry]:
+                raise TopologyError(
+                    f"the Map node runs one node on each item; its body holds {', '.join(plan.body)}: "
+                    "connect the Map to one node, and that node (not a chain) back to the Map",
+                    [node],
+                )
+            topo.routes[node] = map_route(node, plan.entry, topo.configs[node], plan.exits)
+    for node, kind in kinds.items():
+        if kind == "Failsafe":
+            topo.configs[node] = failsafe_config(agent_map[node])
+            guard = topo.plan_guard(node)
+            topo.routes[guard.guarded] = guarded_route(guard, topo.next_of(guard.guarded))
+        elif kind == "Self-Review":
+            topo.configs[node] = review_config(agent_map[node])
+            topo.routes[node] = review_route(node, topo.plan_review(node))
+
+
+def _step_bound(topo: Topology) -> int:
+    """How many LangGraph steps the run may need at most: each loop's iterations times its body, nested
+    loops multiplied, each Map's waves, each Self-Review's rounds."""
+    steps = 3 * len(topo.order) + 10
+    for node, plan in topo.loops.items():
+        config = topo.configs.get(node)
+        if topo.types.get(node) == "Map":
+            rounds = MAX_MAP_ITEMS // max(1, getattr(config, "max_concurrency", 1)) + 1
+        else:
+            rounds = getattr(config, "max_iterations", 1) + 1
+        factor = 1
+        for outer, outer_plan in topo.loops.items():
+            if node in outer_plan.body and outer != node:
+                factor *= getattr(topo.configs.get(outer), "max_iterations", 1) + 1
+        steps += rounds * (len(plan.body) + 1) * factor
+    for node in topo.reviews:
+        steps += 2 * getattr(topo.configs.get(node), "max_rounds", 1)
+    return steps
+
+
+def _topology_error(exc: TopologyError, agent_map: Mapping[str, Mapping[str, Any]]) -> WorkflowCompileError:
+    message = str(exc)
+    if exc.field == "connections.cycle":
+        path = " -> ".join(_node_label(n, agent_map) for n in [*exc.nodes, exc.nodes[0]])
+        message = f"the connections form a cycle: {path}; {_CYCLE_HINT}"
+    elif exc.nodes and exc.nodes[0] in agent_map:
+        for other in agent_map:  # the other nodes named by their canvas names too
+            if other != exc.nodes[0] and repr(other) in message:
+                message = message.replace(repr(other), _node_label(other, agent_map))
+        message = f"{node_label(agent_map[exc.nodes[0]])}: {message}"
+    return WorkflowCompileError(message, node_id=exc.nodes[0] if exc.nodes else None, field="connections")
 
 
 def _agent_map(agents: Mapping[str, Any] | list[Any]) -> dict[str, dict[str, Any]]:
@@ -266,6 +413,8 @@ class _AnnouncedNode:
         errors = _node_errors(delta)
         if errors:
             finished.update(status="failed", error="; ".join(errors))
+            # a tool node's call that ran but failed the node (a Code program exiting 1, an HTTP error)
+            finished["failed_tools"] = _judged_failed(delta)
         writer(finished)
         return delta
 
@@ -294,235 +443,15 @@ def _node_errors(delta: Any) -> list[str]:
     return errors
 
 
-# -- topology --------------------------------------------------------------------------------------------
-
-END_NODE = "__end__"
-
-
-@dataclass
-class Topology:
-    """The graph plan from the connections: order, entries, routes, joins, fan-out branches."""
-
-    order: list[str]
-    types: dict[str, str]
-    successors: dict[str, list[str]]
-    predecessors: dict[str, list[str]]
-    hierarchies: dict[str, list[str]] = field(default_factory=dict)
-    routes: dict[str, tuple[Callable[[Mapping[str, Any]], Any], list[str]]] = field(default_factory=dict)
-    conditionals: dict[str, list[tuple[str, str | None]]] = field(default_factory=dict)
-    joins: dict[str, list[str]] = field(default_factory=dict)
-    plain_edges: list[tuple[str, str]] = field(default_factory=list)
-    branch_nodes: set[str] = field(default_factory=set)
-
-    @property
-    def entries(self) -> list[str]:
-        return [n for n in self.order if not self.predecessors[n]]
-
-    @classmethod
-    def build(cls, workflow: Mapping[str, Any], ids: list[str], types: dict[str, str]) -> Topology:
-        """Plan from `workflow["connections"]`; raises `ValueError` on unknown nodes and cycles."""
-        known = set(ids)
-        edges: list[tuple[str, str]] = []
-        for index, conn in enumerate(workflow.get("connections") or []):
-            source, target = str(conn.get("from")), str(conn.get("to"))
-            for end in (source, target):
-                if end not in known:
-                    raise _TopologyError(
-                        f"connections[{index}] ({source} -> {target}) names {end!r}, which is not a workflow agent",
-                        [source if end == target else target],
-                    )
-            if source == target:
-                raise _TopologyError(
-                    f"connections[{index}] connects {source!r} to itself; loops are not supported", [source]
-                )
-            if (source, target) not in edges:
-                edges.append((source, target))
-        hierarchies: dict[str, list[str]] = {}
-        if str(workflow.get("execution_model") or "").lower() == "hierarchical":
-            ids, edges, hierarchies = _collapse_hierarchy(workflow, ids, types, edges)
-        successors: dict[str, list[str]] = {i: [] for i in ids}
-        predecessors: dict[str, list[str]] = {i: [] for i in ids}
-        for source, target in edges:
-            successors[source].append(target)
-            predecessors[target].append(source)
-        order = _topological(ids, successors, predecessors)
-        if not order:
-            raise ValueError(f"workflow {workflow.get('workflow_id')!r} has no agents")
-        return cls(order, types, successors, predecessors, hierarchies)
-
-    def add_conditional(self, node: str, targets: list[tuple[str, str | None]]) -> None:
-        self.conditionals[node] = targets
-        paths = sorted({t for _, t in targets if t} | {END_NODE})
-
-        def route(state: Mapping[str, Any]) -> str:
-            chosen = (state.get("_routes") or {}).get(node)
-            return chosen if chosen in paths else END_NODE
-
-        self.routes[node] = (route, paths)
-
-    def add_hitl(self, node: str) -> None:
-        from workflow_bridge.nodes import REJECT
-
-        def route(state: Mapping[str, Any]) -> Any:
-            if (state.get("_routes") or {}).get(node) == REJECT:
-                return END_NODE
-            # successors that wait for several predecessors are reached through their join edge
-            direct = [s for s in self.successors[node] if s not in self.joins]
-            return direct or END_NODE
-
-        self.routes[node] = (route, [*self.successors[node], END_NODE])
-
-    def finish(self) -> None:
-        """Decide joins (wait for all) versus plain edges, and mark fan-out branches."""
-        for target in self.order:
-            preds = [p for p in self.predecessors[target] if p not in self.conditionals]
-            if len(preds) > 1 and not self._exclusive(preds):
-                self.joins[target] = preds
-            else:
-                self.plain_edges.extend((p, target) for p in preds if p not in self.routes)
-        for node in self.order:
-            if len(self.successors[node]) > 1 and node not in self.conditionals:
-                self.branch_nodes.update(self.successors[node])
-
-    def _exclusive(self, preds: list[str]) -> bool:
-        # Alternatives of a Conditional never all finish: a join would wait forever.
-        for targets in self.conditionals.values():
-            reach = [self._reach(t) for _, t in targets if t]
-            arms = [{i for i, r in enumerate(reach) if p in r} for p in preds]
-            arms = [a for a in arms if a]
-            if any(a.isdisjoint(b) for i, a in enumerate(arms) for b in arms[i + 1 :]):
-                return True
-        return False
-
-    def _reach(self, start: str) -> set[str]:
-        seen, stack = set(), [start]
-        while stack:
-            node = stack.pop()
-            if node not in seen:
-                seen.add(node)
-                stack.extend(self.successors.get(node, []))
-        return seen
-
-
-def _topological(
-    ids: list[str], successors: dict[str, list[str]], predecessors: dict[str, list[str]]
-) -> list[str]:
-    position = {n: i for i, n in enumerate(ids)}
-    waiting = {n: len(predecessors[n]) for n in ids}
-    ready = sorted((n for n in ids if waiting[n] == 0), key=position.__getitem__)
-    order: list[str] = []
-    while ready:
-        node = ready.pop(0)
-        order.append(node)
-        for succ in successors[node]:
-            waiting[succ] -= 1
-            if waiting[succ] == 0:
-                ready.append(succ)
-                ready.sort(key=position.__getitem__)
-    if len(order) < len(ids):
-        stuck = [n for n in ids if n not in order]
-        cycle = _cycle(stuck, predecessors)
-        raise _TopologyError(
-            f"the connections form a cycle: {' -> '.join([*cycle, cycle[0]])}; loops are not supported",
-            cycle,
-            field="connections.cycle",
-        )
-    return order
-
-
-def _cycle(stuck: list[str], predecessors: dict[str, list[str]]) -> list[str]:
-    """One cycle among the nodes a topological sort could not place, in connection order.
-
-    Every such node waits for a predecessor that is also stuck, so walking back from any of them
-    reaches a node seen before: the walk from there is a cycle.
-    """
-    waiting = set(stuck)
-    walk: list[str] = []
-    node = stuck[0]
-    while node not in walk:
-        walk.append(node)
-        node = next(p for p in predecessors[node] if p in waiting)
-    loop = walk[walk.index(node) :]
-    loop.reverse()
-    first = min(range(len(loop)), key=lambda i: stuck.index(loop[i]))  # start where the workflow lists it
-    return loop[first:] + loop[:first]
+def _judged_failed(delta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls a node's own messages call failed, `{tool_id, error, error_type}` each."""
+    return [
+        {"tool_id": m.get("tool_id"), "error": str(m.get("error") or ""), "error_type": m.get("error_type")}
+        for m in delta.get("messages") or []
+        if isinstance(m, Mapping) and m.get("status") == "failed" and m.get("tool_id")
+    ]
 
 
 def _node_label(node_id: str, agent_map: Mapping[str, Mapping[str, Any]]) -> str:
     name = (agent_map.get(node_id) or {}).get("name")
     return f"{name!r} ({node_id})" if name and name != node_id else repr(node_id)
-
-
-def _collapse_hierarchy(
-    workflow: Mapping[str, Any], ids: list[str], types: dict[str, str], edges: list[tuple[str, str]]
-) -> tuple[list[str], list[tuple[str, str]], dict[str, list[str]]]:
-    """The master and its delegates become one node (the master's id) running a hierarchical crew."""
-    spec = workflow.get("hierarchy") or {}
-    master = spec.get("master_agent") or next((i for i in ids if types.get(i) in ("Agent", "Subagent")), None)
-    if master is None or master not in ids:
-        raise ValueError(
-            f"hierarchical workflow {workflow.get('workflow_id')!r} has no master agent ({master!r})"
-        )
-    delegates = [str(d) for d in spec.get("delegation_order") or [] if str(d) in ids and str(d) != master]
-    if not delegates:
-        delegates = [t for s, t in edges if s == master and types.get(t) in AGENT_TYPES]
-    group = set(delegates)
-    rename = {d: master for d in group}
-    collapsed: list[tuple[str, str]] = []
-    for source, target in edges:
-        pair = (rename.get(source, source), rename.get(target, target))
-        if pair[0] != pair[1] and pair not in collapsed:
-            collapsed.append(pair)
-    return [i for i in ids if i not in group], collapsed, {master: delegates}
-
-
-def branch_targets(
-    agent: Mapping[str, Any], topo: Topology, agent_map: Mapping[str, Mapping[str, Any]]
-) -> list[tuple[str, str | None]]:
-    """(condition, target node id) for each branch of a Conditional; `else` has an empty condition.
-
-    Targets are agent ids (NodeMapper remaps them). Raw canvas ids (EchoAI stored the canvas ints) are
-    matched through `metadata.canvas_node_id`, else by rank: canvas ids grow in canvas order, so the
-    smallest target is the successor that comes first in the workflow's agent list.
-    """
-    node = str(agent.get("agent_id"))
-    meta = agent.get("metadata") or {}
-    raw = meta.get("branches") or (agent.get("config") or {}).get("branches") or []
-    succ = topo.successors[node]
-    if not raw:
-        logger.warning("Conditional node %s has no branches; it continues to %s", node, succ[:1] or "END")
-        return [("", s) for s in succ[:1]]
-    by_canvas = {str((a.get("metadata") or {}).get("canvas_node_id")): i for i, a in agent_map.items()}
-    unresolved = [
-        b.get("targetNodeId")
-        for b in raw
-        if isinstance(b, Mapping) and str(b.get("targetNodeId")) not in topo.successors
-    ]
-    ranked = _rank_map(unresolved, succ, topo.order)
-    out: list[tuple[str, str | None]] = []
-    for branch in raw:
-        if not isinstance(branch, Mapping):
-            continue
-        condition = (
-            "" if str(branch.get("type") or "").lower() == "else" else str(branch.get("condition") or "")
-        )
-        target = branch.get("targetNodeId")
-        resolved = (
-            str(target)
-            if str(target) in topo.successors
-            else by_canvas.get(str(branch.get("canvasTargetNodeId", target))) or ranked.get(str(target))
-        )
-        if resolved is None:
-            logger.warning(
-                "Conditional node %s: branch target %r is not a node; that branch ends the run", node, target
-            )
-        out.append((condition, resolved))
-    return out
-
-
-def _rank_map(targets: Iterable[Any], successors: list[str], order: list[str]) -> dict[str, str]:
-    numeric = sorted({int(t) for t in targets if isinstance(t, int) or (isinstance(t, str) and t.isdigit())})
-    ordered = sorted(successors, key=order.index)
-    if not numeric or len(numeric) != len(ordered):
-        return {}
-    return {str(t): s for t, s in zip(numeric, ordered, strict=True)}

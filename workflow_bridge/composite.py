@@ -203,7 +203,7 @@ class WorkflowBackend(_CompositeBackend):
         workflow = _stored(
             tool,
             "execution_config.workflow_id",
-            lambda: workflows.get(config["workflow_id"], config.get("version")),
+            lambda: workflows.for_tool(config),  # a deployment: the version it names at this call
         )
         ids = [str(a) for a in workflow.get("agents") or []]
         agents: dict[str, dict[str, Any]] = {}

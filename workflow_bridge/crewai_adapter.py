@@ -20,6 +20,7 @@ from echo_tools.mcp.callbacks import ElicitationInterrupted, graph_pauses, sampl
 from echo_tools.models import ToolContext
 from workflow_bridge.agent_factory import AgentFactory, agent_label, persona
 from workflow_bridge.llm import describe_llm, is_rehearsal, llm_from_spec, llm_params, resolve_llm
+from workflow_bridge.node_deadline import NodeTimeoutError, bounded_timeout_ms, deadline_in, run_bounded
 from workflow_bridge.run_scope import scoped_context
 
 END_ROLES = ("Workflow exit point", "Output")
@@ -134,6 +135,10 @@ def task_text(agent: Mapping[str, Any], state: Mapping[str, Any], tool_names: li
     inputs = {k: state.get(k) for k in agent.get("input_schema") or [] if state.get(k) is not None}
     if inputs:
         parts.append(f"INPUT DATA:\n{json.dumps(inputs, indent=2, default=str)}")
+    if state.get("review_feedback"):  # a Self-Review sent this node round again
+        parts.append(
+            f"REVIEW FEEDBACK (improve your previous output accordingly):\n{state['review_feedback']}"
+        )
     role, goal, _ = persona(agent)
     parts.append(f"YOUR ROLE:\n{role}")
     if agent.get("goal"):
@@ -158,6 +163,33 @@ def agent_delta(
         delta["result"] = text
     delta.update(extra)
     return delta
+
+
+def node_context(agent: Mapping[str, Any], state: Mapping[str, Any], node_id: str) -> ToolContext:
+    """The context of a node's tool calls: the run's ids, a composite caller's grants, deadline and depth
+    (`run_scope.scoped_context`, narrowed by the agent's own `permissions`), and the node's deadline (an
+    agent's timeout, a Failsafe's) as the calls' timeout."""
+    ctx = scoped_context(
+        agent,
+        ToolContext(
+            agent_id=agent.get("agent_id"),
+            agent_name=agent_name(agent),
+            workflow_id=state.get("workflow_id"),
+            run_id=state.get("run_id"),
+            node_id=node_id,
+        ),
+    )
+    timeout_ms = bounded_timeout_ms(ctx.timeout_ms)
+    return ctx if timeout_ms == ctx.timeout_ms else ctx.model_copy(update={"timeout_ms": timeout_ms})
+
+
+def agent_timeout_s(agent: Mapping[str, Any]) -> float | None:
+    """An agent's `constraints.timeout_seconds` (a positive number), else None."""
+    constraints = agent.get("constraints")
+    value = constraints.get("timeout_seconds") if isinstance(constraints, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return float(value)
 
 
 class CrewAIAdapter:
@@ -194,18 +226,8 @@ class CrewAIAdapter:
         return llm
 
     def context(self, agent: Mapping[str, Any], state: Mapping[str, Any], node_id: str) -> ToolContext:
-        # inside a `workflow`/`agent` tool call: the caller's grants, deadline and depth; the agent's own
-        # `permissions` list narrows the grant (run_scope.scoped_context)
-        return scoped_context(
-            agent,
-            ToolContext(
-                agent_id=agent.get("agent_id"),
-                agent_name=agent_name(agent),
-                workflow_id=state.get("workflow_id"),
-                run_id=state.get("run_id"),
-                node_id=node_id,
-            ),
-        )
+        """See `node_context`."""
+        return node_context(agent, state, node_id)
 
     def run_agent(
         self, agent: Mapping[str, Any], state: Mapping[str, Any], node_id: str, llm: Any = None
@@ -213,7 +235,8 @@ class CrewAIAdapter:
         """Run one agent's crew; returns (output text, tool names, tool events, model name)."""
         from crewai import Crew, Process, Task
 
-        ctx = self.context(agent, state, node_id)
+        with deadline_in(agent_timeout_s(agent)):  # the agent's tool calls get no more than its timeout
+            ctx = self.context(agent, state, node_id)
         tools = self.factory.bind_tools(agent, ctx)
         llm = llm if llm is not None else self.llm_for(agent)
         names = [t.name for t in tools]
@@ -228,10 +251,20 @@ class CrewAIAdapter:
             try:
                 crew = Crew(agents=[crew_agent], tasks=[task], process=Process.sequential, verbose=False)
                 with sampling_llm(llm):  # an MCP server's sampling request during a tool call asks this model
-                    output = without_kickoff_log(crew).kickoff()
+                    # constraints.timeout_seconds (and a Failsafe's timeout) bound the whole crew
+                    output = run_bounded(
+                        without_kickoff_log(crew).kickoff,
+                        agent_timeout_s(agent),
+                        f"CrewAI agent node {agent_label(agent)}",
+                    )
             except ElicitationInterrupted:
                 self.capture.close(ctx.run_id, node_id)
                 raise
+            except NodeTimeoutError as exc:
+                events = self.capture.close(ctx.run_id, node_id)
+                raise AgentNodeError(
+                    f"{exc} (constraints.timeout_seconds or a Failsafe's timeout)", events
+                ) from exc
             except Exception as exc:  # boundary: a model or framework failure stops this node, named
                 events = self.capture.close(ctx.run_id, node_id)
                 raise AgentNodeError(

@@ -4,12 +4,13 @@ Reads the canvas save payload (`canvas_nodes`, `connections`, `workflow_name`, `
 `execution_model`) and canvas export files (`nodes`, `connections`, `name`/`title`), and writes EchoAI's
 workflow and agent shapes (echoai-notes §1.4, §1.6), fixing what EchoAI's mapper got wrong:
 
-* Agent ids are stable: `agt_` + sha256(workflow_id + ":" + canvas node id)[:32]; a node loaded back from
-  the backend keeps its `backend_id` / `agentId` when that is an `agt_` id. A payload without
-  `workflow_id` gets a fresh `wf_<uuid4 hex>`, reported in `.workflow` (each save of an unsaved canvas is
-  a new workflow, as in EchoAI), while its agent ids come from the canvas itself (a digest
-  of its nodes and connections in place of the workflow id): compiling the same canvas twice gives the
-  same graph node names, so a run paused in one process resumes in another.
+* Agent ids are stable: `agt_` + sha256(namespace + ":" + canvas node id)[:32], the namespace being the
+  workflow id; a node loaded back from the backend keeps its `backend_id` / `agentId` when that is an
+  `agt_` id. A payload without `workflow_id` gets a fresh one that carries the digest of its nodes and
+  connections, `wf_canvas_<digest>_<nonce>` (reported in `.workflow`; each save of an unsaved canvas is a
+  new workflow, as in EchoAI), and its agent ids come from that digest: the same canvas always maps to the
+  same agents (compiling it twice gives the same graph node names, so a run paused in one process resumes
+  in another), and saved again under the returned id, after edits too, it keeps its first save's agents.
 * Tool entries (all five shapes of §1.10) resolve through `registry.resolve`: `tool_id` first, then
   `name` (exact, any case, slug, the round-tripped "Tool Web Search"), then the entry's `id`. An unknown
   tool is an error diagnostic naming the node and the tool, never a placeholder id. `enabled: false`
@@ -61,7 +62,7 @@ from workflow_bridge.canvas.entries import (
     resolve_tool_entries,
 )
 from workflow_bridge.canvas.graph import cycles, infer_execution_model
-from workflow_bridge.canvas.node_config import consumed_keys, type_metadata
+from workflow_bridge.canvas.node_config import check_flow_nodes, consumed_keys, type_metadata
 
 if TYPE_CHECKING:
     from echo_tools.registry import ToolRegistry
@@ -85,6 +86,16 @@ def agent_id_for(workflow_id: str, node_id: Any) -> str:
     """The stable agent id of canvas node `node_id` in workflow `workflow_id`."""
     digest = hashlib.sha256(f"{workflow_id}:{node_id}".encode()).hexdigest()
     return f"agt_{digest[:32]}"
+
+
+def _namespace(workflow_id: str) -> str:
+    """What a workflow's agent ids are derived from: its id, or for an id minted from a canvas's content
+    (`wf_canvas_<digest>_<nonce>`) that digest, as the canvas had when it was first saved."""
+    minted = _MINTED.fullmatch(workflow_id)
+    return minted.group(1) if minted else workflow_id
+
+
+_MINTED = re.compile(r"wf_(canvas_[0-9a-f]{32})_[0-9a-f]{8}")
 
 
 def _canvas_key(payload: Mapping[str, Any]) -> str:
@@ -152,7 +163,7 @@ class NodeMapper:
             raise TypeError(f"a canvas payload must be a JSON object, got {type(payload).__name__}")
         diags = Diagnostics()
         now = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-        workflow_id, minted = self._workflow_id(payload.get("workflow_id"), diags)
+        workflow_id, _ = self._workflow_id(payload.get("workflow_id"), diags, payload)
         nodes_key = "canvas_nodes" if "canvas_nodes" in payload else "nodes"
         raw_nodes = payload.get(nodes_key)
         if not isinstance(raw_nodes, list):
@@ -161,8 +172,10 @@ class NodeMapper:
             )
             raw_nodes = []
 
-        # a minted workflow id changes with every save: the agent ids of such a canvas come from its content
-        namespace = _canvas_key(payload) if minted else workflow_id
+        # the agent ids of a canvas come from its content until it has a workflow id, and that id is minted
+        # from the same content (`wf_canvas_<digest>`): saved again under it, after edits too, the canvas
+        # keeps the agent ids of its first save
+        namespace = _namespace(workflow_id)
         nodes = self._collect_nodes(raw_nodes, nodes_key, namespace, diags)
         node_ids = {key: agent_id for key, (_, agent_id) in nodes.items()}
         edges = self._collect_edges(payload.get("connections"), node_ids, diags)
@@ -174,6 +187,7 @@ class NodeMapper:
 
         self._check_graph(types, edges, diags)
         workflow = self._workflow(payload, workflow_id, nodes, types, edges, agents, now)
+        check_flow_nodes(workflow, agents, {a: k for k, a in node_ids.items()}, diags)
         return MappedWorkflow(workflow, agents, list(diags), node_ids)
 
     def resolve_tools(self, entries: Any, *, node_id: str | None = None, exclude: Any = ()) -> ToolResolution:
@@ -181,10 +195,10 @@ class NodeMapper:
         return resolve_tool_entries(self.registry, entries, node_id=node_id, exclude=exclude or ())
 
     @staticmethod
-    def _workflow_id(value: Any, diags: Diagnostics) -> tuple[str, bool]:
-        """(the workflow id, True when it was minted here)."""
+    def _workflow_id(value: Any, diags: Diagnostics, payload: Mapping[str, Any]) -> tuple[str, bool]:
+        """(the workflow id, True when it was minted here, from the canvas's content)."""
         if value in (None, ""):
-            return f"wf_{uuid.uuid4().hex}", True
+            return f"wf_{_canvas_key(payload)}_{uuid.uuid4().hex[:8]}", True
         text = str(value)
         if not _WORKFLOW_ID.fullmatch(text) or ".." in text:
             diags.error(
@@ -192,7 +206,7 @@ class NodeMapper:
                 "workflow_id",
                 f"workflow_id {value!r} is not a safe id (letters, digits, '_', '.', '-'); a new one was minted",
             )
-            return f"wf_{uuid.uuid4().hex}", True
+            return f"wf_{_canvas_key(payload)}_{uuid.uuid4().hex[:8]}", True
         return text, False
 
     @staticmethod
@@ -375,11 +389,12 @@ class NodeMapper:
     def _check_graph(types: Mapping[str, str], edges: list[tuple[str, str, Any]], diags: Diagnostics) -> None:
         pairs = [(a, b) for a, b, _ in edges]
         for component in cycles(types, pairs):
-            if not any(types[n] in ("Conditional", "Loop") for n in component):
+            if not any(types[n] in ("Loop", "Map") for n in component):
                 diags.warning(
                     component[0],
                     "connections",
-                    f"nodes {', '.join(component)} form a cycle without a Conditional or Loop node",
+                    f"nodes {', '.join(component)} form a cycle without a Loop node, so nothing bounds it (it "
+                    "does not compile): put a Loop node in it, whose maxIterations bounds it",
                 )
         starts = [k for k, t in types.items() if t == "Start"]
         if len(starts) > 1:

@@ -1,4 +1,5 @@
-"""The canvas nodes that are not LLM agents: Start, End, Merge, API, Code, MCP, Conditional and HITL.
+"""The canvas nodes that are not LLM agents: Start, End, Merge, API, Code, MCP, Conditional and HITL
+(Loop and Map: `loop_nodes.py`; Failsafe and Self-Review: `guard_nodes.py`; Template: `template_node.py`).
 
 EchoAI ran every one of them as a CrewAI agent role-playing its job. Here Start and End pass data through,
 Merge joins branch results, API / Code / MCP nodes run their configured tool through the executor,
@@ -18,10 +19,11 @@ from typing import Any
 
 from workflow_bridge.conditions import ConditionVariableError, evaluate_condition, number_in
 from workflow_bridge.crewai_adapter import (
-    CrewAIAdapter,
     Node,
+    ToolEventCapture,
     failed_output,
     format_parallel,
+    node_context,
     now,
     original_request,
 )
@@ -127,23 +129,28 @@ def merge_node(agent: Mapping[str, Any]) -> Node:
 
 
 def tool_node(
-    adapter: CrewAIAdapter, agent: Mapping[str, Any], node_id: str, *, branch: bool = False
+    registry: Any, executor: Any, agent: Mapping[str, Any], node_id: str, *, branch: bool = False
 ) -> Node:
     """API, Code and MCP nodes: run the configured tool through the executor, no LLM.
 
     The tool's output (as text) becomes `crew_result`; a failed call is recorded in `messages` and leaves
     `crew_result` as it was, so the run goes on.
+
+    Args:
+        registry: the `ToolRegistry` the node's tool is found in.
+        executor: the `ToolExecutor` the call goes through (the compiler's own).
     """
     node_type = (agent.get("metadata") or {}).get("node_type")
-    tool_ref, make_args = _tool_plan(adapter, agent, node_type)
+    tool_ref, make_args = _tool_plan(registry, agent, node_type)
+    capture = ToolEventCapture.of(executor)
 
     def run_tool(state: dict[str, Any]) -> dict[str, Any]:
-        ctx = adapter.context(agent, state, node_id)  # inherits a composite caller's grants and deadline
-        adapter.capture.open(ctx.run_id, node_id)
+        ctx = node_context(agent, state, node_id)  # inherits a composite caller's grants and deadline
+        capture.open(ctx.run_id, node_id)
         try:
-            result = adapter.executor.invoke_sync(tool_ref, make_args(state), ctx)
+            result = executor.invoke_sync(tool_ref, make_args(state), ctx)
         finally:
-            events = adapter.capture.close(ctx.run_id, node_id)
+            events = capture.close(ctx.run_id, node_id)
         delta: dict[str, Any] = {"tool_events": events, "original_user_input": original_request(state)}
         text, error = _node_output(node_type, result)
         if error is None:
@@ -185,10 +192,15 @@ def _output_value(output: Any, key: str, text: str) -> Any:
 
 def _node_output(node_type: str | None, result: Any) -> tuple[str, str | None]:
     """(text for crew_result, error or None). A Code node's result is what the program printed; a
-    program that exits non-zero failed, whatever the executor says about the tool call itself."""
+    program that exits non-zero failed, and an API node answered with an HTTP error status failed,
+    whatever the executor says about the tool call itself."""
     if not result.success:
         return "", result.error or "the tool failed"
     output = result.output
+    if node_type == "API" and isinstance(output, Mapping) and output.get("ok") is False:
+        # an HTTP error status is the API node's failure (a Failsafe retries it), as an exit code is Code's
+        body = str(output.get("body") or "").strip()
+        return "", f"the API answered HTTP {output.get('status_code')!r}: {body[:300]}"
     if node_type == "Code" and isinstance(output, Mapping) and "exit_code" in output:
         if output.get("exit_code") != 0 or output.get("timed_out"):
             stderr = str(output.get("stderr") or "").strip()
@@ -197,11 +209,10 @@ def _node_output(node_type: str | None, result: Any) -> tuple[str, str | None]:
     return (output if isinstance(output, str) else json.dumps(output, default=str)), None
 
 
-def _tool_plan(adapter: CrewAIAdapter, agent: Mapping[str, Any], node_type: str | None) -> tuple[str, Any]:
+def _tool_plan(registry: Any, agent: Mapping[str, Any], node_type: str | None) -> tuple[str, Any]:
     # A node whose tool is not registered still compiles: at run time the executor reports not_found
     # (a tool.failed event and a failed message), and the run goes on, as for any failing tool.
     meta = agent.get("metadata") or {}
-    registry = adapter.registry
     if node_type in ("API", "Code"):
         key, ref = ("api_config", HTTP_TOOL) if node_type == "API" else ("code_config", CODE_TOOL)
         config = dict(meta.get(key) or {})

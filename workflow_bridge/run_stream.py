@@ -42,6 +42,19 @@ def exit_code(status: str | None) -> int:
     return 0 if status in SUCCESSFUL_STATUSES else 1
 
 
+def _judged_calls(chunk: dict[str, Any], listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls a failed tool node judged failed although the tool ran (a Code program that exited 1):
+    listed among the run's failed calls, once (a call that failed as a call is listed already)."""
+    node_id = chunk.get("node_id")
+    known = {(c.get("node_id"), c.get("tool_id")) for c in listed}
+    return [
+        {"tool_id": call.get("tool_id"), "node_id": node_id, "agent_name": chunk.get("name"),
+         "error_type": call.get("error_type") or "execution", "error": str(call.get("error") or "")[:500]}
+        for call in chunk.get("failed_tools") or []
+        if (node_id, call.get("tool_id")) not in known
+    ]  # fmt: skip
+
+
 def failed_call(event: Any) -> dict[str, Any]:
     """What a run lists of one failed tool call (a `tool.failed` / `tool.timeout` event)."""
     return {
@@ -100,6 +113,7 @@ def stream_run(
             if mode == "custom" and isinstance(chunk, dict):
                 if chunk.get("type") == "node.finished" and chunk.get("status") == "failed":
                     failed_nodes.append(str(chunk.get("node_id")))
+                    failed.extend(_judged_calls(chunk, failed))
                 emit({**chunk, "run_id": run_id})
             elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
                 interrupts.extend(chunk["__interrupt__"])

@@ -41,7 +41,16 @@ BASE_KEYS = (
     "_conditional_node",
     "_routes",
     "hitl_decision",
+    "_loops",
+    "_maps",
+    "_map_results",
+    "_map_item",
+    "_reviews",
+    "review_feedback",
+    "review_score",
 )
+# keys whose writes merge into what is there (branch results, the progress of each Loop, Map, Self-Review)
+MERGED_KEYS = frozenset({"parallel_output", "individual_outputs", "_routes", "_loops", "_maps", "_reviews"})
 
 
 def last_value(old: Any, new: Any) -> Any:
@@ -54,6 +63,18 @@ def merge_dicts(old: Any, new: Any) -> Any:
     if isinstance(old, dict) and isinstance(new, dict):
         return {**old, **new}
     return new
+
+
+def merge_nested(old: Any, new: Any) -> Any:
+    """Reducer for `_map_results` (Map node -> item index -> result): the items of a wave, written by
+    parallel tasks, merge; a Map starting over writes None for its node, which clears what it had."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    out = dict(old)
+    for key, value in new.items():
+        inner = out.get(key)
+        out[key] = {**inner, **value} if isinstance(inner, dict) and isinstance(value, dict) else value
+    return out
 
 
 def append_list(old: Any, new: Any) -> list[Any]:
@@ -99,7 +120,8 @@ def build_state_schema(
 ) -> type:
     """The `TypedDict` state class for `workflow` (EchoAI's `_create_state_class`, every key declared).
 
-    `messages` and `tool_events` append; `parallel_output` and `individual_outputs` merge dicts; every other
+    `messages` and `tool_events` append; `parallel_output`, `individual_outputs` and the routing and progress
+    keys merge dicts (`_map_results` two levels deep); every other
     key keeps the last value written, accepting several writes in one step. `extra_keys` are declared too
     (LangGraph drops input keys the class does not declare).
     """
@@ -107,8 +129,10 @@ def build_state_schema(
     for key in state_keys(workflow, agents, extra_keys):
         if key in ("messages", "tool_events"):
             fields[key] = Annotated[list, append_list]
-        elif key in ("parallel_output", "individual_outputs", "_routes"):
+        elif key in MERGED_KEYS:
             fields[key] = Annotated[Any, merge_dicts]
+        elif key == "_map_results":
+            fields[key] = Annotated[Any, merge_nested]
         else:
             fields[key] = Annotated[Any, last_value]
     return TypedDict(name, fields, total=False)  # type: ignore[operator]

@@ -56,11 +56,23 @@ def check_execution_config(
 
 
 def check_stored_ref(tool: ToolDef) -> None:
-    """A `workflow` tool names `{workflow_id, version?}`; an `agent` tool `{agent_id}`: safe ids, never paths."""
-    from echo_tools.stores import VERSION_PATTERN, check_store_id
+    """A `workflow` tool names `{workflow_id, version?}` or `{deployment_id, environment?}`; an `agent` tool
+    `{agent_id}`: safe ids, never paths."""
+    from echo_tools.stores import ENVIRONMENT_PATTERN, VERSION_PATTERN, check_store_id
 
     config = tool.execution_config
     key = "workflow_id" if tool.tool_type == ToolType.WORKFLOW else "agent_id"
+    if key == "workflow_id" and "deployment_id" in config and "workflow_id" not in config:
+        key = "deployment_id"
+        environment = config.get("environment")
+        if environment is not None and not (
+            isinstance(environment, str) and ENVIRONMENT_PATTERN.fullmatch(environment)
+        ):
+            raise config_error(
+                tool,
+                "execution_config.environment",
+                f"execution_config.environment {environment!r} is not an environment",
+            )
     try:
         check_store_id(config.get(key), key)
     except ValueError as exc:

@@ -1,8 +1,10 @@
 """Run the composite sample offline: a Quarterly Report workflow whose analyst calls the stored Stats
 workflow as a `workflow` tool, whose statistician calls the `Sum and Mean` skill (two calculator calls),
-and a Code tool whose `main(values)` runs in the code sandbox.
+and a Code tool whose `main(values)` runs in the code sandbox. With `--deployment`, the report is the
+canvas `deployment.canvas.json`, whose analyst calls the Stats workflow through its deployment
+(`workflows/deployments/dep_sample_stats.json`: the final version 1.0, in `production`).
 
-    .venv/bin/python sample_workflows/composite/run_sample.py [--storage DIR] [--input TEXT]
+    .venv/bin/python sample_workflows/composite/run_sample.py [--storage DIR] [--input TEXT] [--deployment]
 
 Prints every tool call as it happens (the nested ones indented by their run), then the report.
 """
@@ -23,10 +25,15 @@ PARENT_WORKFLOW = "wf_sample_report"
 
 
 def run(
-    storage: str | Path, user_input: str | None = None, out: Any = sys.stdout, history: Any = None
+    storage: str | Path,
+    user_input: str | None = None,
+    out: Any = sys.stdout,
+    history: Any = None,
+    deployment: bool = False,
 ) -> dict[str, Any]:
     """Register AgentTools, the skill and the workflow tool into `storage`, run the report (recorded in
-    `history`, a `RunHistory`, when given); return the state."""
+    `history`, a `RunHistory`, when given; `deployment`: the canvas calling the deployed Stats workflow);
+    return the state."""
     from echo_tools import AgentStore, ToolExecutor, ToolRegistry, WorkflowStore
     from workflow_bridge.runner import run_workflow
 
@@ -38,7 +45,9 @@ def run(
     for definition in json.loads((HERE / "tools.json").read_text(encoding="utf-8")):
         registry.register(definition)
     workflow = workflows.get(PARENT_WORKFLOW)
-    source = {"workflow": workflow, "agents": {a: agents.get(a) for a in workflow["agents"]}}
+    source: Any = {"workflow": workflow, "agents": {a: agents.get(a) for a in workflow["agents"]}}
+    if deployment:
+        source = json.loads((HERE / "deployment.canvas.json").read_text(encoding="utf-8"))
     executor = ToolExecutor(registry)
 
     def show(event: dict[str, Any]) -> None:
@@ -65,6 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--storage", help="tool storage folder (default: a new temporary folder)")
     parser.add_argument("--input", help="the request (default: the workflow's metadata.default_input)")
+    parser.add_argument("--deployment", action="store_true", help="call the Stats workflow by its deployment")
     args = parser.parse_args()
     from echo_tools.history import RunHistory
 
@@ -72,7 +82,10 @@ def main() -> int:
     history = RunHistory(os.environ.get("ECHO_TOOLS_HOME") or ".echo_tools")
     try:
         state = run(
-            args.storage or tempfile.mkdtemp(prefix="echo-tools-composite-"), args.input, history=history
+            args.storage or tempfile.mkdtemp(prefix="echo-tools-composite-"),
+            args.input,
+            history=history,
+            deployment=args.deployment,
         )
     finally:
         history.close()

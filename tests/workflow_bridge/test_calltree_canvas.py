@@ -99,13 +99,13 @@ def test_an_entry_without_a_workflow_id_is_an_error_naming_the_value(tmp_path: P
     assert "names no workflowId (config.workflowId is '')" in error.message and "'n1'" in error.message
 
 
-def test_a_deployment_entry_is_an_error_saying_deployments_are_not_supported(tmp_path: Path) -> None:
+def test_a_deployment_entry_naming_no_deployment_is_an_error_naming_it_with_a_hint(tmp_path: Path) -> None:
     mapped = _map(
         _registry(tmp_path), _entry("subworkflow_deployment", deploymentId="dep_1", environment="prod")
     )
     (error,) = mapped.errors
     assert error.node_id == "n1" and "'dep_1'" in error.message and "'prod'" in error.message
-    assert "not supported yet" in error.message
+    assert "is not deployed" in error.message and "WorkflowStore.deploy(" in error.message
     assert _only_agent(mapped)["tools"] == []
 
 
@@ -129,7 +129,7 @@ def test_an_agents_builtin_subworkflow_binds_the_workflow_tool(tmp_path: Path) -
     [
         ("builtin_subworkflow", {"workflowId": "wf_gone"}, "'wf_gone'"),
         ("builtin_subworkflow", {}, "names no workflowId"),
-        ("builtin_subworkflow_deployment", {"deploymentId": "dep_1"}, "not supported yet"),
+        ("builtin_subworkflow_deployment", {"deploymentId": "dep_1"}, "is not deployed"),
     ],
 )
 def test_an_agents_unbindable_subworkflow_is_an_error_not_a_silent_drop(

@@ -171,3 +171,26 @@ def test_an_api_node_fills_its_output_keys_from_the_response_body_not_from_the_s
     state = run(WorkflowCompiler(registry, executor).compile(wf, agents), "x")
     assert state["messages"][0]["status"] == "completed"
     assert state["risk_score"] == 40  # the body's value, not the 200 that leads the response text
+
+
+def test_a_code_node_that_exits_1_is_listed_among_the_runs_failed_calls(registry, tmp_path: Path):
+    from echo_tools.history import RunHistory
+
+    executor, _ = make_executor(registry)
+    wf, agents = chain(
+        agent("calc", "Code", metadata={"code_config": {"code": "import sys\nsys.exit(1)"}}),
+        agent("end", "End", output_schema=["result"]),
+    )
+    history = RunHistory(tmp_path)
+    run_workflow(
+        {"workflow": wf, "agents": agents},
+        registry=registry,
+        executor=executor,
+        run_id="run_exit",
+        history=history,
+    )
+    record = history.run("run_exit")
+    assert record is not None and record["status"] == "completed_with_errors"
+    (listed,) = record["source"]["failed_calls"]  # the tool ran; its node failed it: listed once
+    assert (listed["tool_id"], listed["node_id"]) == ("tool_code_executor", "calc")
+    assert "exited with 1" in listed["error"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -371,13 +372,24 @@ def test_a_payload_without_workflow_id_gets_a_fresh_one_and_agent_ids_from_its_c
     mapper: NodeMapper,
 ) -> None:
     a, b = mapper.map_canvas(save_payload()), mapper.map_canvas(save_payload())
-    assert a.workflow_id.startswith("wf_") and len(a.workflow_id) == 35
+    assert re.fullmatch(r"wf_canvas_[0-9a-f]{32}_[0-9a-f]{8}", a.workflow_id), a.workflow_id
     assert a.workflow_id != b.workflow_id
     # the same canvas, the same agent ids (so the same graph node names: a paused run resumes anywhere)
     assert a.workflow["agents"] == b.workflow["agents"]
     changed = save_payload()
     changed["canvas_nodes"][0]["name"] = "Renamed"
     assert set(mapper.map_canvas(changed).agents).isdisjoint(a.agents)
+
+
+def test_a_canvas_saved_again_under_its_new_workflow_id_keeps_the_agent_ids_of_its_first_save(
+    mapper: NodeMapper,
+) -> None:
+    first = mapper.map_canvas(save_payload())
+    again = mapper.map_canvas({**save_payload(), "workflow_id": first.workflow_id})
+    assert again.workflow_id == first.workflow_id and set(again.agents) == set(first.agents)
+    edited = save_payload()
+    edited["canvas_nodes"][0]["name"] = "Renamed"  # edited between the saves: still the same agents
+    assert set(mapper.map_canvas({**edited, "workflow_id": first.workflow_id}).agents) == set(first.agents)
 
 
 def test_an_unsafe_workflow_id_is_an_error(mapper: NodeMapper) -> None:
@@ -417,18 +429,25 @@ def test_duplicate_node_ids_are_an_error(mapper: NodeMapper) -> None:
     assert len(mapped.agents) == 1
 
 
-def test_a_cycle_needs_a_conditional_or_loop(mapper: NodeMapper) -> None:
+def test_a_cycle_needs_a_loop_node(mapper: NodeMapper) -> None:
     plain = mapper.map_canvas(canvas([node(1, "Agent"), node(2, "Agent")], [(1, 2), (2, 1)]))
     assert [(d.level, d.field) for d in plain.diagnostics] == [("warning", "connections")]
-    assert "1, 2" in plain.diagnostics[0].message
+    assert "1, 2" in plain.diagnostics[0].message and "put a Loop node in it" in plain.diagnostics[0].message
     branches = [
         {"type": "if", "condition": "done == false", "targetNodeId": 1},
         {"type": "else", "targetNodeId": 3},
     ]
-    looped = mapper.map_canvas(
+    branched = mapper.map_canvas(
         canvas(
             [node(1, "Agent"), node(2, "Conditional", branches=branches), node(3, "End")],
             [(1, 2), (2, 1), (2, 3)],
+        )
+    )
+    assert [(d.level, d.field) for d in branched.diagnostics] == [("warning", "connections")]
+    looped = mapper.map_canvas(
+        canvas(
+            [node(1, "Loop", loopType="for", maxIterations=3), node(2, "Agent"), node(3, "End")],
+            [(1, 2), (2, 1), (1, 3)],
         )
     )
     assert looped.diagnostics == []

@@ -34,6 +34,12 @@ SAMPLES = (
     "research_report.canvas.json",
     "api_conditional.canvas.json",
     "local_model.canvas.json",
+    # one per node type that shapes a run (their runs: test_samples_flow_nodes.py)
+    "loop.canvas.json",
+    "map.canvas.json",
+    "template.canvas.json",
+    "failsafe.canvas.json",
+    "self_review.canvas.json",
 )
 
 

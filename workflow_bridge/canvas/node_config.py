@@ -16,8 +16,11 @@ if TYPE_CHECKING:
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 # node type -> (metadata key, canvas config keys kept verbatim)
 _PLAIN_BLOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Loop": ("loop_config", ("loopType", "arrayVariable", "itemVariable", "maxIterations")),
-    "Map": ("map_config", ("operation", "maxConcurrency")),
+    "Loop": (
+        "loop_config",
+        ("loopType", "arrayVariable", "itemVariable", "maxIterations", "condition", "count"),
+    ),
+    "Map": ("map_config", ("operation", "maxConcurrency", "arrayVariable", "itemVariable")),
     "Template": ("template_config", ("template", "engine")),
     "Failsafe": ("failsafe_config", ("retryAttempts", "timeout")),
     "Merge": ("merge_config", ("mergeStrategy", "strategy", "waitForAll")),
@@ -40,6 +43,53 @@ _TYPE_KEYS = {
     "Self-Review": {"checkCompleteness", "checkAccuracy", "checkTone", "confidenceThreshold", "minConfidence"}
     | {"reviewPrompt"},
 }
+
+
+def check_flow_nodes(
+    workflow: Mapping[str, Any],
+    agents: Mapping[str, Mapping[str, Any]],
+    canvas_keys: Mapping[str, str],
+    diags: Diagnostics,
+) -> None:
+    """Report, at save time, the Loop / Map / Failsafe / Self-Review / Template config the compiler would
+    refuse (the same checks, `workflow_bridge.flow_config`). A template variable the canvas does not
+    declare is a warning here: a run's input may still bring it (the compile checks it against that).
+
+    Args:
+        canvas_keys: agent id -> canvas node id (what the diagnostics name).
+    """
+    from workflow_bridge import flow_config
+    from workflow_bridge.state import state_keys
+
+    declared = flow_config.declared_types(workflow, agents)
+    checks: dict[str, Any] = {
+        "Loop": lambda a: flow_config.loop_config(a, declared),
+        "Map": lambda a: flow_config.map_config(a, declared),
+        "Failsafe": flow_config.failsafe_config,
+        "Self-Review": flow_config.review_config,
+    }
+    extra: list[str] = []
+    templates = []
+    for agent_id, agent in agents.items():
+        kind = (agent.get("metadata") or {}).get("node_type")
+        try:
+            if kind in checks:
+                config = checks[kind](agent)
+                extra.extend(v for v in (getattr(config, "item", None), getattr(config, "array", None)) if v)
+            elif kind == "Template":
+                templates.append(agent_id)
+        except flow_config.NodeConfigError as exc:
+            diags.error(canvas_keys.get(agent_id, agent_id), exc.field, str(exc))
+    if templates:
+        from workflow_bridge.template_node import check_template
+
+        known = state_keys(workflow, agents, extra)
+        for agent_id in templates:
+            try:
+                check_template(agents[agent_id], known)
+            except flow_config.NodeConfigError as exc:
+                add = diags.warning if exc.unknown else diags.error
+                add(canvas_keys.get(agent_id, agent_id), exc.field, str(exc))
 
 
 def consumed_keys(node_type: str) -> frozenset[str]:
@@ -80,7 +130,7 @@ def type_metadata(
             "checkAccuracy": config.get("checkAccuracy", True),
             "confidenceThreshold": config.get("confidenceThreshold", config.get("minConfidence", 0.8)),
         }
-        for extra in ("checkTone", "reviewPrompt"):
+        for extra in ("checkTone", "reviewPrompt", "maxIterations"):
             if extra in config:
                 review[extra] = config[extra]
         return {"review_config": review}

@@ -4,7 +4,14 @@ A `subworkflow {workflowId}` entry binds the registered `workflow` tool whose `e
 is that id; when there is none and the registry's `WorkflowStore` holds the workflow, a `workflow` tool
 (`subworkflow_<id slug>`) is registered for it. Otherwise the entry cannot bind, and the caller reports why
 (an error diagnostic at map time, an error when an agent's tools are bound): never a silent drop.
-Deployments are not supported yet: EchoAI's store layout (draft/, temp/, final/) holds none to resolve.
+
+A `subworkflow_deployment {deploymentId, environment}` entry names a deployment of the registry's
+`WorkflowStore` (`WorkflowStore.deploy`). One deployed from a published final version binds a `workflow`
+tool `{deployment_id, environment}` (`deployment_<id>_<environment>`), which reads the version the
+deployment names at every call, so a redeploy takes effect at the next call without saving the canvas
+again. One deployed at a remote endpoint binds an `api` tool POSTing the input there, through the one
+outbound client and its egress policy. An id that is not deployed is an error naming it, with the
+deployments there are.
 """
 
 from __future__ import annotations
@@ -28,14 +35,7 @@ def subworkflow_tool(
 ) -> tuple[ToolDef | None, str]:
     """The `workflow` tool a `kind` entry with `config` binds, or None and why it cannot bind."""
     if kind == "subworkflow_deployment":
-        deployment = config.get("deploymentId")
-        environment = config.get("environment")
-        return None, (
-            f"deployment {deployment!r} (environment {environment!r}) cannot be bound: subworkflow "
-            "deployments are not supported yet (EchoAI's workflow store holds draft, temp and final "
-            "workflows, no deployments); use a Subworkflow tool naming the workflowId (and a final "
-            "version with config.version) instead"
-        )
+        return deployment_tool(registry, config)
     workflow_id = config.get("workflowId")
     if not isinstance(workflow_id, str) or not workflow_id.strip():
         return None, f"the Subworkflow tool names no workflowId (config.workflowId is {workflow_id!r})"
@@ -52,6 +52,71 @@ def subworkflow_tool(
     if found:  # an active one first, then by id: the same choice every time
         return sorted(found, key=lambda t: (t.status is not ToolStatus.ACTIVE, t.tool_id))[0], ""
     return _register_from_store(registry, workflow_id, version)
+
+
+def deployment_tool(registry: ToolRegistry | None, config: Mapping[str, Any]) -> tuple[ToolDef | None, str]:
+    """The tool a `subworkflow_deployment` entry binds (see the module docstring), or None and why."""
+    deployment = config.get("deploymentId")
+    environment = config.get("environment") or None
+    if not isinstance(deployment, str) or not deployment.strip():
+        return (
+            None,
+            f"the Subworkflow Deployment tool names no deploymentId (config.deploymentId is {deployment!r})",
+        )
+    store = registry.workflows if registry is not None else None
+    if registry is None or store is None:
+        return None, (
+            f"deployment {deployment!r} cannot be bound: the registry has no workflow store to find "
+            "deployments in (ToolRegistry(workflows=WorkflowStore(...)))"
+        )
+    try:
+        found = store.deployment(deployment, environment)
+    except (ToolError, ValueError) as exc:
+        return None, f"deploymentId {deployment!r} (environment {environment!r}): {exc}"
+    env = str(found["environment"])
+    tool_id = f"deployment_{slugify(deployment)}_{slugify(env)}"[:128]
+    remote = "endpoint" in found
+    for tool in registry.list_by_type("api" if remote else "workflow"):
+        exe = tool.execution_config
+        if remote and tool.tool_id == tool_id and exe.get("url") == found["endpoint"]:
+            return tool, ""
+        if not remote and exe.get("deployment_id") == deployment and exe.get("environment") == env:
+            return tool, ""
+    if registry.get(tool_id) is not None:
+        return None, f"the id {tool_id!r} the deployment's tool would be registered under is another tool's"
+    definition = _deployment_definition(tool_id, deployment, env, found)
+    try:
+        registry.register(definition)
+    except (ToolError, ValueError) as exc:
+        return None, f"deployment {deployment!r} ({env}): registering its tool failed: {exc}"
+    return registry.require(tool_id), ""
+
+
+def _deployment_definition(
+    tool_id: str, deployment: str, env: str, found: Mapping[str, Any]
+) -> dict[str, Any]:
+    base = {"tool_id": tool_id, "name": f"Deployment {deployment} ({env})"}
+    if "endpoint" in found:
+        return {
+            **base,
+            "description": f"Runs the workflow deployed as {deployment!r} ({env}) at its remote endpoint.",
+            "tool_type": "api",
+            "execution_config": {"url": found["endpoint"], "method": "POST"},
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "user_input": {"type": "string", "description": "The request the workflow runs on."}
+                },
+                "required": ["user_input"],
+            },
+            "permissions": ["net:outbound"],
+        }
+    return {
+        **base,
+        "description": f"Runs the workflow version deployed as {deployment!r} ({env}).",
+        "tool_type": "workflow",
+        "execution_config": {"deployment_id": deployment, "environment": env},
+    }
 
 
 def _register_from_store(
