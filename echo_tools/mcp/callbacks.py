@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from echo_tools.compat import mcp as compat
 from echo_tools.errors import ToolConfigError, ToolExecutionError
-from echo_tools.gate import BudgetMeter
+from echo_tools.gate import BudgetMeter, estimate_tokens
 
 if TYPE_CHECKING:
     from mcp import types
@@ -299,19 +299,24 @@ class SessionCallbacks:
             )
             hooks.record("sampling", {**entry, "outcome": "refused", "reason": message})
             return _refuse(self.server, message)
-        if params.maxTokens > hooks.budget:
+        # the prompt counts as the answer does: a server asking for 1 token of answer chooses the prompt
+        prompt = sum(estimate_tokens(m["content"]) for m in _chat_messages(params))
+        if params.maxTokens + prompt > hooks.budget:
+            asked = f"maxTokens {params.maxTokens}"
+            if params.maxTokens <= hooks.budget:  # the prompt made it too much
+                asked += f" with a prompt of about {prompt} tokens"
             message = (
-                f"sampling refused: maxTokens {params.maxTokens} exceeds the remaining token budget "
+                f"sampling refused: {asked} exceeds the remaining token budget "
                 f"{hooks.budget} of this call (mcpServers.{self.server}.sampling_max_tokens)"
             )
             hooks.record("sampling", {**entry, "outcome": "refused", "reason": message})
             return _refuse(self.server, message)
-        spent = hooks.meter.sample(params.maxTokens)  # the request's total: calls and tokens
+        spent = hooks.meter.sample(params.maxTokens, prompt)  # the request's total: calls and tokens
         if spent is not None:
             message = f"sampling refused: {spent.message}"
             hooks.record("sampling", {**entry, "outcome": "refused", "reason": message, "limit": spent.field})
             return _refuse(self.server, message)
-        hooks.budget -= params.maxTokens
+        hooks.budget -= params.maxTokens + prompt
         try:
             text, model = await asyncio.wait_for(complete(hooks.llm, params), hooks.timeout_s)
         except TimeoutError:
@@ -322,6 +327,10 @@ class SessionCallbacks:
             message = f"sampling failed: the model raised {type(exc).__name__}: {exc}"
             hooks.record("sampling", {**entry, "outcome": "failed", "reason": message})
             return _refuse(self.server, message)
+        # the answer counts what it holds (at most maxTokens, as reserved): the rest is given back
+        unused = params.maxTokens - min(params.maxTokens, estimate_tokens(text))
+        hooks.budget += unused
+        hooks.meter.refund_tokens(unused)
         hooks.record("sampling", {**entry, "outcome": "answered", "model": model, "answer_chars": len(text)})
         return types.CreateMessageResult(
             role="assistant",
