@@ -71,11 +71,6 @@ def served(tmp_path: Path) -> Iterator[tuple[str, RunHistory]]:
     history.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="POST /tools/invoke?run_id= names any run: bob's invoke-only key adds its calls to alice's "
-    "recorded run (issue 34's fifth finding; no stage or route checks the run's owner)",
-)
 def test_an_invoke_naming_another_principal_s_run_is_refused(served: tuple[str, RunHistory]) -> None:
     url, history = served
     assert history.start_run("run_alice_1", {"owner": "alice", "source": {}})  # alice's recorded run
@@ -235,15 +230,6 @@ def test_the_workflows_route_refuses_another_principal_s_run(served: tuple[str, 
     assert answer.status_code == 409 and answer.json()["error_type"] == "owned", answer.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the run viewer's data routes (GET /ui/api/runs/{id}, /ui/api/runs) and GET "
-    "/tools/events/history?run_id= check only the 'history' action, not the run's owner: carol reads "
-    "alice's run and its calls' inputs and outputs, which /workflows/runs/{id} refuses her",
-)
-@pytest.mark.parametrize(
-    "path", ["/ui/api/runs/run_alice_read_2", "/tools/events/history?run_id=run_alice_read_2"]
-)
 def test_another_principal_s_run_is_not_readable_through_the_viewer_or_the_event_history(
     served: tuple[str, RunHistory], path: str
 ) -> None:
