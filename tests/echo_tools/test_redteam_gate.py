@@ -230,6 +230,9 @@ def test_the_workflows_route_refuses_another_principal_s_run(served: tuple[str, 
     assert answer.status_code == 409 and answer.json()["error_type"] == "owned", answer.text
 
 
+@pytest.mark.parametrize(
+    "path", ["/ui/api/runs/run_alice_read_2", "/tools/events/history?run_id=run_alice_read_2"]
+)
 def test_another_principal_s_run_is_not_readable_through_the_viewer_or_the_event_history(
     served: tuple[str, RunHistory], path: str
 ) -> None:
