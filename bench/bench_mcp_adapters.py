@@ -24,6 +24,12 @@ Install the servers once (registries only):
   python -m venv ~/.cache/echo-tools-tests/pypi-venv
   ~/.cache/echo-tools-tests/pypi-venv/bin/pip install mcp-server-time mcp-server-git
 Run: .venv/bin/python bench/bench_mcp_adapters.py   (BENCH_N=600 calls per persistent row; needs `.[bench]`)
+
+With the MCP SDK 2.x installed (the second test environment: `make install-mcp2`, then
+`.venv-mcp2/bin/python bench/bench_mcp_adapters.py`), langchain-mcp-adapters cannot be installed (it
+requires mcp<2): the run compares echo-tools with the raw 2.x SDK client (`mcp.Client`) on the same
+server, `tests/echo_tools/mcp_servers/interop_v2.py` (its `echo` tool), a warm call over stdio and over
+streamable HTTP, both speaking 2026-07-28, in alternating batches of the same run; target <= 1.2x.
 """
 
 from __future__ import annotations
@@ -45,10 +51,14 @@ from typing import Any
 warnings.simplefilter("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from collections.abc import AsyncIterator  # noqa: E402
+from contextlib import asynccontextmanager  # noqa: E402
+
 from _common import ameasure  # noqa: E402
 from bench_mcp import interleaved  # noqa: E402
 
 from echo_tools import EgressPolicy, ToolExecutor, ToolRegistry  # noqa: E402
+from echo_tools.mcp.connection import on_background_loop  # noqa: E402
 
 N = int(os.environ.get("BENCH_N", "600"))
 FRESH_N = int(os.environ.get("BENCH_MCP_SPAWNS", "5"))
@@ -268,9 +278,124 @@ def missing() -> list[Path]:
     return [p for p in (EVERYTHING, FILESYSTEM, MEMORY, TIME, GIT) if not p.exists()]
 
 
+INTEROP_V2 = Path(__file__).resolve().parent.parent / "tests" / "echo_tools" / "mcp_servers" / "interop_v2.py"
+
+
+def start_interop_http() -> tuple[subprocess.Popen[str], str]:
+    """interop_v2.py over streamable HTTP on a free loopback port (it prints `PORT <n>`)."""
+    process = subprocess.Popen(
+        [sys.executable, str(INTEROP_V2), "--http", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("PORT "):
+        process.kill()
+        raise RuntimeError(f"interop_v2.py did not report its port: {line!r}")
+    return process, f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+
+
+@asynccontextmanager
+async def held_on_background(client: Any) -> AsyncIterator[Any]:
+    """`client` entered (and left) by one task on echo-tools' background loop, where its sessions live."""
+    from echo_tools.runtime import background_loop
+
+    loop = background_loop()
+    entered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    caller = asyncio.get_running_loop()
+    leave = asyncio.Event()  # set on the background loop
+
+    async def hold() -> None:
+        async with client:
+            caller.call_soon_threadsafe(entered.set_result, client)
+            await leave.wait()
+
+    held = asyncio.run_coroutine_threadsafe(hold(), loop)
+    try:
+        yield await entered
+    finally:
+        loop.call_soon_threadsafe(leave.set)
+        await asyncio.wrap_future(held)
+
+
+async def sdk2_warm_calls() -> list[list[Any]]:
+    """A warm `echo` call through echo-tools against the raw 2.x SDK client, same server, same run."""
+    from mcp import Client, StdioServerParameters
+
+    process, url = start_interop_http()
+    rows: list[list[Any]] = []
+    try:
+        for transport in ("stdio", "http"):
+            registry = ToolRegistry(egress=EgressPolicy.local())
+            if transport == "stdio":
+                config: dict[str, Any] = {"command": sys.executable, "args": [str(INTEROP_V2)]}
+                target: Any = StdioServerParameters(command=sys.executable, args=[str(INTEROP_V2)])
+            else:
+                config, target = {"url": url}, url
+            await asyncio.to_thread(registry.add_mcp_server, "interop", config)
+            executor = ToolExecutor(registry, egress=EgressPolicy.local())
+            args = {"text": "hello"}
+            try:
+                first = await executor.invoke("mcp_interop_echo", args)
+                assert first.success and first.output == "echo: hello", first
+                async with Client(target) as client, held_on_background(Client(target)) as far:
+                    answer = await client.call_tool("echo", args)
+                    assert answer.content[0].text == "echo: hello"  # type: ignore[union-attr]
+                    paths: dict[str, Callable[[], Awaitable[Any]]] = {
+                        "ours": lambda ex=executor, a=args: ex.invoke("mcp_interop_echo", a),
+                        "raw": lambda c=client, a=args: c.call_tool("echo", a),
+                        # where echo-tools keeps its sessions: the raw client, called across the same hop
+                        "raw_hop": lambda c=far, a=args: on_background_loop(lambda: c.call_tool("echo", a)),
+                    }
+                    figures = await interleaved(paths, N)
+                    protocol = client.protocol_version
+            finally:
+                await executor.aclose()
+            rows.append([f"`echo` ({transport}, {protocol})", figures["ours"], figures["raw"],
+                         f"{figures['ours'] / figures['raw']:.2f}x", figures["raw_hop"],
+                         f"{figures['ours'] / figures['raw_hop']:.2f}x"])  # fmt: skip
+            print(f"done: {transport}", file=sys.stderr, flush=True)
+    finally:
+        process.terminate()
+        process.wait(10)
+    return rows
+
+
+async def main_sdk2() -> None:
+    from importlib.metadata import version
+
+    started = time.perf_counter()
+    rows = await sdk2_warm_calls()
+    print(f"mcp {version('mcp')} (langchain-mcp-adapters needs mcp<2: not installable here), N={N}\n")
+    print("Warm call, echo-tools against the raw SDK client `mcp.Client` (median us; target <= 1.2x). The")
+    print("last two columns: the raw client kept on echo-tools' background loop and called across the same")
+    print("thread hop as an echo-tools call (its sessions live there), which is most of the difference.\n")
+    print(
+        markdown(
+            [
+                "tool (transport, protocol)",
+                "ours: `executor.invoke`",
+                "raw `client.call_tool`",
+                "ours / raw",
+                "raw, across the hop to the background loop",
+                "ours / that",
+            ],  # fmt: skip
+            rows,
+        )
+    )
+    print(f"\ntotal {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
 async def main() -> None:
     from importlib.metadata import version
 
+    from echo_tools.compat.mcp import GENERATION
+
+    if GENERATION >= 2:
+        await main_sdk2()
+        return
     import langchain_mcp_adapters  # noqa: F401  (the `bench` extra)
 
     if missing():  # `make bench` installs them (npm and PyPI); without Node.js the comparison cannot run

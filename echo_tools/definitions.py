@@ -1,11 +1,12 @@
-"""Checking a tool definition without a catalogue: its JSON depth, its model, its name against a catalogue's.
+"""Checking a tool definition without a catalogue: its JSON depth, its model, the size of its stored text,
+its name against a catalogue's.
 
 The catalogue (`echo_tools.catalogue`) uses these before anything is stored; they hold no state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,6 +20,14 @@ from echo_tools.trust import remote_definition, with_trust_tags
 
 # the fields of a definition that hold free-form JSON, bounded in depth at registration
 _JSON_FIELDS = ("input_schema", "output_schema", "execution_config", "metadata")
+# stored text a listing, a search or a model's prompt reads, bounded at registration (whatever the source):
+# a catalogue of 100 tools with 0.9 MB descriptions made every listing and search 90 MB of work
+MAX_DESCRIPTION_CHARS = 16 * 1024
+MAX_ANNOTATION_CHARS = 16 * 1024  # one `title`, `description` or `$comment` of a schema
+MAX_SCHEMA_TEXT_CHARS = 64 * 1024  # every annotation of one schema together
+MAX_LABELS = 64  # tags, capabilities
+MAX_LABEL_CHARS = 128
+MAX_VERSION_CHARS = 64
 
 
 def module_list(allowed_modules: Sequence[str] | str) -> tuple[str, ...]:
@@ -84,7 +93,7 @@ def coerce_definition(tool: ToolDef | Mapping[str, Any], source: ToolSource | No
     if source is not None:
         data["source"] = source.value
     try:
-        return with_trust_tags(ToolDef.model_validate(data))
+        coerced = with_trust_tags(ToolDef.model_validate(data))
     except ValidationError as exc:
         errors = exc.errors()
         field = ".".join(str(p) for p in errors[0]["loc"]) if errors and errors[0]["loc"] else None
@@ -94,6 +103,59 @@ def coerce_definition(tool: ToolDef | Mapping[str, Any], source: ToolSource | No
             tool_id=raw_id if isinstance(raw_id, str) else None,
             field=field,
         ) from exc
+    check_text_sizes(coerced)
+    return coerced
+
+
+def check_text_sizes(tool: ToolDef) -> None:
+    """Raise `ToolRegistrationError` naming the field, the bound and the size when a stored text of `tool` is
+    over its bound: the description, each tag and capability and their number, the version, each schema
+    annotation (`title`, `description`, `$comment`) and all of one schema's together."""
+
+    def refuse(field: str, what: str, limit: int, size: int) -> None:
+        raise ToolRegistrationError(
+            f"Tool {tool.tool_id!r}: {field} must be at most {limit} {what}, got {size}",
+            tool_id=tool.tool_id,
+            field=field,
+        )
+
+    if len(tool.description) > MAX_DESCRIPTION_CHARS:
+        refuse("description", "characters", MAX_DESCRIPTION_CHARS, len(tool.description))
+    if len(tool.version) > MAX_VERSION_CHARS:
+        refuse("version", "characters", MAX_VERSION_CHARS, len(tool.version))
+    for name in ("tags", "capabilities"):
+        labels: list[str] = getattr(tool, name)
+        if len(labels) > MAX_LABELS:
+            refuse(name, "entries", MAX_LABELS, len(labels))
+        for index, label in enumerate(labels):
+            if len(label) > MAX_LABEL_CHARS:
+                refuse(f"{name}[{index}]", "characters", MAX_LABEL_CHARS, len(label))
+    for name in ("input_schema", "output_schema"):
+        total = 0
+        for path, text in _annotations(getattr(tool, name), name):
+            if len(text) > MAX_ANNOTATION_CHARS:
+                refuse(path, "characters", MAX_ANNOTATION_CHARS, len(text))
+            total += len(text)
+        if total > MAX_SCHEMA_TEXT_CHARS:
+            refuse(name, "characters of titles, descriptions and comments", MAX_SCHEMA_TEXT_CHARS, total)
+
+
+def _annotations(schema: Any, field: str) -> Iterator[tuple[str, str]]:
+    """`(path, text)` of every `title`, `description` and `$comment` string in a schema (depth-bounded
+    already, walked without recursion)."""
+    stack: list[tuple[str, Any]] = [(field, schema)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if key in _ANNOTATIONS and isinstance(child, str):
+                    yield f"{path}.{key}", child
+                elif isinstance(child, (dict, list)):
+                    stack.append((f"{path}.{key}", child))
+        elif isinstance(value, list):
+            stack.extend(
+                (f"{path}[{i}]", child) for i, child in enumerate(value) if isinstance(child, (dict, list))
+            )
 
 
 def written_by_host(tool: ToolDef) -> bool:

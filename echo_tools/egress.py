@@ -223,12 +223,17 @@ def egress_client(
     resolver: AbstractResolver | None = None,
     wrap: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None,
     max_connections: int = 100,
+    library: str = "httpx",
     **options: Any,
-) -> httpx.AsyncClient:
+) -> Any:
     """The one outbound HTTP client: an `httpx.AsyncClient` whose every request (redirect hops and auth
     flows included) passes `policy` on the address it connects to, and whose bodies are decoded under
     `max_body_bytes` (default `policy.max_response_bytes`; past it reading fails with
     `ResponseTooLargeError`).
+
+    With `library="httpx2"` the same client as an `httpx2.AsyncClient`, the HTTP client the MCP SDK 2.x
+    takes (`echo_tools.egress_transport.Httpx2Bridge`: the same transport underneath, so the same policy,
+    pinning, bounds and redirect rules; `options` are then httpx2's, its `auth` an `httpx2.Auth`).
 
     Args:
         policy: the egress policy.
@@ -236,13 +241,16 @@ def egress_client(
         resolver: an aiohttp `AbstractResolver` to ask for addresses (default: the system's).
         wrap: wraps the transport (a caller that watches its streams).
         max_connections: the connection pool's size.
+        library: `"httpx"` or `"httpx2"`: which client class is returned.
         options: `httpx.AsyncClient` options (`headers`, `timeout`, `auth`, `follow_redirects`).
     """
     import httpx
 
     from echo_tools.bounded_body import ACCEPT_ENCODING
-    from echo_tools.egress_transport import EgressTransport
+    from echo_tools.egress_transport import EgressTransport, Httpx2Bridge
 
+    if library not in ("httpx", "httpx2"):
+        raise ValueError(f"library must be 'httpx' or 'httpx2', got {library!r}")
     transport: httpx.AsyncBaseTransport = EgressTransport(
         policy, max_body_bytes=max_body_bytes, resolver=resolver, max_connections=max_connections
     )
@@ -250,6 +258,12 @@ def egress_client(
         transport = wrap(transport)
     headers = {"Accept-Encoding": ACCEPT_ENCODING, **(options.pop("headers", None) or {})}
     options.setdefault("follow_redirects", False)
+    if library == "httpx2":
+        import httpx2
+
+        return httpx2.AsyncClient(
+            transport=Httpx2Bridge(transport), trust_env=False, headers=headers, **options
+        )
     return httpx.AsyncClient(transport=transport, trust_env=False, headers=headers, **options)
 
 

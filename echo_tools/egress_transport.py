@@ -206,3 +206,91 @@ class EgressTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class Httpx2Bridge:
+    """The same pinned, bounded transport for an `httpx2.AsyncClient` (the MCP SDK 2.x's HTTP client).
+
+    `httpx2` is a fork of httpx with its own types: this bridge takes each `httpx2.Request`, sends it as an
+    `httpx.Request` through `inner` (an `EgressTransport`, maybe wrapped), and hands the answer back as an
+    `httpx2.Response` whose body streams from the same bounded stream. Errors keep their kind
+    (`httpx.ConnectError` becomes `httpx2.ConnectError`; `ResponseTooLargeError` an `httpx2.DecodingError`
+    with its message), so the SDK's error handling sees what it knows. Redirects and auth flows are the
+    httpx2 client's, each hop a request through here, so every hop passes the policy.
+
+    Built by `echo_tools.egress.egress_client(..., library="httpx2")` only; an `httpx2.AsyncBaseTransport`
+    at run time (the class is made when httpx2 is first needed: it is the SDK 2.x's dependency, not ours).
+    """
+
+    def __new__(cls, inner: httpx.AsyncBaseTransport) -> Any:
+        return _bridge_class()(inner)
+
+
+_BRIDGE: list[type] = []
+
+
+def _bridge_class() -> type:
+    if _BRIDGE:
+        return _BRIDGE[0]
+    import httpx2
+
+    def mapped(exc: httpx.HTTPError, request: Any) -> Exception:
+        kind = getattr(httpx2, type(exc).__name__, None)
+        if not (isinstance(kind, type) and issubclass(kind, httpx2.HTTPError)):
+            for base in type(exc).__mro__:  # ResponseTooLargeError -> DecodingError, and so on
+                kind = getattr(httpx2, base.__name__, None)
+                if isinstance(kind, type) and issubclass(kind, httpx2.HTTPError):
+                    break
+            else:
+                kind = httpx2.TransportError
+        maker: Any = kind
+        try:
+            return maker(str(exc), request=request)  # type: ignore[no-any-return]
+        except TypeError:
+            return maker(str(exc))  # type: ignore[no-any-return]
+
+    class _Stream(httpx2.AsyncByteStream):
+        def __init__(self, inner: httpx.AsyncByteStream, request: Any) -> None:
+            self.inner, self.request = inner, request
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                async for chunk in self.inner:
+                    yield chunk
+            except httpx.HTTPError as exc:
+                raise mapped(exc, self.request) from exc
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class _Bridge(httpx2.AsyncBaseTransport):
+        def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+            self.inner = inner
+
+        async def handle_async_request(self, request: Any) -> Any:
+            body = await request.aread()
+            sent = httpx.Request(
+                request.method,
+                str(request.url),
+                headers=list(request.headers.raw),
+                content=body,
+                extensions=dict(request.extensions),
+            )
+            try:
+                response = await self.inner.handle_async_request(sent)
+            except httpx.HTTPError as exc:
+                raise mapped(exc, request) from exc
+            assert isinstance(response.stream, httpx.AsyncByteStream)
+            return httpx2.Response(
+                response.status_code,
+                headers=list(response.headers.raw),
+                stream=_Stream(response.stream, request),
+                extensions=dict(response.extensions),
+                request=request,
+            )
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    _BRIDGE.append(_Bridge)
+    return _Bridge

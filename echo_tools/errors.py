@@ -25,6 +25,7 @@ Misuse of the API raises; a tool that fails returns a `ToolResult` with `success
     ├── QuotaExceededError           over a quota (`retry_after_s` in details)
     ├── ToolBudgetError              the request's budget (calls, depth, fan-out, time, output) is spent
     ├── ScopeRestoreError            a kept scope cannot be restored (changed, malformed, principal gone)
+    │   └── ScopeKeyElsewhere        it was sealed with another key: it cannot be checked in this process
     └── ToolConfigError              a configuration (MCP server, executor setting) is invalid
 """
 
@@ -134,6 +135,11 @@ class ToolBudgetError(ToolError, error_type="budget"):
 class ScopeRestoreError(ToolError, error_type="denied"):
     """A deferred call's or paused run's kept scope was changed, is malformed, or names a principal that is
     gone: nothing runs under it."""
+
+
+class ScopeKeyElsewhere(ScopeRestoreError):
+    """A kept scope was sealed with another key than this process has: it cannot be checked here (decide
+    or resume where the key is the same); nothing runs here."""
 
 
 class ToolConfigError(ToolError, error_type="validation"):

@@ -308,6 +308,9 @@ class Attempts(_Stage):
     async def _attempts(self, call: Call) -> None:
         tool = call.tool
         timeout_ms = call.context.timeout_ms or tool.timeout_ms
+        meter = call.context.budget
+        if meter is not None:  # never past the request's or run's own deadline
+            timeout_ms = max(1.0, min(timeout_ms, meter.remaining_s() * 1000))
         while True:
             call.attempts += 1
             try:

@@ -34,10 +34,11 @@ HEADER = struct.Struct("!I")
 READY_TIMEOUT_S = 120.0  # the imports take seconds; a server not ready by then is stuck
 
 
-def start(path: str, modules: list[str], **popen: Any) -> subprocess.Popen[str]:
-    """Start a server on socket `path` that imports `modules` (`popen`: env, stderr); its `Popen` once it
+def start(path: str, modules: list[str], python: str = sys.executable, **popen: Any) -> subprocess.Popen[str]:
+    """Start a server on socket `path` that imports `modules` (`popen`: env, stderr), run by `python` (this
+    interpreter, or another one: the MCP tests' servers of the other SDK generation); its `Popen` once it
     is ready. `stop` it (or let this process end: its standard input is this process's pipe)."""
-    command = [sys.executable, "-P", __file__, "serve", path, *modules]
+    command = [python, "-P", __file__, "serve", path, *modules]
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **popen)
     assert server.stdout is not None and server.stdin is not None
     watchdog = threading.Timer(READY_TIMEOUT_S, server.kill)  # imports that hang must not hang the suite
@@ -64,9 +65,9 @@ def stop(server: subprocess.Popen[str]) -> None:
         server.wait()
 
 
-def command(path: str) -> list[str]:
+def command(path: str, python: str = sys.executable) -> list[str]:
     """The command that stands for `python` with the server on `path`: append ARGS."""
-    return [sys.executable, "-S", "-P", __file__, path]
+    return [python, "-S", "-P", __file__, path]
 
 
 def serve(path: str, modules: list[str]) -> socket.socket:

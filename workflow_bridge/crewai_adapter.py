@@ -7,6 +7,7 @@ same keys EchoAI's nodes return, plus the executor events of its own tool calls 
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import weakref
@@ -342,8 +343,11 @@ class CrewAIAdapter:
             return text, events, None
 
         def parallel_crew_node(state: dict[str, Any]) -> dict[str, Any]:
+            # each agent's thread gets a copy of this node's context: the run's scope is in it
+            pairs = list(zip(agents, llms, strict=True))
+            contexts = [contextvars.copy_context() for _ in pairs]
             with ThreadPoolExecutor(max_workers=max(1, len(agents))) as pool:
-                runs = list(pool.map(lambda pair: run(pair, state), zip(agents, llms, strict=True)))
+                runs = list(pool.map(lambda c, pair: c.run(run, pair, state), contexts, pairs))
             individual = {str(a.get("agent_id")): run[0] for a, run in zip(agents, runs, strict=True)}
             named = {
                 str(a.get("name") or a.get("agent_id")): run[0] for a, run in zip(agents, runs, strict=True)

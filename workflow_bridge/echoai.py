@@ -272,7 +272,9 @@ def mount(
             "echo-tools routes mounted without an API key: they answer only requests to a loopback host "
             "name; pass api_key= (or set ECHO_TOOLS_API_KEY) to serve them to other machines"
         )
-    router = make_router(layer.registry, layer.executor, settings)
+    router = make_router(
+        layer.registry, layer.executor, settings, history=layer.history
+    )  # whose runs are whose
     app.include_router(router)
     include_plugin_routers(app, router.state)  # type: ignore[attr-defined]
     app.include_router(make_ui_router(router.state, layer.history))  # type: ignore[attr-defined]  # /ui/

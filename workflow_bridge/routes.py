@@ -22,6 +22,7 @@ from fastapi.responses import StreamingResponse
 
 from echo_tools.api.errors import ApiError, contract_route_class, from_tool_error
 from echo_tools.api.events import SSE_HEADERS, format_sse
+from echo_tools.api.owners import refuse_foreign_run
 from echo_tools.errors import ToolError
 from echo_tools.gate import CallScope, Principal, acting_as
 from echo_tools.mcp.bound import bound_scope
@@ -97,6 +98,8 @@ def make_workflow_router(state: ApiState) -> APIRouter:
         source = {k: v for k, v in body.items() if k not in RUN_OPTIONS}
         history = histories.get(required=False)
         if run_id is not None and history is not None:
+            # another principal's run id (recorded, or named by its calls) is its owner's: 409 naming it
+            await anyio.to_thread.run_sync(refuse_foreign_run, principal, history, run_id, "body.run_id")
             await anyio.to_thread.run_sync(_refuse_taken, history, run_id)
         run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
         pool.take()  # 503 `busy` when every run slot is taken; the run starts now, whoever reads the stream

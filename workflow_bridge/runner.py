@@ -272,11 +272,11 @@ def resume_run(
 
     history = _open_history(storage)
     record = _recorded_run(history, run_id)
-    check_owner(record["owner"], principal, run_id, "resume")
-    resume_value = _checked_resume(history, record, decision, run_id)
     stored = record["source"]
     seal = seal_of(history)
-    scope = _run_scope(stored, seal, run_id, principals)
+    scope = _run_scope(record, seal, principals)  # before the owner check: the owner is the sealed one
+    check_owner(record["owner"], principal, run_id, "resume")
+    resume_value = _checked_resume(history, record, decision, run_id)
     own_executor = executor is None
     if registry is None:
         registry = _storage_registry(history, run_id)
@@ -285,21 +285,22 @@ def resume_run(
 
         executor = ToolExecutor(registry)
     try:
-        graph = _recompiled(history, stored, registry, executor, llm)
-        _check_paused_nodes(graph, stored, run_id)
-        start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
-        if not history.claim_run(run_id):  # one step: a second resume of the same pause loses here
-            now = (history.run(run_id) or {}).get("status")
-            raise RunResumeError(
-                f"run {run_id!r} is {now!r}, not 'interrupted': another resume took it first",
-                status=409,
-                field="status",
-                run_id=run_id,
-            )
-        # kept among the run's events, so a replay applies the same decisions
-        history.record(ToolEvent(type="run.resumed", run_id=run_id, input=resume_value))
-        keep = functools.partial(kept, scope, seal) if scope is not None else None
+        # compiled under the run's scope too: what the compile may store (a canvas's MCP server) is the owner's
         with _active(scope, executor):
+            graph = _recompiled(history, stored, registry, executor, llm)
+            _check_paused_nodes(graph, stored, run_id)
+            start = {"type": "run.resumed", "run_id": run_id, "decision": resume_value}
+            if not history.claim_run(run_id):  # one step: a second resume of the same pause loses here
+                now = (history.run(run_id) or {}).get("status")
+                raise RunResumeError(
+                    f"run {run_id!r} is {now!r}, not 'interrupted': another resume took it first",
+                    status=409,
+                    field="status",
+                    run_id=run_id,
+                )
+            # kept among the run's events, so a replay applies the same decisions
+            history.record(ToolEvent(type="run.resumed", run_id=run_id, input=resume_value))
+            keep = functools.partial(kept, scope, seal) if scope is not None else None
             return stream_run(
                 graph, Command(resume=resume_value), run_id, executor=executor, on_event=on_event,
                 started=start, history=history, keep=keep,
@@ -309,14 +310,33 @@ def resume_run(
             executor.close()
 
 
-def _run_scope(stored: Any, seal: Seal, run_id: str, principals: PrincipalLookup | None) -> CallScope | None:
-    """The scope a paused run carries on under: the one its record kept (RunResumeError 409 `scope` when
-    it was changed or its principal is gone); for a run recorded before scopes were kept, the one acting."""
+def _run_scope(record: Mapping[str, Any], seal: Seal, principals: PrincipalLookup | None) -> CallScope | None:
+    """The scope a paused run carries on under: the one its record kept, whose principal must be the
+    recorded owner (RunResumeError 409 `scope` when either was changed, or the principal is gone). A run
+    recorded before scopes were kept goes on under its owner's current grants when the server knows its
+    principals, else (the CLI, in-process Python) under the scope acting now, as before."""
+    run_id, stored = record["run_id"], record["source"]
     try:
         scope = restored(stored, seal, run_id, principals) if isinstance(stored, Mapping) else None
     except ScopeRestoreError as exc:
         raise RunResumeError(str(exc), status=409, field="scope", run_id=run_id) from exc
-    return scope if scope is not None else current_scope()
+    if scope is not None:
+        if scope.principal.name != record["owner"]:
+            raise RunResumeError(
+                f"run {run_id!r}: its recorded owner {record['owner']!r} is not the principal its sealed scope "
+                f"names ({scope.principal.name!r}): the record was changed; it is not resumed",
+                status=409, field="scope", run_id=run_id,
+            )  # fmt: skip
+        return scope
+    if principals is not None:
+        owner = principals(record["owner"])
+        if owner is None:
+            raise RunResumeError(
+                f"run {run_id!r} was started by principal {record['owner']!r}, which no longer exists; it is "
+                "not resumed", status=409, field="scope", run_id=run_id,
+            )  # fmt: skip
+        return CallScope.admit(owner, run_id=run_id)
+    return current_scope()
 
 
 def check_owner(owner: str, principal: Any, run_id: str, doing: str) -> None:
@@ -484,6 +504,7 @@ def run_status(run_id: str, *, storage: Any) -> dict[str, Any]:
     """
     history = _open_history(storage)
     record = _recorded_run(history, run_id)
+    _run_scope(record, seal_of(history), None)  # a record whose owner was changed is not read either
     saver = history.checkpointer()
     checkpoint = saver.get_tuple({"configurable": {"thread_id": run_id}})
     values = dict(checkpoint.checkpoint.get("channel_values") or {}) if checkpoint else {}

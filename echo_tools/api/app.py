@@ -32,7 +32,7 @@ from echo_tools.api.errors import (
     install_error_handlers,
 )
 from echo_tools.api.events import SSE_HEADERS, EventBroadcaster, event_stream, prometheus_text
-from echo_tools.api.owners import owned_copy, refuse_unowned
+from echo_tools.api.owners import owned_copy, refuse_foreign_run, refuse_unowned, viewer
 from echo_tools.api.security import Gatekeeper, install_security
 from echo_tools.api.shapes import list_item
 from echo_tools.api.state import ApiState
@@ -152,6 +152,11 @@ async def call_request(request: Request) -> CallRequest:
             raise ApiError(
                 422, "validation", f"The request body is not valid JSON: {exc}", field="body"
             ) from exc
+        except RecursionError as exc:  # nested deeper than the parser's stack: the caller's doing
+            raise ApiError(
+                422, "validation", "The request body nests too deep to be read as a tool's input; flatten it",
+                field="body",
+            ) from exc  # fmt: skip
     if input_data is None:
         input_data = {}
     elif not isinstance(input_data, dict):
@@ -239,21 +244,65 @@ def _add_call_routes(router: APIRouter, state: ApiState) -> None:
         }
 
 
-def _add_listing_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
-    """The catalogue's listings: every tool, the tools of one type, a search."""
-    registry = state.registry
+LIST_LIMIT = 1000  # tools a listing answers at most (a page); `Link: <...>; rel="next"` names the next
 
-    @router.get("/list", dependencies=secured, summary="Every tool")
-    async def list_tools() -> list[dict[str, Any]]:
-        return [list_item(t) for t in registry.list_all()]
+
+def _add_listing_routes(router: APIRouter, state: ApiState, secured: list[Any]) -> None:
+    """The catalogue's listings: every tool, the tools of one type, a search. Each answers a page of at most
+    `LIST_LIMIT` tools by id (`limit`, `after`: the last id of the page before), with `X-Total-Count` and a
+    `Link` to the next page, and reads the catalogue on a worker thread (never the event loop: a listing or
+    a search is work proportional to the catalogue)."""
+    registry = state.registry
+    page_query = {
+        "limit": Query(LIST_LIMIT, ge=1, le=LIST_LIMIT, description=f"tools a page, 1..{LIST_LIMIT}"),
+        "after": Query(None, max_length=200, description="the last tool_id of the page before"),
+    }
+
+    @router.get("/list", dependencies=secured, summary="Every tool, a page at a time")
+    async def list_tools(
+        request: Request, limit: int = page_query["limit"], after: str | None = page_query["after"]
+    ) -> Response:
+        return await _page(request, registry.list_all, limit, after)
 
     @router.get("/list/type/{tool_type}", dependencies=secured, summary="The tools of one type")
-    async def list_by_type(tool_type: str = PathParam(..., max_length=20)) -> list[dict[str, Any]]:
-        return [list_item(t) for t in registry.list_by_type(tool_type)]
+    async def list_by_type(
+        request: Request,
+        tool_type: str = PathParam(..., max_length=20),
+        limit: int = page_query["limit"],
+        after: str | None = page_query["after"],
+    ) -> Response:
+        return await _page(request, lambda: registry.list_by_type(tool_type), limit, after)
 
     @router.get("/search", dependencies=secured, summary="Tools matching every word of q")
-    async def search(q: str = Query("", max_length=200)) -> list[dict[str, Any]]:
-        return [list_item(t) for t in registry.search(q)]
+    async def search(
+        request: Request,
+        q: str = Query("", max_length=200),
+        limit: int = page_query["limit"],
+        after: str | None = page_query["after"],
+    ) -> Response:
+        return await _page(request, lambda: registry.search(q), limit, after)
+
+
+async def _page(request: Request, read: Any, limit: int, after: str | None) -> Response:
+    """One page of the tools `read()` answers (sorted by id), on a worker thread: the JSON list EchoAI
+    reads, `X-Total-Count` and, when more follow, `Link: <url>; rel="next"`."""
+
+    def build() -> tuple[bytes, int, str | None]:
+        tools = sorted(read(), key=lambda t: t.tool_id)
+        start = 0
+        if after is not None:
+            start = next((i for i, t in enumerate(tools) if t.tool_id > after), len(tools))
+        page = tools[start : start + limit]
+        more = start + limit < len(tools)
+        body = json.dumps([list_item(t) for t in page], ensure_ascii=False).encode("utf-8")
+        return body, len(tools), page[-1].tool_id if more and page else None
+
+    body, total, last = await anyio.to_thread.run_sync(build)
+    headers = {"X-Total-Count": str(total)}
+    if last is not None:
+        link = request.url.include_query_params(after=last, limit=limit)
+        headers["Link"] = f'<{link}>; rel="next"'
+    return Response(body, media_type="application/json", headers=headers)
 
 
 def _add_status_routes(router: APIRouter, state: ApiState) -> None:
@@ -273,19 +322,22 @@ def _add_status_routes(router: APIRouter, state: ApiState) -> None:
             **({"workflow_runs": runs} if runs else {}),
         }
 
-    @router.get(
-        "/events", dependencies=[gate.requires("history")], summary="Server-Sent Events stream of tool events"
-    )
+    @router.get("/events", summary="Server-Sent Events stream of tool events (the principal's own calls)")
     async def events(
         run_id: str | None = Query(None, max_length=200, description="only the events of this run"),
         max_events: int | None = Query(None, gt=0, le=100_000, description="end the stream after N events"),
+        principal: Principal = gate.requires("history"),
     ) -> StreamingResponse:
-        stream = event_stream(broadcaster, run_id, settings.sse_ping_seconds, max_events)
+        if run_id is not None and not principal.grants.admin and state.history is not None:
+            await anyio.to_thread.run_sync(
+                lambda: refuse_foreign_run(principal, state.history, run_id, field="run_id", doing="follow")
+            )
+        stream = event_stream(broadcaster, run_id, settings.sse_ping_seconds, max_events, viewer(principal))
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
     from echo_tools.api.history import add_history_route
 
-    add_history_route(router, history, [gate.requires("history")])
+    add_history_route(router, history, gate)
     from echo_tools.api.approvals import add_approval_routes
 
     add_approval_routes(router, state)  # /tools/approvals (echo_tools.governance), action "approve"
@@ -349,7 +401,13 @@ def _add_admin_routes(router: APIRouter, state: ApiState, secured: list[Any]) ->
         tool_id: str = PathParam(..., max_length=200), input_data: dict[str, Any] | None = Body(None)
     ) -> dict[str, Any]:
         tool = registry.require(tool_id)
-        errors = registry.input_errors(tool.tool_id, input_data or {})
+        try:
+            errors = registry.input_errors(tool.tool_id, input_data or {})
+        except (ValueError, RecursionError) as exc:  # the validator's own recursion limit: too deep an input
+            raise ApiError(
+                422, "validation", f"The input nests too deep to be checked: {exc}", tool_id=tool.tool_id,
+                field="body",
+            ) from exc  # fmt: skip
         if not errors:
             return {"valid": True, "tool_id": tool.tool_id, "message": "Input is valid"}
         return {"valid": False, "tool_id": tool.tool_id, "error": "; ".join(errors), "errors": errors}
@@ -402,6 +460,14 @@ def _wrong_method(router: APIRouter, method: str, segment: str) -> JSONResponse 
 
 
 async def _invoke(state: ApiState, ref: str | ToolDef, call: CallRequest, principal: Principal) -> Response:
+    run_id = call.context.get("run_id")
+    if run_id is not None and not principal.grants.admin and state.history is not None:
+        # before the call: nothing of it may reach another principal's run (its history, its quota)
+        await anyio.to_thread.run_sync(
+            lambda: refuse_foreign_run(
+                principal, state.history, run_id, field="query.run_id", doing="add calls to"
+            )
+        )
     ctx = ToolContext(**call.context, **principal_context(principal))
     result = await state.executor.invoke(ref, call.input_data, ctx)
     if not result.success:

@@ -3,7 +3,8 @@
 Every error answers `{"error_type", "message", "tool_id", "field"}`: 404 unknown tool or route, 422 invalid
 input (the field path named), 409 name clash or a tool read-only to HTTP callers, 403 denied (permission,
 disabled tool, forbidden registration, an action outside the principal's grants), 429 budget spent, 401 missing or wrong API key, 413 body too large, 421 a `Host` the
-keyless server does not answer, 503 storage folder unusable (read-only, full, locked), 504 timeout,
+keyless server does not answer, 415 a body that is not JSON on a keyless server's state-changing route,
+503 storage folder unusable (read-only, full, locked), 504 timeout,
 502 tool failure.
 """
 
@@ -33,6 +34,7 @@ STATUS_BY_ERROR_TYPE = {
     "misdirected": 421,
     "unauthorized": 401,
     "too_large": 413,
+    "unsupported_media_type": 415,
     "timeout": 504,
     "budget": 429,
     "execution": 502,

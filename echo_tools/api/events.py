@@ -2,7 +2,8 @@
 
 One `EventBroadcaster` is an executor sink. Each event is serialised once into an SSE frame and appended to
 one shared window, bounded in events (`queue_size`) and in bytes (`max_bytes`); every `/tools/events`
-client reads the window from its own cursor. Publishing is O(1) in the number of clients (one wake-up per
+client reads the window from its own cursor, and sees only the events of its principal's calls unless it is
+an admin's (`viewer` None). Publishing is O(1) in the number of clients (one wake-up per
 event loop per 50 ms, never a copy per client), a slow or stalled client pins nothing (it finds a `dropped` frame
 saying how many events it missed), and at most `max_clients` streams are open (the next gets 503).
 Sinks are called from any thread; clients are woken through their loop's `call_soon_threadsafe`.
@@ -44,6 +45,7 @@ class TooManyClientsError(Exception):
 class _Entry:
     seq: int
     run_id: str | None
+    principal: str | None
     data: dict[str, Any]
     frame: str
     size: int
@@ -83,10 +85,13 @@ class _LoopWaker:
 class EventClient:
     """One stream's cursor into the broadcaster's window; read on the client's own loop."""
 
-    def __init__(self, broadcaster: EventBroadcaster, waker: _LoopWaker, run_id: str | None) -> None:
+    def __init__(
+        self, broadcaster: EventBroadcaster, waker: _LoopWaker, run_id: str | None, viewer: str | None = None
+    ) -> None:
         self.broadcaster = broadcaster
         self.waker = waker
         self.run_id = run_id
+        self.viewer = viewer  # the principal whose calls' events it sees; None: every event (an admin)
         self.cursor = broadcaster.next_seq
         self.dropped = 0
         self.pending_drop = 0  # missed events not yet announced to the stream
@@ -138,6 +143,7 @@ class EventBroadcaster(InlineSink):
         self._window: deque[_Entry] = deque()
         self._bytes = 0
         self._clients: set[EventClient] = set()
+        self._listeners = 0  # streams holding a slot that read no tool events (the run viewer's list)
         self._wakers: dict[asyncio.AbstractEventLoop, _LoopWaker] = {}
         self._lock = threading.Lock()
         # the registry and the executor may both deliver one event; deliver it once
@@ -166,7 +172,7 @@ class EventBroadcaster(InlineSink):
             frame = format_sse(entry_data.get("type", "tool.event"), entry_data, entry_data.get("event_id"))
             size = len(frame.encode("utf-8"))
         with self._lock:
-            entry = _Entry(self.next_seq, event.run_id, entry_data, frame, size)
+            entry = _Entry(self.next_seq, event.run_id, event.principal, entry_data, frame, size)
             self.next_seq += 1
             self._window.append(entry)
             self._bytes += size
@@ -189,39 +195,63 @@ class EventBroadcaster(InlineSink):
             start = client.cursor - first
             client.cursor = self.next_seq
             entries = itertools.islice(self._window, start, None)
-            if client.run_id is None:
+            run_id, viewer = client.run_id, client.viewer
+            if run_id is None and viewer is None:
                 return list(entries)
-            return [e for e in entries if e.run_id == client.run_id]
+            return [
+                e
+                for e in entries
+                if (run_id is None or e.run_id == run_id) and (viewer is None or e.principal == viewer)
+            ]
 
     @property
     def client_count(self) -> int:
-        return len(self._clients)
+        return len(self._clients) + self._listeners
 
     @property
     def dropped(self) -> int:
         """Events that left the window before a client read them, summed over clients."""
         return self.dropped_total
 
-    def add_client(self, run_id: str | None = None) -> EventClient:
-        """Register a stream on the running loop; `remove_client` ends it.
+    def add_client(self, run_id: str | None = None, viewer: str | None = None) -> EventClient:
+        """Register a stream on the running loop (seeing the events of `viewer`'s calls only, when given);
+        `remove_client` ends it.
 
         Raises:
             TooManyClientsError: `max_clients` streams are open.
         """
         loop = asyncio.get_running_loop()
         with self._lock:
-            if len(self._clients) >= self.max_clients:
-                raise TooManyClientsError(
-                    f"The event stream has {len(self._clients)} clients, its limit (max_clients); "
-                    "close one or try again later"
-                )
+            self._refuse_when_full()
             waker = self._wakers.get(loop)
             if waker is None:
                 waker = self._wakers[loop] = _LoopWaker(loop)
             waker.clients += 1
-            client = EventClient(self, waker, run_id)
+            client = EventClient(self, waker, run_id, viewer)
             self._clients.add(client)
         return client
+
+    def _refuse_when_full(self) -> None:
+        if len(self._clients) + self._listeners >= self.max_clients:
+            raise TooManyClientsError(
+                f"The event stream has {len(self._clients) + self._listeners} clients, its limit "
+                f"(max_clients {self.max_clients}); close one or try again later"
+            )
+
+    def add_listener(self) -> None:
+        """Take a stream slot for a stream that reads no tool events (counted against `max_clients`);
+        `remove_listener` gives it back.
+
+        Raises:
+            TooManyClientsError: `max_clients` streams are open.
+        """
+        with self._lock:
+            self._refuse_when_full()
+            self._listeners += 1
+
+    def remove_listener(self) -> None:
+        with self._lock:
+            self._listeners = max(0, self._listeners - 1)
 
     def remove_client(self, client: EventClient) -> None:
         with self._lock:
@@ -233,9 +263,10 @@ class EventBroadcaster(InlineSink):
                 self._wakers.pop(client.waker.loop, None)
 
     @contextmanager
-    def subscribe(self, run_id: str | None = None) -> Iterator[EventClient]:
-        """A client receiving every later event (of `run_id` only, when given) until the block ends."""
-        client = self.add_client(run_id)
+    def subscribe(self, run_id: str | None = None, viewer: str | None = None) -> Iterator[EventClient]:
+        """A client receiving every later event (of `run_id` only, of `viewer`'s calls only, when given)
+        until the block ends."""
+        client = self.add_client(run_id, viewer)
         try:
             yield client
         finally:
@@ -243,7 +274,11 @@ class EventBroadcaster(InlineSink):
 
 
 def event_stream(
-    broadcaster: EventBroadcaster, run_id: str | None, ping_seconds: float, max_events: int | None
+    broadcaster: EventBroadcaster,
+    run_id: str | None,
+    ping_seconds: float,
+    max_events: int | None,
+    viewer: str | None = None,
 ) -> AsyncIterator[str]:
     """The SSE frames of one `/tools/events` client: a `ready` frame once subscribed, then the events.
 
@@ -256,7 +291,7 @@ def event_stream(
     from echo_tools.api.errors import ApiError
 
     try:
-        client = broadcaster.add_client(run_id)
+        client = broadcaster.add_client(run_id, viewer)
     except TooManyClientsError as exc:
         raise ApiError(503, "unavailable", str(exc), field="max_clients") from exc
     stream = _frames(broadcaster, client, ping_seconds, max_events)

@@ -2,12 +2,15 @@
 
 Only the owner or an `admin` principal may replace, delete or reuse the id of what another owns
 (409 `owned` naming the owner); something with no recorded owner is the operator's. Checked here, in the
-API layer, before the registry or the credential store is asked to change anything.
+API layer, before the registry or the credential store is asked to change anything. Reads are owned too:
+`viewer(principal)` is the name a read filters by (None: an admin, who sees everything), and a call may
+name as its `run_id` only a run its principal owns (`refuse_foreign_run`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import weakref
+from typing import TYPE_CHECKING, Any
 
 from echo_tools.api.errors import ApiError
 
@@ -16,7 +19,69 @@ if TYPE_CHECKING:
     from echo_tools.models import ToolDef
     from echo_tools.registry import ToolRegistry
 
-__all__ = ["owned_copy", "refuse_unowned", "refuse_unowned_provider"]
+__all__ = [
+    "owned_copy",
+    "refuse_foreign_run",
+    "refuse_unowned",
+    "refuse_unowned_provider",
+    "run_owner",
+    "viewer",
+]
+
+
+def viewer(principal: Principal) -> str | None:
+    """The principal name a read shows the data of (its runs, calls, approvals); None: an admin sees all."""
+    return None if principal.grants.admin else principal.name
+
+
+_OWNERS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_OWNERS_KEPT = 10_000  # run owners remembered per history (an owner never changes once known)
+
+
+def run_owner(history: Any, run_id: str) -> str | None:
+    """Who owns run `run_id` (or the run it is a sub-run of, `RUN/<tool>/<hex>`): the principal that
+    started the recorded run, else the principal whose call first named the id; None: nobody yet.
+
+    Reads the history (call it on a worker thread) the first time a run's owner is asked for."""
+    root = run_id.split("/", 1)[0]
+    try:
+        known = _OWNERS.setdefault(history, {})
+    except TypeError:  # a history that cannot be weakly referenced: asked every time
+        known = {}
+    for candidate in dict.fromkeys((root, run_id)):
+        owner = known.get(candidate)
+        if owner is not None:
+            return owner
+        record = history.run(candidate)
+        if record is not None:
+            owner = str(record["owner"])
+        else:
+            first = history.events(run_id=candidate, limit=1)
+            owner = (first[0].principal or "operator") if first else None
+        if owner is not None:
+            if len(known) >= _OWNERS_KEPT:
+                known.clear()
+            known[candidate] = owner
+            return owner
+    return None
+
+
+def refuse_foreign_run(
+    principal: Principal, history: Any, run_id: str, field: str = "run_id", doing: str = "reuse"
+) -> None:
+    """409 `owned` naming the owner when `run_id` is a run another principal owns (an admin may name any)."""
+    if principal.grants.admin or history is None:
+        return
+    owner = run_owner(history, run_id)
+    if owner is None or owner == principal.name:
+        return
+    raise ApiError(
+        409,
+        "owned",
+        f"run {run_id!r} is owned by {owner!r}; principal {principal.name!r} may not {doing} it (only its "
+        "owner or an admin may)",
+        field=field,
+    )
 
 
 def refuse_unowned(

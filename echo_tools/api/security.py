@@ -5,6 +5,9 @@ when the router is mounted into another app); the body limit is a pure ASGI midd
 body before any route reads it), backed by a Content-Length check in the same dependency for routers
 mounted without the middleware. Without a key, only requests whose `Host` is a loopback name are
 answered: a web page whose own name rebinds to 127.0.0.1 (DNS rebinding) sends its own name as `Host`.
+A keyless server also refuses what any web page the local browser opens can send cross-site without a
+preflight: a state-changing request with a body that is not JSON (415: `text/plain`, a form) or from an
+`Origin` that is neither the server's own nor a configured CORS origin (403).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class Gatekeeper:
         self.settings = settings
         self.limit = settings.max_body_bytes
         self.keyless = not settings.key_required and settings.api_key is None
+        self.origins = frozenset(o.strip().lower().rstrip("/") for o in settings.cors_origins)
         ceiling = settings.granted_permissions
         table = {digest: _capped(p, ceiling) for digest, p in (settings.principals or {}).items()}
         self.operator = _capped(OPERATOR, ceiling)
@@ -154,7 +158,7 @@ class Gatekeeper:
         if action == PUBLIC:
             return self.operator if self.keyless else _ANONYMOUS
         if self.keyless:
-            refusal = host_refusal(host)
+            refusal = host_refusal(host) or browser_refusal(request.scope, self.origins)
             if refusal is not None:
                 raise refusal
             principal = self.operator
@@ -204,6 +208,69 @@ class Gatekeeper:
 
 
 _ANONYMOUS = Principal("anonymous", Grants(actions=()))
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def is_json_type(content_type: str) -> bool:
+    """`application/json` or `application/<x>+json`, parameters ignored (`; charset=utf-8`)."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
+def browser_refusal(scope: Scope, allowed_origins: frozenset[str]) -> ApiError | None:
+    """Why a keyless server refuses a state-changing request a web page could have sent, or None.
+
+    A page on any origin may send, with no preflight, a POST whose body is `text/plain`, a form or
+    multipart, from script (`fetch`) or from a script-less `<form>`; a browser names the page's origin in
+    `Origin` on every such request. So a state-changing request (any method but GET, HEAD, OPTIONS) must
+    carry a JSON body or none (415 naming the content type), and an `Origin`, when sent, must be the
+    server's own (its scheme and `Host`) or one of `allowed_origins` (403 naming the header). Clients that
+    are not browsers (curl, httpx, the IDE) send no `Origin` and are not affected.
+    """
+    if scope.get("method") in _SAFE_METHODS:
+        return None
+    kind: bytes | None = None
+    seen_origin: bytes | None = None
+    seen_host = b""
+    has_body = False
+    for name, value in scope.get("headers", ()):  # bytes compared as they come: no decoding on the way
+        if name == b"content-type":
+            kind = value if kind is None else kind
+        elif name == b"origin":
+            seen_origin = value if seen_origin is None else seen_origin
+        elif name == b"host":
+            seen_host = seen_host or value
+        elif name == b"content-length":
+            has_body = has_body or value.strip() not in (b"", b"0")
+        elif name == b"transfer-encoding":
+            has_body = True
+    if seen_origin is None and kind is not None and kind.startswith(b"application/json"):
+        return None  # the common case: a JSON body from a client that is not a browser
+    content_type = kind.decode("latin-1") if kind is not None else None
+    origin = seen_origin.decode("latin-1") if seen_origin is not None else None
+    host = seen_host.decode("latin-1")
+    if origin is not None:
+        own = f"{scope.get('scheme', 'http')}://{(host or '').strip().lower()}"
+        seen = origin.strip().lower().rstrip("/")
+        if seen != own and seen not in allowed_origins and "*" not in allowed_origins:
+            return ApiError(
+                403,
+                "permission_denied",
+                f"Origin {origin!r:.200} is not this server's own ({own!r}): a keyless server refuses "
+                "state-changing requests a web page on another origin sent; serve with --api-key, or "
+                "allow that origin with --cors-origin",
+                field="headers.origin",
+            )
+    if (content_type is not None or has_body) and not is_json_type(content_type or ""):
+        return ApiError(
+            415,
+            "unsupported_media_type",
+            f"Content-Type {content_type!r:.200} is not application/json: a keyless server accepts only "
+            "JSON bodies on state-changing requests (a web page can send text/plain or a form to it "
+            "cross-site); send the body as JSON with 'Content-Type: application/json'",
+            field="headers.content-type",
+        )
+    return None
 
 
 def _gate_headers(raw: list[tuple[bytes, bytes]]) -> tuple[str | None, str | None, str | None, str | None]:

@@ -15,7 +15,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from echo_tools.api.errors import ApiError
-from echo_tools.api.owners import refuse_unowned, refuse_unowned_provider
+from echo_tools.api.owners import refuse_unowned, refuse_unowned_provider, viewer
 from echo_tools.api.shapes import list_item
 from echo_tools.errors import EgressDeniedError
 from echo_tools.gate import Principal
@@ -76,13 +76,9 @@ def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]
             "disabled": report.disabled,
         }
 
-    @router.get(
-        "/credentials",
-        dependencies=[gate.requires("credentials")],
-        summary="Credential names and types (never secrets)",
-    )
-    async def list_credentials() -> list[dict[str, str]]:
-        return list(state.registry.credentials.list())
+    @router.get("/credentials", summary="The principal's credentials: names and types (never secrets)")
+    async def list_credentials(principal: Principal = gate.requires("credentials")) -> list[dict[str, str]]:
+        return list(state.registry.credentials.list(owner=viewer(principal)))
 
     @router.post("/credentials", summary="Store a credential (encrypted at rest)")
     async def set_credential(
@@ -95,6 +91,8 @@ def add_thirdparty_routes(router: APIRouter, state: ApiState, secured: list[Any]
             )
 
         def store_it() -> dict[str, str]:
+            if request.name not in store:  # a new shared one: every call of a tool naming it would send it
+                refuse_named_by_another(state.registry, principal, request.name)
             return store.set(request.name, request.credential, owner=principal.name)
 
         return dict(await anyio.to_thread.run_sync(store_it))
@@ -120,7 +118,7 @@ def add_connect_routes(router: APIRouter, state: ApiState) -> None:
     Both need the `credentials` action, and a principal that may act for users (or an admin)."""
     from echo_tools.credentials.fields import CredentialError
     from echo_tools.errors import ToolError
-    from echo_tools.governance.connect import Connections
+    from echo_tools.governance.connect import Connections, OwnedCredentialError, refuse_owned_slot
 
     connections = Connections(state.executor.egress)
     needs = state.gate.requires("credentials")
@@ -143,10 +141,15 @@ def add_connect_routes(router: APIRouter, state: ApiState) -> None:
     ) -> dict[str, str]:
         refuse_user(principal, request.user_id)
         try:
+            await anyio.to_thread.run_sync(
+                refuse_owned_slot, state.registry.credentials, name, request.user_id, principal
+            )
             started = await connections.start(
                 name, request.user_id, request.server_url, request.redirect_uri,
                 scopes=request.scopes, owner=principal.name,
             )  # fmt: skip
+        except OwnedCredentialError as exc:
+            raise ApiError(409, "owned", exc.message, field="user_id") from exc
         except CredentialError as exc:
             raise ApiError(422, "validation", exc.message, field=exc.field) from exc
         except ToolError as exc:
@@ -161,7 +164,11 @@ def add_connect_routes(router: APIRouter, state: ApiState) -> None:
     ) -> dict[str, str]:
         refuse_user(principal, connections.pending_user(request.state))
         try:
-            return await connections.finish(state.registry.credentials, name, request.state, request.code)
+            return await connections.finish(
+                state.registry.credentials, name, request.state, request.code, principal=principal
+            )
+        except OwnedCredentialError as exc:
+            raise ApiError(409, "owned", exc.message, field=exc.field) from exc
         except CredentialError as exc:
             status = 404 if exc.field == "state" else 422
             raise ApiError(
@@ -169,6 +176,22 @@ def add_connect_routes(router: APIRouter, state: ApiState) -> None:
             ) from exc
         except ToolError as exc:
             raise ApiError(502, "execution", exc.message, field="code") from exc
+
+
+def refuse_named_by_another(registry: Any, principal: Principal, name: str) -> None:
+    """409 `owned` when a tool another principal owns names credential `name` (which has no shared entry
+    yet): creating it would make that tool send this principal's secret, for every user without their own.
+    Reads the whole catalogue: call it on a worker thread."""
+    if principal.grants.admin:
+        return
+    for tool in registry.list_all():
+        if tool.execution_config.get("credential") == name and not principal.owns(tool.owner):
+            refuse_unowned(
+                principal,
+                tool.owner,
+                f"Credential {name!r}, which tool {tool.tool_id!r} names,",
+                field="name",
+            )
 
 
 def _import(state: ApiState, request: OpenApiImportRequest, principal: Principal) -> Any:

@@ -5,7 +5,9 @@
 filtered), `GET /ui/api/runs/{run_id}` (one run and its events) and `GET /ui/api/stream` (Server-Sent
 Events: the run's tool events as they happen and every change of a run's status). Decisions go to the
 existing routes (`POST /workflows/runs/{run_id}/resume`). The data routes pass the gate as every route
-does (action `history`; the decisions' routes declare `approve`);
+does (action `history`; the decisions' routes declare `approve`) and show a principal its own runs only
+(an admin's: every run; another's run is 409 `owned` naming its owner); every stream, with a run or not,
+takes one of the event streams' slots (`max_clients`);
 the page itself holds no data: asked for without the key, it answers 401 with the same empty page, whose
 login form keeps the key in the tab's `sessionStorage` and sends it as `X-API-Key`.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,8 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from echo_tools.api.errors import ApiError, contract_route_class
 from echo_tools.api.events import SSE_HEADERS, EventClient, TooManyClientsError, format_sse
-from echo_tools.gate import PUBLIC, READ
+from echo_tools.api.owners import refuse_foreign_run, viewer
+from echo_tools.gate import PUBLIC, READ, Principal
 from echo_tools.history.browse import PAGE_DEFAULT
 from echo_tools.history.queries import RUN_STATUSES, timestamp_now
 
@@ -105,7 +108,7 @@ def _add_page_routes(router: APIRouter, gate: Gatekeeper) -> None:
 
 def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
     """The data the page reads, behind the `history` action: a page of runs, one run, and the stream."""
-    secured = [state.gate.requires("history")]
+    needs = state.gate.requires("history")
 
     def kept() -> Any:
         """The history (its `browser` is read on a worker thread: the first read makes its indexes)."""
@@ -116,13 +119,14 @@ def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
             )
         return history
 
-    @router.get("/api/runs", dependencies=secured, summary="A page of recorded runs, newest first")
+    @router.get("/api/runs", summary="A page of the principal's recorded runs, newest first")
     async def runs(
         status: str | None = Query(None, max_length=40, description=" | ".join(RUN_STATUSES)),
         workflow_id: str | None = Query(None, max_length=RUN_ID_MAX),
         agent_id: str | None = Query(None, max_length=RUN_ID_MAX),
         before: str | None = Query(None, max_length=600, description="the `next` cursor of the page before"),
         limit: str | None = Query(None, max_length=10, description="1..200, default 50"),
+        principal: Principal = needs,
     ) -> dict[str, Any]:
         if status is not None and status not in RUN_STATUSES:
             raise ApiError(
@@ -137,20 +141,26 @@ def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
         try:
             page = await anyio.to_thread.run_sync(
                 lambda: queries.browser.run_page(
-                    status=status, workflow_id=workflow_id, agent_id=agent_id, before=before, limit=count
+                    status=status,
+                    workflow_id=workflow_id,
+                    agent_id=agent_id,
+                    before=before,
+                    limit=count,
+                    owner=viewer(principal),
                 )
             )
         except ValueError as exc:  # a cursor that is not one
             raise ApiError(422, "validation", str(exc), field="before") from exc
         return {**page, "now": now, "statuses": list(RUN_STATUSES)}
 
-    @router.get(
-        "/api/runs/{run_id}", dependencies=secured, summary="One run and its tool events, oldest first"
-    )
-    async def run(run_id: str = PathParam(..., max_length=RUN_ID_MAX)) -> Response:
+    @router.get("/api/runs/{run_id}", summary="One run of the principal and its tool events, oldest first")
+    async def run(
+        run_id: str = PathParam(..., max_length=RUN_ID_MAX), principal: Principal = needs
+    ) -> Response:
         queries = kept()
 
         def read() -> tuple[dict[str, Any] | None, list[str], bool]:
+            refuse_foreign_run(principal, queries, run_id, field="run_id", doing="read")
             record = queries.browser.run_record(run_id)
             bodies, truncated = queries.browser.run_events_json(run_id)
             return record, bodies, truncated
@@ -164,21 +174,39 @@ def _add_run_routes(router: APIRouter, state: ApiState, history: Any) -> None:
         # the events as stored (redacted when they were recorded), not parsed and written again
         return Response(f'{head[:-1]}, "events": [{", ".join(bodies)}]}}', media_type="application/json")
 
-    @router.get(
-        "/api/stream", dependencies=secured, summary="SSE: a run's tool events and runs' status changes"
-    )
+    _add_stream_route(router, state, kept)
+
+
+def _add_stream_route(router: APIRouter, state: ApiState, kept: Callable[[], Any]) -> None:
+    """`GET /ui/api/stream`: a run's tool events (a run the principal owns) and the status changes of the
+    principal's runs; every stream takes one of the event streams' slots."""
+    needs = state.gate.requires("history")
+
+    @router.get("/api/stream", summary="SSE: a run's tool events and the principal's runs' status changes")
     async def stream(
         run_id: str | None = Query(None, max_length=RUN_ID_MAX, description="its (and its sub-runs') events"),
         since: str | None = Query(None, max_length=40, description="changes after this `now` of a page"),
+        principal: Principal = needs,
     ) -> StreamingResponse:
         queries = kept()
-        try:
-            client = state.broadcaster.add_client(None) if run_id is not None else None
+        if run_id is not None:
+            await anyio.to_thread.run_sync(
+                lambda: refuse_foreign_run(principal, queries, run_id, field="run_id", doing="follow")
+            )
+        broadcaster = state.broadcaster
+        client, release = None, _given_back(broadcaster)
+        try:  # a stream with a run reads its calls' events (only the principal's), one without none
+            if run_id is not None:
+                client = broadcaster.add_client(None, viewer(principal))
+            else:
+                broadcaster.add_listener()
         except TooManyClientsError as exc:
             raise ApiError(503, "unavailable", str(exc), field="max_clients") from exc
-        frames = _frames(state, queries, client, run_id, since or timestamp_now())
+        frames = _frames(state, queries, client, run_id, since or timestamp_now(), viewer(principal), release)
         if client is not None:
-            weakref.finalize(frames, state.broadcaster.remove_client, client)
+            weakref.finalize(frames, broadcaster.remove_client, client)
+        else:
+            weakref.finalize(frames, release)
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -196,11 +224,30 @@ def _page_limit(text: str | None) -> int:
     return value
 
 
+def _given_back(broadcaster: Any) -> Callable[[], None]:
+    """Gives a listener's slot back once (when the stream ends, or is dropped without being read)."""
+    done = False
+
+    def give() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            broadcaster.remove_listener()
+
+    return give
+
+
 async def _frames(
-    state: ApiState, queries: Any, client: EventClient | None, run_id: str | None, since: str
+    state: ApiState,
+    queries: Any,
+    client: EventClient | None,
+    run_id: str | None,
+    since: str,
+    owner: str | None = None,
+    release: Callable[[], None] | None = None,
 ) -> AsyncIterator[str]:
     """`ready`, then the tool events of `run_id` and its sub-runs (when given) and a `run` frame for each
-    recorded run whose status changed; a comment line keeps a quiet stream open."""
+    recorded run (of `owner`, when given) whose status changed; a comment line keeps a quiet stream open."""
     loop = asyncio.get_running_loop()
     nested = f"{run_id}/"
     ping = state.settings.sse_ping_seconds
@@ -217,7 +264,7 @@ async def _frames(
                 client.pending_drop = 0
             if loop.time() - last_look >= STATUS_POLL_S:
                 last_look = loop.time()
-                changed = await anyio.to_thread.run_sync(_changes, queries, since)
+                changed = await anyio.to_thread.run_sync(_changes, queries, since, owner)
                 for record in changed:
                     since = max(since, record["updated"])
                     chosen.append(format_sse("run", record))
@@ -230,10 +277,12 @@ async def _frames(
     finally:
         if client is not None:
             state.broadcaster.remove_client(client)
+        elif release is not None:
+            release()
 
 
-def _changes(history: Any, since: str) -> list[dict[str, Any]]:
-    return history.browser.runs_changed(since)  # type: ignore[no-any-return]
+def _changes(history: Any, since: str, owner: str | None) -> list[dict[str, Any]]:
+    return history.browser.runs_changed(since, owner)  # type: ignore[no-any-return]
 
 
 async def _pause(seconds: float) -> list[Any]:

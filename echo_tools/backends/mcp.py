@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from echo_tools.backends.base import BackendOutput, ToolBackend, config_error
+from echo_tools.compat.mcp import field
 from echo_tools.errors import ToolConfigError, ToolExecutionError, ToolNotFoundError
 from echo_tools.events import ToolEvent, call_fields
 from echo_tools.models import SideEffect, ToolDef, ToolType
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from echo_tools.egress import EgressPolicy
     from echo_tools.executor import ToolExecutor
+    from echo_tools.mcp.callbacks import CallHooks
     from echo_tools.mcp.sessions import Listener, MCPSessionPool
     from echo_tools.models import ToolContext
 
@@ -114,13 +116,14 @@ class MCPBackend(ToolBackend):
         server, config = tool_session(tool, server, config)
         timeout_s = (context.timeout_ms or tool.timeout_ms) / 1000 + _BACKSTOP_S
         listener = self._listener(tool, context)
-        method = tool.execution_config.get("method")
-        if method is not None:
-            return await self._catalogue_call(tool, method, server, config, args, timeout_s, listener)
-        # a call lost with its connection is repeated on a fresh session only when repeating is harmless
-        retry_lost = tool.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
         # what answers the server's sampling and elicitation requests during this call (the caller's model)
         hooks = hooks_for_call(server, tool.tool_id, config, listener, timeout_s, meter=context.budget)
+        hooks.arguments = args
+        method = tool.execution_config.get("method")
+        if method is not None:
+            return await self._catalogue_call(tool, method, server, config, args, timeout_s, listener, hooks)
+        # a call lost with its connection is repeated on a fresh session only when repeating is harmless
+        retry_lost = tool.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
         try:
             result = await self.pool.call_tool(
                 server, config, name, args, timeout_s, retry_lost=retry_lost, listener=listener, hooks=hooks
@@ -162,15 +165,17 @@ class MCPBackend(ToolBackend):
         args: dict[str, Any],
         timeout_s: float,
         listener: Listener | None,
+        hooks: CallHooks,
     ) -> BackendOutput:
         from mcp import types
 
         if method == "resources/read":
-            request = types.ClientRequest(
-                types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=args["uri"]))
-            )
+
+            def request() -> Any:
+                return types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=args["uri"]))
+
             read = await self.pool.request(
-                server, config, request, types.ReadResourceResult, timeout_s, listener=listener
+                server, config, request, types.ReadResourceResult, timeout_s, listener=listener, hooks=hooks
             )
             size = sum(
                 len(getattr(item, "text", "") or getattr(item, "blob", "") or "") for item in read.contents
@@ -178,10 +183,19 @@ class MCPBackend(ToolBackend):
             check_result_size(tool, server, size, config)
             return resource_output(server, args["uri"], read)
         if method == "prompts/get":
-            params = types.GetPromptRequestParams(name=args["name"], arguments=args.get("arguments"))
-            request = types.ClientRequest(types.GetPromptRequest(params=params))
+
+            def prompt_request() -> Any:
+                params = types.GetPromptRequestParams(name=args["name"], arguments=args.get("arguments"))
+                return types.GetPromptRequest(params=params)
+
             prompt = await self.pool.request(
-                server, config, request, types.GetPromptResult, timeout_s, listener=listener
+                server,
+                config,
+                prompt_request,
+                types.GetPromptResult,
+                timeout_s,
+                listener=listener,
+                hooks=hooks,
             )
             output = prompt.model_dump(mode="json", by_alias=True, exclude_none=True)
             return BackendOutput(output, {"mcp_server": server, "mcp_prompt": args["name"]})
@@ -256,8 +270,9 @@ def result_size(result: types.CallToolResult) -> int:
         resource = getattr(block, "resource", None)
         if resource is not None:
             size += len(getattr(resource, "text", None) or getattr(resource, "blob", None) or "")
-    if result.structuredContent is not None:
-        size += len(json.dumps(result.structuredContent, default=str))
+    structured = field(result, "structuredContent")
+    if structured is not None:
+        size += len(json.dumps(structured, default=str))
     return size
 
 
@@ -283,13 +298,13 @@ def tool_output(tool: ToolDef, result: types.CallToolResult) -> BackendOutput:
         if block.type != "text"
     ]
     server, name = tool.execution_config["server"], tool.execution_config["tool"]
-    if result.isError:
+    if field(result, "isError"):
         message = hide_secret_values("\n".join(texts)) or "no message"
         raise ToolExecutionError(
             f"MCP tool {name!r} on server {server!r} failed: {message}", tool_id=tool.tool_id
         )
-    if result.structuredContent is not None:
-        output: Any = result.structuredContent
+    if field(result, "structuredContent") is not None:
+        output: Any = field(result, "structuredContent")
     elif len(texts) == 1:
         output = _json_or_text(texts[0])
     elif texts:

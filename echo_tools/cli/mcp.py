@@ -17,6 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from echo_tools.compat.mcp import field
 from echo_tools.redaction import hide_values
 
 if TYPE_CHECKING:
@@ -133,8 +134,8 @@ def show_catalogue(registry: ToolRegistry, name: str, kind: str) -> int:
             arguments = ", ".join(a.name + ("" if a.required else "?") for a in item.arguments or [])
             line = f"  {item.name}({arguments})"
         else:
-            where = getattr(item, "uri", None) or item.uriTemplate
-            line = f"  {where}  {item.mimeType or ''}".rstrip()
+            where = getattr(item, "uri", None) or field(item, "uriTemplate")
+            line = f"  {where}  {field(item, 'mimeType') or ''}".rstrip()
         about = item.description or item.title
         sys.stdout.write(f"{line}  {about.splitlines()[0]}\n" if about else f"{line}\n")
     reader = "read_resource" if kind == "resources" else "get_prompt"

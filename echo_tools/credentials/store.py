@@ -364,11 +364,14 @@ class CredentialStore:
             self._forget(name)
         return {"name": name, "type": clean["type"], "status": status}
 
-    def list(self) -> list[dict[str, str]]:
+    def list(self, *, owner: str | None = None) -> list[dict[str, str]]:
         """Every credential's name and type (and `user_id` for an end user's own), sorted by name (no key
-        needed, no secret shown)."""
+        needed, no secret shown); `owner`: only those that principal stored (one stored without an owner is
+        the operator's)."""
         listed = []
         for key, entry in sorted(self._entries().items(), key=listed_order):
+            if owner is not None and (entry.get("owner") or "operator") != owner:
+                continue
             name, user = split_key(key)
             listed.append({"name": name, "type": entry["type"], **({"user_id": user} if user else {})})
         return listed

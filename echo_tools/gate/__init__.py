@@ -12,7 +12,7 @@ and in-process Python are the `OPERATOR` principal. No web framework is imported
     scope.py        CallScope, the scope of the work running now (acting_as), sealed scope records
 """
 
-from echo_tools.gate.budget import MIB, Budget, BudgetMeter, admit, metered
+from echo_tools.gate.budget import MIB, Budget, BudgetMeter, admit, estimate_tokens, metered
 from echo_tools.gate.principals import (
     ACTIONS,
     OPERATOR,
@@ -60,6 +60,7 @@ __all__ = [
     "admit",
     "check_owner",
     "current_scope",
+    "estimate_tokens",
     "hash_key",
     "load_principals",
     "may_store",

@@ -180,19 +180,22 @@ class BudgetMeter:
             return _spent(None, "max_output_bytes", limit, f"{total} bytes were returned")
         return None
 
-    def sample(self, tokens: int) -> ToolBudgetError | None:
-        """Count one MCP sampling request asking for up to `tokens` tokens; the error when over budget."""
+    def sample(self, tokens: int, prompt_tokens: int = 0) -> ToolBudgetError | None:
+        """Count one MCP sampling request: its prompt (`prompt_tokens`, the server's text sent to the model)
+        and up to `tokens` tokens of answer; the error when over budget."""
         b = self.budget
+        asked = tokens + max(0, prompt_tokens)
         with self._lock:
             if self.llm_calls >= b.max_llm_calls:
                 return _spent(
                     None, "max_llm_calls", b.max_llm_calls, f"{self.llm_calls} sampling calls were made"
                 )
-            if self.llm_tokens + tokens > b.max_llm_tokens:
+            if self.llm_tokens + asked > b.max_llm_tokens:
                 left = b.max_llm_tokens - self.llm_tokens
-                return _spent(None, "max_llm_tokens", b.max_llm_tokens, f"{tokens} asked, {left} left")
+                detail = f"{asked} asked ({prompt_tokens} of prompt, {tokens} of answer), {left} left"
+                return _spent(None, "max_llm_tokens", b.max_llm_tokens, detail)
             self.llm_calls += 1
-            self.llm_tokens += tokens
+            self.llm_tokens += asked
         return None
 
     def refund_tokens(self, unused: int) -> None:
@@ -200,6 +203,12 @@ class BudgetMeter:
         if unused > 0:
             with self._lock:
                 self.llm_tokens = max(0, self.llm_tokens - unused)
+
+
+def estimate_tokens(text: str) -> int:
+    """The tokens a model counts in `text`, estimated without its tokenizer: one per 4 bytes of UTF-8 (about
+    a word piece of English; more for other scripts, whose characters take more bytes)."""
+    return -(-len(text.encode("utf-8")) // 4)
 
 
 def _spent(tool_id: str | None, limit: str, value: float, detail: str) -> ToolBudgetError:

@@ -88,7 +88,8 @@ class Principal:
         return BudgetMeter(self.grants.budget)
 
 
-OPERATOR = Principal("operator", Grants(admin=True, act_for_users=True))
+OPERATOR_NAME = "operator"
+OPERATOR = Principal(OPERATOR_NAME, Grants(admin=True, act_for_users=True))
 
 
 def _permission(value: str | ToolPermission) -> ToolPermission:
@@ -136,6 +137,14 @@ def principals_from(
         name, digest = entry.get("name"), entry.get("key_sha256")
         if not isinstance(name, str) or not name.strip() or name in names:
             raise ToolConfigError(f"{at}.name must be a unique non-empty string, got {name!r}", field="name")
+        if name == OPERATOR_NAME and entry.get("admin") is not True:
+            # the operator owns what the CLI and in-process Python make: only an admin may be called so
+            raise ToolConfigError(
+                f"{at}.name {name!r} is the operator's (the --api-key holder, the CLI and in-process Python), "
+                "which owns their runs and approvals: only an admin principal may have it; name this one "
+                "otherwise",
+                field="name",
+            )
         if not isinstance(digest, str) or len(digest) != 64 or not all(c in _HEX for c in digest.lower()):
             raise ToolConfigError(
                 f"{at}.key_sha256 must be the 64 hex digits of the key's SHA-256, got {digest!r:.80}",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.errors import ScopeRestoreError, ToolError
+from echo_tools.errors import ScopeKeyElsewhere, ScopeRestoreError, ToolError
 from echo_tools.gate.budget import BudgetMeter
 from echo_tools.gate.principals import OPERATOR, Grants, Principal
 
@@ -127,7 +127,8 @@ class CallScope:
                 "granted_permissions": None if ceiling is None else list(ceiling),
                 "budget": self.meter if self.meter is not None else context.budget,
                 "principal": self.principal.name,
-                "user_id": context.user_id or self.user_id,
+                # the scope's end user is the one it was admitted (or kept) for; a context may only add one
+                "user_id": self.user_id if self.user_id is not None else context.user_id,
             }
         )
 
@@ -160,6 +161,7 @@ class CallScope:
             "run_id": self.run_id,
             "workflow_id": self.workflow_id,
             "agent_id": self.agent_id,
+            "key": seal.key_id,
         }
         record["seal"] = seal.sign(record)
         return record
@@ -184,12 +186,7 @@ class CallScope:
         if not isinstance(record, Mapping) or not isinstance(record.get("principal"), str):
             raise ScopeRestoreError(f"{what}: its kept scope is missing or malformed", field="scope")
         body = {k: v for k, v in record.items() if k != "seal"}
-        if not seal.verify(body, record.get("seal")):
-            raise ScopeRestoreError(
-                f"{what}: its kept scope was changed since it was kept (the seal does not match); nothing "
-                "runs under it",
-                field="scope.seal",
-            )
+        seal.check(body, record.get("seal"), f"{what}: its kept scope")
         name = record["principal"]
         current = _principal_named(name, principals, what)
         from echo_tools.models import ToolPermission
@@ -250,6 +247,8 @@ class Seal:
         if secret:
             key = hashlib.sha256(b"echo-tools scope seal\0" + secret.encode()).digest()
         self._key = key if key is not None else _PROCESS_KEY
+        # names the key (never reveals it): a record sealed with another key says so, instead of "changed"
+        self.key_id = hashlib.sha256(b"echo-tools key id\0" + self._key).hexdigest()[:12]
 
     @classmethod
     def in_folder(cls, folder: str | Path) -> Seal:
@@ -258,17 +257,44 @@ class Seal:
             return cls()
         path = Path(folder) / KEY_FILE
         try:
-            return cls(path.read_bytes())
+            return cls(_key_in(path))
         except FileNotFoundError:
             pass
-        key = secrets.token_bytes(32)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first
-            return cls(path.read_bytes())
+        # written whole under another name, then linked into place: a reader never sees half a key, and of
+        # two processes making it at once, one key wins and both use it
+        draft = path.with_name(f"{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as file:
-            file.write(key)
-        return cls(key)
+            file.write(secrets.token_bytes(32))
+            file.flush()
+            os.fsync(file.fileno())
+        try:
+            os.link(draft, path)
+        except FileExistsError:  # another process linked its key first
+            pass
+        finally:
+            draft.unlink(missing_ok=True)
+        return cls(_key_in(path))
+
+    def check(self, body: Mapping[str, Any], signature: Any, what: str) -> None:
+        """Verify a record sealed with `sign` (its `key` field names the key it was sealed with).
+
+        Raises:
+            ScopeKeyElsewhere: it was sealed with another key (another ECHO_TOOLS_SECRET_KEY or store).
+            ScopeRestoreError: it was changed since it was sealed (field `scope.seal`).
+        """
+        if body.get("key") not in (None, self.key_id):
+            raise ScopeKeyElsewhere(
+                f"{what} was sealed with another key (key {body.get('key')!r}; this process has "
+                f"{self.key_id!r}: is ECHO_TOOLS_SECRET_KEY the same in both processes?); it cannot be "
+                "checked here",
+                field="scope.seal",
+            )
+        if not self.verify(body, signature):
+            raise ScopeRestoreError(
+                f"{what} was changed since it was kept (its seal does not match); nothing runs under it",
+                field="scope.seal",
+            )
 
     def sign(self, body: Mapping[str, Any]) -> str:
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
@@ -279,6 +305,18 @@ class Seal:
 
 
 _PROCESS_KEY = secrets.token_bytes(32)
+
+
+def _key_in(path: Path) -> bytes:
+    """The key kept in `path`: exactly 32 bytes, or ScopeRestoreError naming the file."""
+    key = path.read_bytes()
+    if len(key) != 32:
+        raise ScopeRestoreError(
+            f"the seal key file {str(path)!r} holds {len(key)} bytes, not 32: it was damaged; remove it (records "
+            "sealed with it can then no longer be restored) or set ECHO_TOOLS_SECRET_KEY",
+            field="scope.seal",
+        )
+    return key
 
 
 # -- the scope of the work running now --------------------------------------------------------------------

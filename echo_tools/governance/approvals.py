@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from echo_tools.errors import ToolError
+from echo_tools.errors import ScopeRestoreError, ToolError
 from echo_tools.gate import Seal
 from echo_tools.models import Approval, SideEffect, ToolDef
 
@@ -49,7 +49,9 @@ __all__ = [
     "ApprovalStore",
     "MemoryApprovalStore",
     "SqliteApprovalStore",
+    "check_record",
     "needs_approval",
+    "seal_record",
 ]
 
 DECISIONS = ("approve", "reject", "edit")
@@ -100,6 +102,7 @@ class ApprovalRecord:
     scope: dict[str, Any] | None = field(default=None, repr=False)  # the sealed `CallScope.to_record()`
     expires_at: str | None = None  # a pending approval past this is `expired`
     note: str | None = None  # why an approved call waits for another process to run it
+    seal: str | None = field(default=None, repr=False)  # `<key id>:<HMAC>` of what was asked (`seal_record`)
 
     def expired(self, now: str | None = None) -> bool:
         """Whether this pending approval is past its `expires_at`."""
@@ -140,6 +143,46 @@ class ApprovalRecord:
 
 _FIELDS = frozenset(ApprovalRecord.__dataclass_fields__)
 _SHOWN_CONTEXT = ("agent_id", "agent_name", "workflow_id", "run_id", "node_id", "tool_call_id", "user_id")
+
+
+def _sealed(record: ApprovalRecord) -> dict[str, Any]:
+    """What an approval's seal covers: which call (tool, arguments, the definition's digest), asked by
+    whom (owner, end user, the sealed scope), as what (a call, or a paused run's)."""
+    return {
+        "approval_id": record.approval_id,
+        "tool_id": record.tool_id,
+        "kind": record.kind,
+        "args": record.args,
+        "digest": record.digest,
+        "scope": record.scope,
+        "owner": record.owner,
+        "user_id": record.context.get("user_id"),
+        "run_id": record.run_id,
+    }
+
+
+def seal_record(record: ApprovalRecord, seal: Seal) -> None:
+    """Seal what the record asks (after it is made, and after an edit decision changed its arguments)."""
+    body = {**_sealed(record), "key": seal.key_id}
+    record.seal = f"{seal.key_id}:{seal.sign(body)}"
+
+
+def check_record(record: ApprovalRecord, seal: Seal) -> None:
+    """Verify that the record asks what was sealed.
+
+    Raises:
+        ScopeKeyElsewhere: it was sealed with another key: it cannot be checked in this process.
+        ScopeRestoreError: it carries no seal (kept before seals were, or the seal removed) or was changed.
+    """
+    what = f"approval {record.approval_id!r}"
+    if not record.seal or ":" not in record.seal:
+        raise ScopeRestoreError(
+            f"{what} is kept without a seal (asked before this version, or its seal removed): nothing runs "
+            "under it; ask for the call again",
+            field="scope.seal",
+        )
+    key, _, mac = record.seal.partition(":")
+    seal.check({**_sealed(record), "key": key}, mac, what)
 
 
 def needs_approval(tool: ToolDef, call: Any, policy: ApprovalPolicy | None) -> bool:

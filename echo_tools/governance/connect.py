@@ -7,7 +7,9 @@ the authorization server sent back to `redirect_uri` for a token (one request, P
 egress policy) and stores it as the user's own credential `name` (`CredentialStore.set(...,
 user_id=user_id)`): `{"type": "bearer"}` when the server gave no refresh token, else `{"type":
 "oauth_user"}` holding the refresh token too (a secret, never shown). A pending connection lives in this
-object, for `PENDING_TTL_S` seconds, and is finished at most once. No secret appears in an error.
+object, for `PENDING_TTL_S` seconds, and is finished at most once, by the principal that started it (or an
+admin), and never over a user's credential another principal owns (`OwnedCredentialError`). No secret
+appears in an error.
 
 `echo_tools.credentials.renewal` renews the access token of an `oauth_user` credential before a call
 sends it, once it has expired, with that same user's refresh token.
@@ -27,15 +29,40 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 from echo_tools.credentials.fields import CredentialError
-from echo_tools.credentials.per_user import check_user_id
+from echo_tools.credentials.per_user import check_user_id, user_key
 from echo_tools.credentials.renewal import expiry
 from echo_tools.errors import ToolExecutionError
 
 if TYPE_CHECKING:
     from echo_tools.credentials import CredentialStore
     from echo_tools.egress import EgressPolicy
+    from echo_tools.gate import Principal
 
-__all__ = ["Connections"]
+__all__ = ["Connections", "OwnedCredentialError", "refuse_owned_slot"]
+
+
+class OwnedCredentialError(CredentialError):
+    """The connection would replace, or finish, what another principal owns (`owner` names it)."""
+
+    def __init__(self, message: str, *, owner: str) -> None:
+        super().__init__(message, field="owner")
+        self.owner = owner
+
+
+def refuse_owned_slot(store: CredentialStore, name: str, user_id: str, principal: Principal | None) -> None:
+    """`OwnedCredentialError` when `user_id`'s own credential `name` exists and `principal` (None: the
+    operator, in-process) is neither its owner nor an admin: a connection never takes over another's slot."""
+    key = user_key(name, user_id)
+    if principal is None or key not in store:
+        return
+    owner = store.owner_of(key) or "operator"
+    if not principal.owns(owner):
+        raise OwnedCredentialError(
+            f"credential {name!r} of user {user_id!r} is owned by {owner!r}; principal {principal.name!r} may "
+            "not replace it (only its owner or an admin may)",
+            owner=owner,
+        )
+
 
 PENDING_TTL_S = 600.0
 MAX_ANSWER_BYTES = 64 * 1024
@@ -118,8 +145,18 @@ class Connections:
             pending = self._pending.get(state)
         return None if pending is None or _expired(pending) else pending.user_id
 
-    async def finish(self, store: CredentialStore, name: str, state: str, code: str) -> dict[str, str]:
-        """Exchange `code` for the token and store it as the user's credential `name`; once per `state`."""
+    async def finish(
+        self, store: CredentialStore, name: str, state: str, code: str, *, principal: Principal | None = None
+    ) -> dict[str, str]:
+        """Exchange `code` for the token and store it as the user's credential `name`; once per `state`.
+
+        `principal` (None: the operator, in-process) must be the one that started the connection, or an
+        admin, and own the user's credential `name` when there is one already.
+
+        Raises:
+            CredentialError: the state is unknown, finished or expired (`field` "state").
+            OwnedCredentialError: another principal started the connection, or owns the user's credential.
+        """
         with self._lock:
             pending = self._pending.get(state)
             if pending is None or _expired(pending) or pending.name != name:
@@ -128,7 +165,16 @@ class Connections:
                     "(unknown, finished already, or older than 10 minutes): connect again",
                     field="state",
                 )
+            starter = pending.owner or "operator"
+            if principal is not None and not principal.owns(starter):  # the state stays the starter's
+                raise OwnedCredentialError(
+                    f"the connection of credential {name!r} for user {pending.user_id!r} was started by "
+                    f"{starter!r}; principal {principal.name!r} may not finish it",
+                    owner=starter,
+                )
             del self._pending[state]  # at most once, whatever the exchange answers
+        # checked again here (the user's credential may have been stored since the connection started)
+        await asyncio.to_thread(refuse_owned_slot, store, name, pending.user_id, principal)
         form = {
             "grant_type": "authorization_code",
             "code": code,

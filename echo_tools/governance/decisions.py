@@ -13,9 +13,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from echo_tools.errors import ToolError, ToolNotFoundError
+from echo_tools.errors import ScopeKeyElsewhere, ToolError, ToolNotFoundError
 from echo_tools.gate import CallScope
-from echo_tools.governance.approvals import PENDING, RUNNING, ApprovalDecisionError
+from echo_tools.governance.approvals import PENDING, RUNNING, ApprovalDecisionError, check_record
 from echo_tools.models import ToolContext
 from echo_tools.suggest import tool_hint
 
@@ -64,17 +64,19 @@ def preparer(executor: ToolExecutor, principals: PrincipalLookup | None = None) 
                 "the call runs in a process whose catalogue has it (the one that asked waits for the "
                 "decision: ToolExecutor.wait_for_decision)"
             )
-        if record.digest is not None and record.digest != tool.digest:
+        seal = executor.governance.approvals.seal
+        what = f"approval {record.approval_id!r}"
+        try:
+            check_record(record, seal)  # the tool, arguments, digest, scope and asker it was sealed with
+            scope = CallScope.from_record(record.scope, seal, principals=principals, what=what)
+        except ScopeKeyElsewhere as exc:  # not checkable here: the decision is kept for the asking process
+            return f"{exc.message}; the call runs in the process that asked"
+        except ToolError as exc:  # changed, unsealed, or asked by a principal that is gone: void
+            return exc
+        if record.digest != tool.digest:
             return executor.governance.void_error(record, tool)
         context = ToolContext.model_validate(record.context)
-        if record.scope is not None:  # approvals kept before scopes were: the context they kept
-            what = f"approval {record.approval_id!r}"
-            seal = executor.governance.approvals.seal
-            try:
-                scope = CallScope.from_record(record.scope, seal, principals=principals, what=what)
-            except ToolError as exc:
-                return exc
-            context = scope.apply(context.model_copy(update={"principal": None, "granted_permissions": None}))
+        context = scope.apply(context.model_copy(update={"principal": None, "granted_permissions": None}))
         return lambda: executor.invoke_sync(tool, record.args, context)
 
     return prepare
@@ -90,6 +92,11 @@ async def wait_for_decision(
 ) -> ToolResult:
     """`ToolExecutor.wait_for_decision`: poll the store until the approval is decided (or run elsewhere),
     then carry the decision out in a worker thread (the call may block)."""
+    for name, value, most in (("timeout_s", timeout_s, 7 * 86_400.0), ("poll_s", poll_s, 60.0)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= most:
+            raise ValueError(
+                f"{name} must be a number of seconds above 0 and at most {most:g}, got {value!r}"
+            )
     store = executor.governance.approvals
     deadline = time.monotonic() + timeout_s
     while True:

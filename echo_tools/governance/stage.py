@@ -21,6 +21,8 @@ from echo_tools.errors import (
     ApprovalRejectedError,
     ApprovalRequiredError,
     QuotaExceededError,
+    ScopeKeyElsewhere,
+    ScopeRestoreError,
     ToolDeniedError,
     ToolError,
 )
@@ -156,6 +158,10 @@ class Governance:
         thread, task = position
         context.setdefault("run_id", thread)  # the run to resume is the graph's thread
         approval_id = ap.graph_approval_id(thread, task, call.context.tool_call_id, call.tool_id, call.args)
+        if store.get(approval_id) is None:  # asked now, not the paused node running again on resume
+            crowded = self._crowded(call, owner)
+            if crowded is not None:
+                return crowded
         record = store.add(self._record(approval_id, call, context, owner, "run"))
         if record.digest is not None and record.digest != call.tool.digest:  # re-registered meanwhile
             void = self.void_error(record, call.tool)
@@ -202,10 +208,12 @@ class Governance:
     ) -> ap.ApprovalRecord:
         """The approval of `call`: what it calls, with which arguments, under which scope and definition."""
         scope = CallScope.of(call.context).to_record(self.approvals.seal)
-        return ap.ApprovalRecord(
+        record = ap.ApprovalRecord(
             approval_id, call.tool_id, call.tool.name, call.args, context, kind=kind, owner=owner,
             digest=call.tool.digest, scope=scope, expires_at=ap.now_text(call.tool.approval_ttl_s),
         )  # fmt: skip
+        ap.seal_record(record, self.approvals.seal)
+        return record
 
     def _crowded(self, call: Call, owner: str | None) -> ToolError | None:
         """The refusal of one more pending approval for a principal that already has `MAX_PENDING`."""
@@ -242,6 +250,10 @@ class Governance:
             )
         if record.status == ap.REJECTED:
             return {"decision": "reject", "comment": record.comment}
+        problem = self._unsealable(record)
+        if problem is not None:  # edited arguments are taken from the store only when its seal holds here
+            message = problem.message if isinstance(problem, ToolError) else problem
+            return ToolDeniedError(message, tool_id=record.tool_id, field="approval", approval_id=approval_id)
         return {"decision": "approve", "args": record.args, "comment": record.comment}
 
     def _ran_already(self, call: Call) -> ToolError | ToolResult:
@@ -297,15 +309,25 @@ class Governance:
             )
         if record.status != ap.PENDING:
             raise _decided(record)
+        elsewhere = self._unsealable(record)  # None: the seal holds here; a str: it cannot be checked here
+        if isinstance(elsewhere, ToolError):  # the record was changed: the call never runs
+            self.approvals.void(approval_id, elsewhere.message)
+            return self.approvals.get(approval_id) or record, _refused(elsewhere, record)
         if decision == "edit":
+            if elsewhere is not None:
+                raise ap.ApprovalDecisionError(
+                    f"{elsewhere}; an edit cannot be sealed here: decide it where the approval was asked",
+                    status=409, field="approval_id", approval_id=approval_id,
+                )  # fmt: skip
             record.args = self._edited(record, args, validate)
+            ap.seal_record(record, self.approvals.seal)
         elif args is not None:
             raise ap.ApprovalDecisionError(
                 f"args are only taken with an 'edit' decision, not with {decision!r}",
                 status=422, field="args", approval_id=approval_id,
             )  # fmt: skip
-        prepared: Prepared | ToolError | str | None = None
-        if record.kind == "call" and decision != "reject":
+        prepared: Prepared | ToolError | str | None = elsewhere
+        if record.kind == "call" and decision != "reject" and elsewhere is None:
             prepared = prepare(record)  # before anything is marked: a call that may not run is never approved
             if isinstance(prepared, ToolError):
                 self.approvals.void(approval_id, prepared.message)
@@ -326,6 +348,14 @@ class Governance:
     def carry_out(self, record: ap.ApprovalRecord, prepare: Prepare) -> ToolResult:
         """The outcome of a decided `call` approval for the process that asked: the call run here, once, when
         it is approved and nobody ran it yet; the kept result when it ran; else a failure saying why."""
+        if record.kind != "call" and record.status in (ap.APPROVED, ap.PENDING):
+            # a paused run's approval is carried out by resuming that run, under its scope: never here
+            error: ToolError = ToolDeniedError(
+                f"approval {record.approval_id!r} is of a paused run ({record.run_id!r}), whose resume runs the "
+                f"call; it is {record.status} (resume the run to carry the decision on)",
+                tool_id=record.tool_id, field="approval", approval_id=record.approval_id,
+            )  # fmt: skip
+            return _refused(error, record)
         if record.status == ap.APPROVED:
             prepared = prepare(record)
             if isinstance(prepared, ToolError):
@@ -333,7 +363,7 @@ class Governance:
                 return _refused(prepared, record)
             if callable(prepared):
                 return self._granted(record, prepared)
-            error: ToolError = ToolDeniedError(
+            error = ToolDeniedError(
                 f"approval {record.approval_id!r} is approved, but {prepared}", tool_id=record.tool_id,
                 field="approval", approval_id=record.approval_id,
             )  # fmt: skip
@@ -358,6 +388,17 @@ class Governance:
                 tool_id=record.tool_id, field="approval", approval_id=record.approval_id,
             )  # fmt: skip
         return _refused(error, record)
+
+    def _unsealable(self, record: ap.ApprovalRecord) -> ToolError | str | None:
+        """None when the record's seal holds in this process; a sentence when this process has another key
+        (the decision may be kept, the call runs where the key is); the error when it was changed."""
+        try:
+            ap.check_record(record, self.approvals.seal)
+        except ScopeKeyElsewhere as exc:
+            return exc.message
+        except ScopeRestoreError as exc:
+            return exc
+        return None
 
     def _granted(self, record: ap.ApprovalRecord, run: Prepared) -> ToolResult:
         """Run an approved call under its approval (the pipeline claims it in one step, so once)."""

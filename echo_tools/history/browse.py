@@ -58,6 +58,16 @@ def decode_cursor(before: str) -> tuple[str, str]:
     raise ValueError(f"before must be the 'next' cursor of a runs page, got {before[:80]!r}")
 
 
+def json_text(column: str, key: str, postgres: bool) -> str:
+    """The SQL of the text value of `key` in the JSON object a text column holds (None when absent)."""
+    return f"({column}::json ->> '{key}')" if postgres else f"json_extract({column}, '$.{key}')"
+
+
+def owner_clause(postgres: bool) -> str:
+    """The WHERE clause matching the runs of one owner (`?`; a run recorded before owners: the operator's)."""
+    return f"COALESCE({json_text('source', 'owner', postgres)}, 'operator') = ?"
+
+
 def nested_clause(run_id: str, postgres: bool) -> tuple[str, tuple[Any, ...]]:
     """The WHERE clause matching a run's events and its sub-runs' (`RUN_ID/...`), index-friendly."""
     if postgres:  # LIKE: a text range would follow the database's collation, not the bytes
@@ -92,10 +102,12 @@ class RunBrowser:
         agent_id: str | None = None,
         before: str | None = None,
         limit: int = PAGE_DEFAULT,
+        owner: str | None = None,
     ) -> dict[str, Any]:
-        """`{"runs": [...], "next": cursor | None, "total": n}`: the recorded runs matching every filter,
-        newest first, `limit` of them after the `before` cursor, each with its calls, failures and agents
-        (`total` is None when an `agent_id` filter names an agent of many events).
+        """`{"runs": [...], "next": cursor | None, "total": n}`: the recorded runs matching every filter
+        (`owner`: the runs that principal started), newest first, `limit` of them after the `before`
+        cursor, each with its calls, failures and agents (`total` is None when an `agent_id` filter names
+        an agent of many events).
 
         Raises:
             ValueError: `limit` or `before` is out of range or malformed (the message names it).
@@ -107,6 +119,9 @@ class RunBrowser:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        if owner is not None:
+            clauses.append(owner_clause(self.postgres))
+            params.append(owner)
         rare = agent_id is not None and self._few_events_of(agent_id)
         if agent_id is not None:
             # an agent of few events: its runs, found by the agent's index; else each run is asked in
@@ -192,10 +207,12 @@ class RunBrowser:
         )
         return [body for (body,) in rows[:EVENTS_MAX]], len(rows) > EVENTS_MAX
 
-    def runs_changed(self, since: str) -> list[dict[str, Any]]:
-        """The recorded runs updated after `since` (a timestamp), oldest change first (at most 200)."""
+    def runs_changed(self, since: str, owner: str | None = None) -> list[dict[str, Any]]:
+        """The recorded runs (of `owner` only, when given) updated after `since` (a timestamp), oldest
+        change first (at most 200)."""
+        mine = f" AND {owner_clause(self.postgres)}" if owner is not None else ""
         rows = self.read(
-            f"SELECT {', '.join(_RUN_KEYS)} FROM {{runs}} WHERE updated > ? ORDER BY updated LIMIT ?",
-            (since, CHANGES_MAX),
+            f"SELECT {', '.join(_RUN_KEYS)} FROM {{runs}} WHERE updated > ?{mine} ORDER BY updated LIMIT ?",
+            (since, *((owner,) if owner is not None else ()), CHANGES_MAX),
         )
         return [dict(zip(_RUN_KEYS, row, strict=True)) for row in rows]

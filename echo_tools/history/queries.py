@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from echo_tools.events import InlineSink, ToolEvent
-from echo_tools.history.browse import RunBrowser
+from echo_tools.history.browse import RunBrowser, json_text
 from echo_tools.history.recording import Recording
 from echo_tools.history.writer import EventWriter
 
@@ -175,9 +175,10 @@ class HistoryQueries(InlineSink):
         since: str | None = None,
         limit: int = DEFAULT_LIMIT,
         newest_first: bool = False,
+        principal: str | None = None,
     ) -> list[ToolEvent]:
-        """The kept events matching every filter given, oldest first (`newest_first`: the latest `limit`,
-        newest first), at most `limit` (1..10,000).
+        """The kept events matching every filter given (`principal`: of that principal's calls), oldest
+        first (`newest_first`: the latest `limit`, newest first), at most `limit` (1..10,000).
 
         Raises:
             ValueError: `limit` or `since` is out of range or malformed (the message names it).
@@ -192,6 +193,9 @@ class HistoryQueries(InlineSink):
         if since is not None:
             clauses.append("timestamp >= ?")
             params.append(since)
+        if principal is not None:  # before the limit: a page of another principal's events is no page
+            clauses.append(f"{json_text('body', 'principal', self.placeholder != '?')} = ?")
+            params.append(principal)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         order = "DESC" if newest_first else ""
         rows = self._read(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from echo_tools.compat.mcp import HTTP_LIBRARY, http_module
 from echo_tools.credentials.fields import NAME_PATTERN, CredentialError
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError
 from echo_tools.models import ToolSource
@@ -64,10 +65,13 @@ def bind(registry: Catalogue, name: str, config: Mapping[str, Any]) -> ServerCon
 
 
 def set_server_auth(registry: Catalogue, name: str, auth: httpx.Auth | None) -> None:
-    """Use `auth` (any `httpx.Auth`) for server `name`'s connections in this process (None: stop)."""
-    if auth is not None and not isinstance(auth, httpx.Auth):
+    """Use `auth` for server `name`'s connections in this process (None: stop): an `httpx.Auth` under the
+    MCP SDK 1.x, an `httpx2.Auth` under 2.x (the client the SDK's transports take)."""
+    if auth is not None and not isinstance(auth, http_module().Auth):
         raise ToolConfigError(
-            f"MCP server {name!r}: auth must be an httpx.Auth, got {type(auth).__name__}", field="auth"
+            f"MCP server {name!r}: auth must be an {HTTP_LIBRARY}.Auth (the installed MCP SDK's HTTP client), "
+            f"got {type(auth).__module__}.{type(auth).__name__}",
+            field="auth",
         )
     servers = _HOST_AUTH.setdefault(registry, {})
     if auth is None:
@@ -268,7 +272,7 @@ async def connection_auth(server: str, config: Mapping[str, Any], egress: Egress
     return None
 
 
-class CredentialAuth(httpx.Auth):
+class CredentialAuth(http_module().Auth):  # type: ignore[misc]  # httpx.Auth, or httpx2.Auth under mcp 2.x
     """A stored credential on every request to the server's origin; an OAuth2 client-credentials token
     the server refuses (401) is fetched again once."""
 

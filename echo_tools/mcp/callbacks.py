@@ -13,6 +13,12 @@ with what the caller bound to it (`CallHooks`, built by the backend from the cal
 
 Nothing bound: a refusal the server sees at once (an error for sampling, `decline` for elicitation),
 never a wait. Each answer is a `tool.sampling` / `tool.elicitation` event of the call.
+
+Over the 2026-07-28 revision the server does not ask while the call runs: it answers the call with an
+`InputRequiredResult` whose requests the same handlers answer (`SessionCallbacks.answer_inputs`, for the
+call they came back to); the request is then sent again with the answers. A LangGraph pause keeps the
+server's request state (`pending_input`), so the resumed node sends the person's answer to the server
+instead of calling the tool from its start.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from echo_tools.errors import ToolConfigError
-from echo_tools.gate import BudgetMeter
+from echo_tools.compat import mcp as compat
+from echo_tools.errors import ToolConfigError, ToolExecutionError
+from echo_tools.gate import BudgetMeter, estimate_tokens
 
 if TYPE_CHECKING:
     from mcp import types
@@ -157,6 +164,8 @@ class CallHooks:
     listener: Listener | None = None
     caller: contextvars.Context = field(default_factory=contextvars.copy_context)
     interrupted: ElicitationInterrupted | None = None
+    # the call's arguments (what a paused call's stored request state is found by on resume)
+    arguments: dict[str, Any] | None = None
     # the request's budget (echo_tools.gate): sampling counts in calls and in tokens, shared with every
     # other call of the request; a call made without one gets a budget of its own
     meter: BudgetMeter = field(default_factory=BudgetMeter)
@@ -223,14 +232,63 @@ class SessionCallbacks:
         roots = [types.Root(uri=p.as_uri(), name=p.name or str(p)) for p in self.roots or []]  # type: ignore[arg-type]
         return types.ListRootsResult(roots=roots)
 
+    # -- 2026-07-28: the requests of an InputRequiredResult ------------------------------------------
+
+    async def answer_inputs(
+        self, hooks: CallHooks | None, result: Any, known: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The answers to an `InputRequiredResult`'s requests, for the call they came back to (its hooks),
+        keyed as the server keyed them; `known` holds answers given before a pause (not asked again).
+
+        Raises:
+            ToolExecutionError: a request was refused (no model bound, over the budget, roots not
+                configured): over this revision the refusal cannot go to the server, so the call fails with it.
+            ElicitationInterrupted: the run pauses for a person; the server's request state is kept
+                (`pending_input`) for the resumed call.
+        """
+        from mcp import types
+
+        if hooks is None:
+            raise ToolExecutionError(
+                f"MCP server {self.server!r} asked for input ({', '.join(result.input_requests)}) on a request "
+                "that cannot answer any"
+            )
+        answers: dict[str, Any] = dict(known or {})
+        for key, request in result.input_requests.items():  # one at a time: a person answers in turn
+            if key in answers:
+                continue
+            if isinstance(request, types.CreateMessageRequest):
+                answer: Any = await self.sampling(None, request.params, hooks)
+            elif isinstance(request, types.ElicitRequest):
+                state = {"request_state": result.request_state, "key": key}
+                answer = await self.elicitation(None, request.params, hooks, state)
+                if hooks.interrupted is not None:
+                    remember_pending(hooks, result, answers)
+                    raise hooks.interrupted
+            elif self.roots is not None:
+                answer = await self.list_roots(None)
+            else:
+                answer = _refuse(
+                    self.server,
+                    f"roots refused: no roots are configured for this server (mcpServers.{self.server}.roots)",
+                )
+            if isinstance(answer, types.ErrorData):
+                raise ToolExecutionError(
+                    f"MCP server {self.server!r} asked for {request.method} ({key!r}) during "
+                    f"{hooks.tool!r}: {answer.message}"
+                )
+            answers[key] = answer
+        return answers
+
     # -- sampling ------------------------------------------------------------------------------------
 
     async def sampling(
-        self, context: Any, params: types.CreateMessageRequestParams
+        self, context: Any, params: types.CreateMessageRequestParams, call: CallHooks | None = None
     ) -> types.CreateMessageResult | types.ErrorData:
         from mcp import types
 
-        hooks = self._caller("sampling")
+        params = WireView(params)  # type: ignore[assignment]  # camelCase names under either SDK
+        hooks = self._caller("sampling") if call is None else call
         if isinstance(hooks, str):
             return _refuse(self.server, f"sampling refused: {hooks}")
         entry: dict[str, Any] = {"mcp_server": self.server, "max_tokens": params.maxTokens}
@@ -241,19 +299,24 @@ class SessionCallbacks:
             )
             hooks.record("sampling", {**entry, "outcome": "refused", "reason": message})
             return _refuse(self.server, message)
-        if params.maxTokens > hooks.budget:
+        # the prompt counts as the answer does: a server asking for 1 token of answer chooses the prompt
+        prompt = sum(estimate_tokens(m["content"]) for m in _chat_messages(params))
+        if params.maxTokens + prompt > hooks.budget:
+            asked = f"maxTokens {params.maxTokens}"
+            if params.maxTokens <= hooks.budget:  # the prompt made it too much
+                asked += f" with a prompt of about {prompt} tokens"
             message = (
-                f"sampling refused: maxTokens {params.maxTokens} exceeds the remaining token budget "
+                f"sampling refused: {asked} exceeds the remaining token budget "
                 f"{hooks.budget} of this call (mcpServers.{self.server}.sampling_max_tokens)"
             )
             hooks.record("sampling", {**entry, "outcome": "refused", "reason": message})
             return _refuse(self.server, message)
-        spent = hooks.meter.sample(params.maxTokens)  # the request's total: calls and tokens
+        spent = hooks.meter.sample(params.maxTokens, prompt)  # the request's total: calls and tokens
         if spent is not None:
             message = f"sampling refused: {spent.message}"
             hooks.record("sampling", {**entry, "outcome": "refused", "reason": message, "limit": spent.field})
             return _refuse(self.server, message)
-        hooks.budget -= params.maxTokens
+        hooks.budget -= params.maxTokens + prompt
         try:
             text, model = await asyncio.wait_for(complete(hooks.llm, params), hooks.timeout_s)
         except TimeoutError:
@@ -264,6 +327,10 @@ class SessionCallbacks:
             message = f"sampling failed: the model raised {type(exc).__name__}: {exc}"
             hooks.record("sampling", {**entry, "outcome": "failed", "reason": message})
             return _refuse(self.server, message)
+        # the answer counts what it holds (at most maxTokens, as reserved): the rest is given back
+        unused = params.maxTokens - min(params.maxTokens, estimate_tokens(text))
+        hooks.budget += unused
+        hooks.meter.refund_tokens(unused)
         hooks.record("sampling", {**entry, "outcome": "answered", "model": model, "answer_chars": len(text)})
         return types.CreateMessageResult(
             role="assistant",
@@ -275,11 +342,15 @@ class SessionCallbacks:
     # -- elicitation ---------------------------------------------------------------------------------
 
     async def elicitation(
-        self, context: Any, params: types.ElicitRequestParams
+        self,
+        context: Any,
+        params: types.ElicitRequestParams,
+        call: CallHooks | None = None,
+        state: dict[str, Any] | None = None,
     ) -> types.ElicitResult | types.ErrorData:
         from mcp import types
 
-        hooks = self._caller("elicitation")
+        hooks = self._caller("elicitation") if call is None else call
         if isinstance(hooks, str):
             return _decline(f"elicitation declined: {hooks}")
         request: dict[str, Any] = {"server": self.server, "tool": hooks.tool, "message": params.message}
@@ -287,8 +358,10 @@ class SessionCallbacks:
             request.update(mode="url", url=params.url)
             schema: dict[str, Any] | None = None
         else:
-            schema = dict(params.requestedSchema)
+            schema = dict(compat.field(params, "requestedSchema"))
             request.update(mode="form", schema=schema)
+        if state is not None:  # 2026-07-28: the server's request state, kept in the pause
+            request["request_state"] = state
         entry = {"mcp_server": self.server, "mode": request["mode"], "message": params.message}
         try:
             answer, reason = await self._ask(hooks, request)
@@ -398,6 +471,7 @@ def _decline(reason: str) -> types.ElicitResult:
 
 async def complete(llm: Any, params: types.CreateMessageRequestParams) -> tuple[str, str]:
     """Ask `llm` (a LangChain chat model or a CrewAI `LLM`) for the answer; returns (text, model name)."""
+    params = WireView(params)  # type: ignore[assignment]
     messages = _chat_messages(params)
     cap = params.maxTokens
     model = str(getattr(llm, "model_name", None) or getattr(llm, "model", None) or type(llm).__name__)
@@ -415,6 +489,66 @@ async def complete(llm: Any, params: types.CreateMessageRequestParams) -> tuple[
         answer = await asyncio.to_thread(capped.call, messages)
         return str(answer), model
     raise TypeError(f"{type(llm).__name__} is neither a LangChain chat model nor a CrewAI LLM")
+
+
+class WireView:
+    """An SDK model read by its wire (camelCase) names under either SDK generation (`params.maxTokens`)."""
+
+    _model: Any
+
+    def __init__(self, model: Any) -> None:
+        self._model = model._model if isinstance(model, WireView) else model
+
+    def __getattr__(self, name: str) -> Any:
+        return compat.field(self._model, name)
+
+
+# -- a paused call's request state (2026-07-28) ---------------------------------------------------------
+
+_PENDING: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
+_PENDING_LIMIT = 1024
+
+
+def _pending_key(hooks: CallHooks) -> tuple[Any, ...] | None:
+    """A paused call's identity: its graph thread and task, its tool and its arguments (None outside a
+    LangGraph run)."""
+    import json
+
+    def where() -> Any:
+        try:
+            from langgraph.config import get_config
+        except ImportError:
+            return None
+        try:
+            configurable = get_config().get("configurable") or {}
+        except RuntimeError:
+            return None
+        return (configurable.get("thread_id"), configurable.get("checkpoint_ns"))
+
+    place = hooks.caller.run(where)
+    if place is None or place[0] is None:
+        return None
+    arguments = json.dumps(hooks.arguments or {}, sort_keys=True, default=str)
+    return (*place, hooks.server, hooks.tool, arguments)
+
+
+def remember_pending(hooks: CallHooks, result: Any, answered: dict[str, Any]) -> None:
+    """Keep the server's request state of a call paused for a person (and what was answered already)."""
+    key = _pending_key(hooks)
+    if key is None:
+        return
+    if len(_PENDING) >= _PENDING_LIMIT:
+        _PENDING.pop(next(iter(_PENDING)))
+    _PENDING[key] = (result, dict(answered))
+
+
+def pending_input(hooks: CallHooks | None) -> tuple[Any, dict[str, Any]] | None:
+    """The `InputRequiredResult` a paused call of the same graph task, tool and arguments stopped at (taken:
+    a resumed call answers it instead of calling the tool again), or None."""
+    if hooks is None or not _PENDING:
+        return None
+    key = _pending_key(hooks)
+    return None if key is None else _PENDING.pop(key, None)
 
 
 def _block_text(block: Any) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from echo_tools.compat.mcp import field as wire_field
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolError, ToolNotFoundError
 from echo_tools.gate import acting_owner, check_owner
@@ -75,7 +76,9 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
     "transport"?: "streamable_http" (default) | "sse"}` (`type` is read as `transport`, as VS Code
     writes it), and `credential` (a stored credential's name) or `oauth` (OAuth 2.1, see
     `echo_tools.mcp.auth`). Optional for both: `timeout` (connect seconds), `max_concurrency`,
-    `max_result_bytes` (the largest answer kept, default 8 MiB). Other keys are kept.
+    `max_result_bytes` (the largest answer kept, default 8 MiB), `protocol` (`auto`, `legacy` or a modern
+    revision: which protocol to speak) and `input_rounds` (how many `InputRequiredResult` rounds a call
+    may take). Other keys are kept.
 
     Raises:
         ToolConfigError: the entry is unusable; the message names the server and the field.
@@ -121,7 +124,23 @@ def check_server_config(name: str, config: Any) -> dict[str, Any]:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise fail("max_concurrency", f"'max_concurrency' must be a positive integer, got {limit!r}")
     _check_max_result_bytes(out, fail)
+    _check_protocol(out, fail)
     return out
+
+
+def _check_protocol(config: dict[str, Any], fail: Any) -> None:
+    """`protocol`: which revision to speak ("auto": the newest both sides speak; "legacy": the 2025
+    revisions' `initialize` handshake; or a modern revision, pinned); `input_rounds`: how many
+    `InputRequiredResult` rounds one request may take."""
+    from echo_tools.compat.mcp import MODERN_VERSIONS
+
+    protocol = config.get("protocol")
+    allowed = ["auto", "legacy", *MODERN_VERSIONS]
+    if protocol is not None and protocol not in allowed:
+        raise fail("protocol", f"'protocol' must be one of {allowed}, got {protocol!r}")
+    rounds = config.get("input_rounds")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
+        raise fail("input_rounds", f"'input_rounds' must be a positive integer (default 10), got {rounds!r}")
 
 
 def _check_max_result_bytes(config: dict[str, Any], fail: Any) -> None:
@@ -425,22 +444,23 @@ def tool_defs(server: str, listing: list[types.Tool], credential: str | None = N
         used.add(suffix)
         annotations = tool.annotations
         side_effect = SideEffect.EXTERNAL
-        if annotations is not None and annotations.readOnlyHint:
+        if annotations is not None and wire_field(annotations, "readOnlyHint"):
             side_effect = SideEffect.PURE
-        elif annotations is not None and annotations.idempotentHint:
+        elif annotations is not None and wire_field(annotations, "idempotentHint"):
             side_effect = SideEffect.IDEMPOTENT
-        task_support = tool.execution.taskSupport if tool.execution is not None else None
+        task_support = wire_field(tool.execution, "taskSupport") if tool.execution is not None else None
         mcp_meta: dict[str, Any] = {
             "server": server,
             "tool": tool.name,
             "title": tool.title,
-            "annotations": annotations.model_dump(exclude_none=True) if annotations else {},
+            "annotations": annotations.model_dump(by_alias=True, exclude_none=True) if annotations else {},
         }
         if task_support == "required":
-            # the client does not run MCP tasks yet: every call would fail, so the tool is not offered
+            # the 2025-11-25 experimental tasks (the client asks for a task): not spoken, so every call
+            # would fail and the tool is not offered; the 2026-07-28 Tasks extension needs no such flag
             mcp_meta["disabled_reason"] = (
-                "the server requires MCP tasks (execution.taskSupport 'required'), which echo-tools "
-                "does not support yet"
+                "the server requires MCP tasks (execution.taskSupport 'required', the 2025-11-25 experimental "
+                "tasks), which echo-tools does not speak; it follows the 2026-07-28 Tasks extension instead"
             )
         out.append(
             ToolDef(
@@ -448,8 +468,8 @@ def tool_defs(server: str, listing: list[types.Tool], credential: str | None = N
                 name=name,
                 description=tool.description or tool.title or tool.name,
                 tool_type=ToolType.MCP,
-                input_schema=tool.inputSchema or {"type": "object"},
-                output_schema=tool.outputSchema or {},
+                input_schema=wire_field(tool, "inputSchema") or {"type": "object"},
+                output_schema=wire_field(tool, "outputSchema") or {},
                 # a catalogue tool (read_resource, get_prompt) also names the request it sends
                 execution_config={"server": server, "tool": tool.name, **_catalogue_method(tool), **named},
                 tags=["source:mcp", f"mcp_server:{server}"],

@@ -17,25 +17,25 @@ import re
 import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from echo_tools.compat.mcp import next_request_id, request_id_of
+from echo_tools.compat import mcp as compat
 from echo_tools.egress import egress_client
 from echo_tools.env_refs import resolve_env_refs
 from echo_tools.errors import MCPConnectionError, ToolConfigError, ToolExecutionError, ToolTimeoutError
 from echo_tools.mcp.callbacks import SessionCallbacks
 from echo_tools.mcp.limits import max_result_bytes
 from echo_tools.mcp.memory import in_memory_session
+from echo_tools.mcp.rounds import as_json, exchange, first_problem, listen_for_tool_changes, relist, with_meta
 from echo_tools.mcp.stream_watch import WatchedTransport
+from echo_tools.mcp.tasks import TASKS, TaskHandle, follow_task, offers_tasks
 from echo_tools.runtime import background_loop
 
 if TYPE_CHECKING:
+    import httpx
     from mcp import ClientSession, types
-    from mcp.shared.exceptions import McpError
 
     from echo_tools.egress import EgressPolicy
     from echo_tools.mcp.callbacks import CallHooks
@@ -59,8 +59,8 @@ R = TypeVar("R", bound=BaseModel)
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 DEFAULT_MAX_CONCURRENCY = 32
 CLOSE_TIMEOUT_S = 6.0
+_HEADER_MISMATCH = -32020  # 2026-07-28: an Mcp-Param-* header missing or not matching the body
 _STDERR_LIMIT = 1024 * 1024
-_SESSION_TERMINATED = 32600  # the SDK's code when an HTTP server answers 404 for an expired session
 
 # what a call hears while it runs: ("progress", {progress, total, message}) or ("log", {level, logger, data})
 Listener = Callable[[str, dict[str, Any]], None]
@@ -124,6 +124,8 @@ class Connection:
         self._background: set[asyncio.Task[Any]] = set()
         self._errlog: Any = None
         self._count = 0
+        self.protocol: str | None = None  # the revision negotiated (None until then)
+        self._status: int | None = None  # the last HTTP error status the server answered
         self._runner = self._loop.create_task(self._run(), name=f"mcp-session-{name}")
 
     # -- lifetime (runner task) ----------------------------------------------------------------------
@@ -138,15 +140,28 @@ class Connection:
                     **self._callbacks.session_kwargs(),
                     "client_info": types.Implementation(name="echo-tools", version=_package_version()),
                 }
+                mode = str(self.config.get("protocol") or "auto")
                 in_memory = in_memory_session(self.name)  # a server object served in this process
                 if in_memory is not None:
-                    session = await stack.enter_async_context(in_memory(**kwargs))
+                    session = await stack.enter_async_context(in_memory(mode, **kwargs))
+                    self.protocol = compat.protocol_version(session)
                 else:
                     read, write = await self._open_transport(stack)
+                    if compat.GENERATION >= 2:  # 2026-07-28: long tools may answer with a task
+                        kwargs["extensions"] = {TASKS: {}}
                     session = await stack.enter_async_context(ClientSession(read, write, **kwargs))
-                    await session.initialize()
+                    try:
+                        self.protocol = await compat.negotiate(session, mode)
+                    except compat.ProtocolMismatch as exc:
+                        raise MCPConnectionError(
+                            f"MCP server {self.name!r} ({self.target}): {exc}; nothing was listed or stored "
+                            f"(mcpServers.{self.name}.protocol sets the revision to speak)"
+                        ) from None
                 self.session = session
                 self._ready.set_result(session)
+                if self._on_tools_changed is not None and self.protocol in compat.MODERN_VERSIONS:
+                    # 2026-07-28: changes come on a listen stream
+                    self._spawn(listen_for_tool_changes(self.name, session, self._on_tools_changed))
                 await self._stop.wait()
         except (Exception, BaseExceptionGroup) as exc:  # boundary: any transport failure ends the connection
             self.error = self._describe(exc)
@@ -184,41 +199,39 @@ class Connection:
         from echo_tools.mcp.auth import connection_auth  # a stored credential, OAuth 2.1 or the host's
 
         auth = await connection_auth(self.name, config, self.egress)
+        library = compat.HTTP_LIBRARY  # the one outbound client, in the flavour the SDK's transports take
         if config["transport"] == "sse":
             from mcp.client.sse import sse_client
 
-            def factory(
-                headers: dict[str, str] | None = None,
-                timeout: httpx.Timeout | None = None,
-                auth: httpx.Auth | None = None,
-            ) -> httpx.AsyncClient:
+            def factory(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
                 return egress_client(
                     self.egress,
                     headers=headers,
                     timeout=timeout,
                     auth=auth,
                     max_body_bytes=max_result_bytes(config),
+                    library=library,
                 )
 
             return await stack.enter_async_context(
                 sse_client(url, headers=headers, auth=auth, httpx_client_factory=factory)
             )
-        from mcp.client.streamable_http import streamable_http_client
-
         # the SDK's defaults (30 s, 300 s read for streams), plus a transport that notices a broken stream
-        timeout = httpx.Timeout(30.0, read=300.0)
+        timeout = compat.http_module().Timeout(30.0, read=300.0)
         client = await stack.enter_async_context(
             egress_client(
                 self.egress,
-                wrap=lambda transport: WatchedTransport(transport, self._stream_broke, self._too_large),
+                wrap=lambda transport: WatchedTransport(
+                    transport, self._stream_broke, self._too_large, self._http_refused
+                ),
                 max_body_bytes=max_result_bytes(config),
                 headers=headers,
                 timeout=timeout,
                 auth=auth,
+                library=library,
             )
         )
-        read, write, _ = await stack.enter_async_context(streamable_http_client(url, http_client=client))
-        return read, write
+        return await stack.enter_async_context(compat.streamable_http(url, client))
 
     async def wait_ready(self, timeout: float | None = None) -> ClientSession:
         """The initialized session; raises `MCPConnectionError` when it could not be opened in time."""
@@ -259,26 +272,26 @@ class Connection:
 
     async def request(
         self,
-        message: types.ClientRequest,
+        message: Any,
         result_type: type[R],
         timeout_s: float,
         listener: Listener | None = None,
         hooks: CallHooks | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> R:
-        """Send one request on this session and return the typed result.
+        """Send one request (a bare SDK request model: `CallToolRequest`, ...) and return the typed result.
 
-        With a `listener`, the request carries a progress token: the server's progress notifications for
-        it, and its log messages while it runs, are handed to the listener. `hooks` answer the server's
-        sampling and elicitation requests while this one is in flight (`echo_tools.mcp.callbacks`).
+        `listener` hears the server's progress and log notifications for it; `hooks` answer the server's
+        sampling, elicitation and roots requests (over 2026-07-28: its `InputRequiredResult`, see
+        `echo_tools.mcp.rounds`); `meta` goes into the request's `_meta` (the run's trace context).
 
         Raises:
             NotSent: the session was dead before the request was sent.
             Lost: the connection broke while the request was in flight.
             ToolTimeoutError: the server did not answer within `timeout_s` (a cancellation is sent).
-            ToolExecutionError: the server answered with a JSON-RPC error.
+            ToolExecutionError: the server answered with a JSON-RPC error, or asked for input without end.
         """
         import anyio
-        from mcp.shared.exceptions import McpError
 
         session = self.session
         if not self.alive or session is None:
@@ -287,23 +300,24 @@ class Connection:
         assert task is not None
         self._calls.add(task)
         request_id: int | None = None
+        key: Any = None
         try:
             async with self._limit:
                 self._trim_stderr()
-                # send_request takes this id before its first await, so reading it here names our request
-                request_id = next_request_id(session)
-                self._by_id[request_id] = task
+                # 1.x: send_request takes this id before its first await, so reading it here names our
+                # request; 2.x needs no id (it cancels by itself): the request carries a key of ours
+                request_id = compat.next_request_id(session)
+                key = request_id if request_id is not None else f"{id(task):x}-{self._count}"
+                with_meta(message, key, meta, listener is not None)
+                self._by_id[key] = task
                 progress = None
                 if listener is not None:
-                    self._listeners[request_id] = listener
+                    self._listeners[key] = listener
                     progress = _progress_callback(listener)
                 if hooks is not None:
-                    self._hooks[request_id] = hooks
-                return await session.send_request(
-                    message,
-                    result_type,
-                    request_read_timeout_seconds=timedelta(seconds=timeout_s),
-                    progress_callback=progress,
+                    self._hooks[key] = hooks
+                return await self._exchange(
+                    session, message, result_type, timeout_s, progress, listener, hooks
                 )
         except asyncio.CancelledError:
             refused = self._refused.pop(task, None)
@@ -320,41 +334,101 @@ class Connection:
             # the session's streams were closed before our request was written: it never left
             self.discard()
             raise NotSent(self.error or self._closed_message()) from exc
-        except McpError as exc:
+        except ValidationError as exc:  # an answer the negotiated revision does not allow
+            raise self._invalid_answer(message, exc) from None
+        except compat.MCPError as exc:
+            refused = self._refused.pop(task, None)  # 2.x answers a stream we stopped with an error
+            if refused is not None:
+                task.uncancel()
+                raise ToolExecutionError(refused) from None
             raise self._error_answer(exc, request_id, timeout_s) from exc
         finally:
             self._calls.discard(task)
-            self._by_id.pop(request_id, None)
-            if request_id is not None:
-                self._listeners.pop(request_id, None)
-                self._hooks.pop(request_id, None)
+            self._by_id.pop(key, None)
+            self._listeners.pop(key, None)
+            self._hooks.pop(key, None)
 
-    def _error_answer(self, exc: McpError, request_id: int | None, timeout_s: float) -> Exception:
+    async def _exchange(
+        self,
+        session: ClientSession,
+        message: Any,
+        result_type: Any,
+        timeout_s: float,
+        progress: Any,
+        listener: Listener | None,
+        hooks: CallHooks | None,
+    ) -> Any:
+        async def send() -> Any:
+            try:
+                return await self._send(session, message, result_type, timeout_s, progress)
+            except compat.MCPError as exc:
+                # 2026-07-28 HTTP: a tool whose arguments go as Mcp-Param-* headers too, unknown to this
+                # session: the spec's recovery, re-list on the session (the SDK then sends them), once
+                if compat.error_code(exc) != _HEADER_MISMATCH or message.method != "tools/call":
+                    raise
+                await relist(session, timeout_s)
+                return await self._send(session, message, result_type, timeout_s, progress)
+
+        async def follow(handle: TaskHandle) -> Any:
+            return await follow_task(
+                self.name, session, self._callbacks, handle, hooks, listener, timeout_s, self._spawn
+            )
+
+        return await exchange(self.name, self.config, self._callbacks, message, send, hooks, follow)
+
+    async def _send(
+        self, session: ClientSession, message: Any, result_type: Any, timeout_s: float, progress: Any
+    ) -> Any:
+        """The answer to `message`; a `tools/call` to a server offering the Tasks extension may be answered
+        with a task handle (`TaskHandle`), which `exchange` follows."""
+        tasks = message.method == "tools/call" and offers_tasks(session)
+        answer = await session.send_request(
+            compat.client_request(message),
+            as_json() if tasks else compat.result_type(result_type),
+            request_read_timeout_seconds=compat.read_timeout(timeout_s),
+            progress_callback=progress,
+        )
+        if not tasks:
+            return answer
+        if answer.get("resultType") == "task":
+            return TaskHandle(answer)
+        return compat.result_type(result_type).validate_python(answer, by_name=False)
+
+    def _invalid_answer(self, message: Any, exc: ValidationError) -> ToolExecutionError:
+        return ToolExecutionError(
+            f"MCP server {self.name!r} answered {getattr(message, 'method', 'a request')} with a result "
+            f"revision {self.protocol or 'of its session'} does not allow: {first_problem(exc)}"
+        )
+
+    def _error_answer(self, exc: Any, request_id: int | None, timeout_s: float) -> Exception:
         """What a JSON-RPC error in answer to a request means: the connection lost, the session expired
         (both end this connection), the SDK's read timeout (a cancellation is sent), or the server's
         refusal."""
         from mcp.types import CONNECTION_CLOSED
 
-        code, text = exc.error.code, exc.error.message
+        code, text = compat.error_code(exc), compat.error_text(exc)
         if code == CONNECTION_CLOSED:
             self.discard()
             return Lost(self._lost_message())
-        if code == _SESSION_TERMINATED:
+        if compat.is_session_gone(exc):
             self.discard()
             return NotSent(f"MCP server {self.name!r} no longer knows this session")
-        if code == 408:  # the read timeout, a backstop behind the executor's own deadline
+        if compat.is_read_timeout(exc):  # the read timeout, a backstop behind the executor's own deadline
             if request_id is not None:
                 self._send_cancelled(request_id, "request timed out")
             return ToolTimeoutError(f"MCP server {self.name!r} did not answer within {timeout_s:g} s")
+        text = self._status_note(text)
         return ToolExecutionError(f"MCP server {self.name!r} refused the request: {text} (code {code})")
 
     def _send_cancelled(self, request_id: int, reason: str) -> None:
+        # 1.x only: it sends no notifications/cancelled by itself (2.x does, and over 2026-07-28 HTTP it
+        # closes the request's stream instead)
         from mcp import types
 
         session = self.session
         if session is None or not self.alive:
             return
-        note = types.ClientNotification(
+        note = compat.client_notification(
             types.CancelledNotification(
                 params=types.CancelledNotificationParams(requestId=request_id, reason=reason)
             )
@@ -373,17 +447,24 @@ class Connection:
     def _stream_broke(self, request: httpx.Request) -> None:
         # The SDK leaves a request pending forever when its response stream breaks without an event id
         # (the server died mid-call): fail that call now and replace the session.
-        request_id = request_id_of(request.content)
-        task = self._by_id.get(request_id)
+        task = self._by_id.get(compat.request_key_of(request.content))
         if task is not None:
             self._lost.add(task)
             task.cancel()
         self.discard()
 
+    def _http_refused(self, status: int) -> None:
+        self._status = status
+
+    def _status_note(self, text: str) -> str:
+        # the 2.x SDK turns an HTTP error into "Server returned an error response": say which
+        if self._status is not None and "error response" in text and f"HTTP {self._status}" not in text:
+            return f"{text} (HTTP {self._status})"
+        return text
+
     def _too_large(self, request: httpx.Request, error: Exception) -> None:
         # the answer to `request` passed max_result_bytes: its reading stopped, and its call fails now
-        request_id = request_id_of(request.content)
-        task = self._by_id.get(request_id)
+        task = self._by_id.get(compat.request_key_of(request.content))
         if task is not None:
             self._refused[task] = (
                 f"MCP server {self.name!r} answered more than {max_result_bytes(self.config)} bytes "
@@ -394,11 +475,12 @@ class Connection:
     async def _on_message(self, message: Any) -> None:
         from mcp import types
 
-        if isinstance(message, types.ServerNotification):
-            if isinstance(message.root, types.ToolListChangedNotification) and self._on_tools_changed:
+        note = compat.unwrap(message)
+        if isinstance(note, types.ToolListChangedNotification):
+            if self._on_tools_changed:
                 self._on_tools_changed(self.name)
-            elif isinstance(message.root, types.LoggingMessageNotification):
-                self._log(message.root.params)
+        elif isinstance(note, types.LoggingMessageNotification):
+            self._log(note.params)
         elif isinstance(message, Exception):
             # e.g. the late answer to a request we cancelled, or a line that is not JSON-RPC
             logger.debug("MCP server %r: %s", self.name, message)
@@ -435,6 +517,7 @@ class Connection:
         if isinstance(leaf, ToolConfigError | MCPConnectionError):
             return leaf.message
         text = getattr(getattr(leaf, "error", None), "message", None) or str(leaf) or type(leaf).__name__
+        text = self._status_note(text)
         prefix, tail = f"MCP server {self.name!r} ({self.target})", self._stderr_tail()
         if self.session is not None:
             return f"{prefix} failed: {text}{tail}"

@@ -2,12 +2,13 @@
 
 A test (or a host embedding a server) that needs a protocol peer and not a process serves an SDK server
 object under a server name; while the `with` block lasts, every session the pool opens for that name talks
-to the object over the SDK's memory streams (`mcp.shared.memory`) instead of starting the configured
+to the object in this process (the SDK's memory streams, or under 2.x its `Client(server)`, which over the
+2026-07-28 revision calls the server directly) instead of starting the configured
 command or reaching the configured URL. The configuration is stored and checked as ever; only the
 transport differs. What a process proves (a start that fails, stderr, a crash, a kill on close, HTTP
 limits) stays with the real transports::
 
-    with serve_in_memory("calc", calc_server.mcp):      # an mcp.server.fastmcp.FastMCP or lowlevel Server
+    with serve_in_memory("calc", calc_server.mcp):      # an SDK server object (FastMCP, MCPServer, Server)
         registry.add_mcp_server("calc", {"command": "calc-server"})
         executor.invoke_sync("mcp_calc_add", {"a": 2, "b": 3})
 """
@@ -49,18 +50,19 @@ def serve_in_memory(name: str, server: Any) -> Iterator[None]:
 
 
 def in_memory_session(name: str) -> Callable[..., AbstractAsyncContextManager[ClientSession]] | None:
-    """For the session pool: a factory of initialised sessions on the server served as `name`, taking
-    `ClientSession`'s callback keywords; None when nothing is served under that name."""
+    """For the session pool: a factory of negotiated sessions on the server served as `name`, taking the
+    config's `protocol` and `ClientSession`'s callback keywords; None when nothing is served under that
+    name."""
     with _LOCK:
         server = _SERVED.get(name.lower())
     if server is None:
         return None
 
     @asynccontextmanager
-    async def session(**kwargs: Any) -> AsyncIterator[ClientSession]:
-        from mcp.shared.memory import create_connected_server_and_client_session
+    async def session(mode: str, **kwargs: Any) -> AsyncIterator[ClientSession]:
+        from echo_tools.compat.mcp import in_memory_client
 
-        async with create_connected_server_and_client_session(server, **kwargs) as connected:
+        async with in_memory_client(server, mode, **kwargs) as connected:
             yield connected
 
     return session

@@ -19,6 +19,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
+from echo_tools.compat.mcp import oauth_callback
 from echo_tools.errors import MCPConnectionError
 from echo_tools.redaction import remember_secrets
 
@@ -130,7 +131,7 @@ def oauth_provider(
         client_metadata=metadata,
         storage=StoredTokens(store, name, url),
         redirect_handler=redirect_handler,
-        callback_handler=callback_handler or _never_called,
+        callback_handler=oauth_callback(callback_handler or _never_called),
     )
 
 

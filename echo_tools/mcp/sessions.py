@@ -2,7 +2,8 @@
 
 `MCPSessionPool` opens a server's session (`echo_tools.mcp.connection.Connection`) at its first use,
 shares it between concurrent calls, replaces it once transparently when it was found dead before the
-request was sent, and sends `notifications/cancelled` for a call that was cancelled (the SDK does not).
+request was sent, and cancels a call the caller gave up on (1.x: `notifications/cancelled`, which that SDK
+does not send by itself; 2.x cancels by itself).
 Calls from any other event loop or thread hop to the background loop, so a session never crosses loops.
 Discovery paginates `tools/list` on a short-lived session (`echo_tools.mcp.listing`, its names importable
 from here too). The server's own requests (sampling, elicitation, roots) are answered by
@@ -35,8 +36,10 @@ from echo_tools.mcp.listing import (
     GET_PROMPT,
     MAX_PAGES,
     READ_RESOURCE,
+    Hints,
     catalogue_tools,
     discover_tools,
+    keep_listing,
     list_all_tools,
     list_catalogue,
 )
@@ -97,6 +100,7 @@ class MCPSessionPool:
         retry_lost: bool = False,
         listener: Listener | None = None,
         hooks: CallHooks | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         """`tools/call` on the server's pooled session, without the SDK's client-side output validation.
 
@@ -104,43 +108,49 @@ class MCPSessionPool:
         while the call was in flight is retried on a fresh session only with `retry_lost` (tools the
         server marks read-only or idempotent): the server may already have done the work. `listener`
         hears the call's progress and log notifications (on the background loop); `hooks` answer the
-        server's sampling and elicitation requests during the call.
+        server's sampling, elicitation and roots requests during the call (over the 2026-07-28 revision:
+        the `InputRequiredResult` it answers with); `meta` goes into the request's `_meta` (trace context).
         """
         from mcp import types
 
-        params = types.CallToolRequestParams(name=tool, arguments=arguments)
-        message = types.ClientRequest(types.CallToolRequest(params=params))
         return await self.request(
             server,
             config,
-            message,
+            lambda: types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments)),
             types.CallToolResult,
             timeout_s,
             retry_lost=retry_lost,
             listener=listener,
             hooks=hooks,
+            meta=meta,
         )
 
     async def request(
         self,
         server: str,
         config: Mapping[str, Any],
-        message: types.ClientRequest,
+        message: Callable[[], Any],
         result_type: type[R],
         timeout_s: float,
         *,
         retry_lost: bool = True,
         listener: Listener | None = None,
         hooks: CallHooks | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> R:
-        """Any request (`resources/read`, `prompts/get`, ...) on the server's pooled session."""
+        """Any request (`resources/read`, `prompts/get`, ...) on the server's pooled session; `message`
+        makes the bare SDK request model (made again for a second try: a request is changed by sending)."""
+        if meta is None:
+            from echo_tools.mcp.trace import trace_meta
+
+            meta = trace_meta()  # read here, in the caller's context, before the hop to the background loop
 
         async def run() -> R:
             conn = self._conns.get(server)
             if conn is None or not conn.alive or conn.session is None or conn.config != config:
                 conn = await self._connection(server, config)
             try:
-                return await conn.request(message, result_type, timeout_s, listener, hooks)
+                return await conn.request(message(), result_type, timeout_s, listener, hooks, meta)
             except NotSent:
                 pass  # the server died or the session expired while idle: reconnect once, transparently
             except Lost as exc:
@@ -148,7 +158,7 @@ class MCPSessionPool:
                     raise MCPConnectionError(str(exc)) from None
             conn = await self._connection(server, config)
             try:
-                return await conn.request(message, result_type, timeout_s, listener, hooks)
+                return await conn.request(message(), result_type, timeout_s, listener, hooks, meta)
             except SessionBroken as exc:
                 raise MCPConnectionError(str(exc)) from None
 
@@ -163,10 +173,14 @@ class MCPSessionPool:
             error: SessionBroken | None = None
             for _ in (1, 2):
                 conn = await self._connection(server, config)
+                hints = Hints()
                 try:
-                    return await list_all_tools(conn, timeout_s)
+                    tools = await list_all_tools(conn, timeout_s, hints)
                 except SessionBroken as exc:
                     error = exc
+                    continue
+                keep_listing("tools", server, config, tools, hints)  # the newest listing replaces a kept one
+                return tools
             raise MCPConnectionError(str(error))
 
         return await on_background_loop(run)
@@ -218,9 +232,12 @@ class MCPSessionPool:
                 return
 
     def session_info(self, server: str) -> dict[str, Any] | None:
-        """What the pool holds for `server` (alive, target), or None when no session is open."""
+        """What the pool holds for `server` (alive, target, the protocol revision it negotiated), or None
+        when no session is open."""
         conn = self._conns.get(server)
-        return None if conn is None else {"alive": conn.alive, "target": conn.target, "error": conn.error}
+        if conn is None:
+            return None
+        return {"alive": conn.alive, "target": conn.target, "error": conn.error, "protocol": conn.protocol}
 
     async def aclose(self) -> None:
         """Close every session (stdio servers are asked to exit, then terminated)."""

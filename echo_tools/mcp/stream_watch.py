@@ -15,21 +15,26 @@ __all__ = ["WatchedTransport"]
 
 
 class WatchedTransport(httpx.AsyncBaseTransport):
-    """An httpx transport that calls `on_broken(request)` when a POST's response stream breaks, and
-    `on_too_large(request, error)` when it passes the server's `max_result_bytes`."""
+    """An httpx transport that calls `on_broken(request)` when a POST's response stream breaks,
+    `on_too_large(request, error)` when it passes the server's `max_result_bytes`, and `on_refused(status)`
+    when the server answers with an HTTP error status."""
 
     def __init__(
         self,
         inner: httpx.AsyncBaseTransport,
         on_broken: Callable[[httpx.Request], None],
         on_too_large: Callable[[httpx.Request, Exception], None],
+        on_refused: Callable[[int], None] | None = None,
     ) -> None:
         self._inner = inner
         self._on_broken = on_broken
         self._on_too_large = on_too_large
+        self._on_refused = on_refused
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)
+        if response.status_code >= 400 and self._on_refused is not None:
+            self._on_refused(response.status_code)  # the 2.x SDK answers it as a JSON-RPC error without it
         if request.method == "POST":
             assert isinstance(response.stream, httpx.AsyncByteStream)
             response.stream = _WatchedStream(

@@ -277,7 +277,12 @@ async function loadApprovals() {
 
 function approvalItem(record, index) {
   const who = record.agent_name ? ` asked by ${record.agent_name}` : "";
-  const item = el("li", { className: "approval", dataset: { approvalId: record.approval_id } });
+  const item = el("li", { className: "approval", dataset: { approvalId: record.approval_id, status: record.status || "pending" } });
+  if (record.status && record.status !== "pending") {
+    // an expired approval (ToolDef.approval_ttl_s) can no longer be decided: shown as what it is
+    item.append(`${record.tool_name || record.tool_id}${who} `, badge(record.status), expiredNote(record));
+    return item;
+  }
   if (record.kind === "run" && record.run_id) {
     // a paused run's call: decided on the run's page, which carries the run on
     item.append(`${record.tool_name || record.tool_id}${who} in run `, el("a", { href: runLink(record.run_id) }, record.run_id));
@@ -513,7 +518,35 @@ async function renderPauses(run) {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
     });
-  box.replaceChildren(...asks.map((ask, index) => pauseForm(ask, `pause-${index}`, send, () => loadRun(run.run_id))));
+  const forms = await Promise.all(
+    asks.map(async (ask, index) => {
+      const record = ask.type === "tool_approval" && ask.approval_id ? await approvalOf(ask.approval_id) : null;
+      if (record && record.status === "expired") return expiredPause(ask, record);
+      return pauseForm(ask, `pause-${index}`, send, () => loadRun(run.run_id));
+    }),
+  );
+  box.replaceChildren(...forms);
+}
+
+// The stored approval of a paused call (null when it cannot be read: the form is shown, the server decides).
+async function approvalOf(approvalId) {
+  try {
+    return await api("../tools/approvals/" + encodeURIComponent(approvalId));
+  } catch (error) {
+    if (error instanceof Unauthorized) throw error;
+    return null;
+  }
+}
+
+function expiredNote(record) {
+  const since = record.expires_at || record.expired_at || record.decided_at;
+  const parts = since ? [" since ", when(since), ": no longer decidable"] : [": no longer decidable"];
+  return el("span", { className: "note" }, ...parts);
+}
+
+function expiredPause(ask, record) {
+  const title = `${ask.tool || record.tool_name || record.tool_id} waited for approval`;
+  return el("div", { className: "pause", dataset: { kind: "tool_approval", status: "expired" } }, el("h3", {}, title, " ", badge("expired")), expiredNote(record));
 }
 
 // The decision form of one pause: `send(body)` posts the decision, `done()` redraws what it changed.

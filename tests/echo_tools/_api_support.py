@@ -37,6 +37,12 @@ def sleepy(seconds: float) -> dict[str, Any]:
     return {"slept": seconds}
 
 
+def touch(path: str, text: str = "ran") -> dict[str, Any]:
+    """Writes `text` to the file `path`: a side effect a test can look for."""
+    Path(path).write_text(text, encoding="utf-8")
+    return {"written": path}
+
+
 def wait_for_release(text: str = "") -> dict[str, Any]:
     ENTERED.set()
     released = RELEASE.wait(30)
@@ -63,6 +69,7 @@ SLEEPY = local_tool("Sleepy", "sleepy", {"seconds": {"type": "number"}}, timeout
 GUARDED = local_tool("Guarded", "echo", {"text": {"type": "string"}}, permissions=["fs:write"])
 WAITER = local_tool("Waiter", "wait_for_release", {"text": {"type": "string"}})
 WAITER["input_schema"]["required"] = []
+TOUCH = local_tool("Touch", "touch", {"path": {"type": "string"}})
 INLINE_ECHO = local_tool("Fast Echo", "echo", {"text": {"type": "string"}}, config={"isolation": "inline"})
 
 

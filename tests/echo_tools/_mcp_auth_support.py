@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.request
 from typing import Any
 
 import pytest
 
-from tests.echo_tools._mcp_support import SERVERS, start_reporting_port, stop_process
+from tests.echo_tools._mcp_support import SERVERS, server_python, start_reporting_port, stop_process
 
 AUTH_SERVER = SERVERS / "auth_server.py"
 SECRETS = {
@@ -43,7 +42,7 @@ class AuthServer:
         return f"{self.base}/mcp"
 
     def start(self) -> AuthServer:
-        command = [sys.executable, str(AUTH_SERVER), self.mode]
+        command = [server_python(1), str(AUTH_SERVER), self.mode]  # a server of the SDK 1.x
         self.process, self.port = start_reporting_port(command, AUTH_SERVER.name, {**os.environ, **SECRETS})
         return self
 

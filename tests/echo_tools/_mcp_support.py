@@ -1,6 +1,12 @@
 """Shared helpers of the MCP tests: real server processes (stdio configs, an HTTP server on 127.0.0.1),
-forked from one fork server per test process that imported the MCP SDK once; a registry and executor that
-allow loopback, and bounded waits on registry events.
+forked from one fork server per test process and SDK generation that imported the MCP SDK once; a registry
+and executor that allow loopback, and bounded waits on registry events.
+
+The test servers are written for one SDK generation each: `*_v2.py` for `mcp` 2.x, the others for 1.x. A
+server runs with an interpreter that has its generation (`server_python`): this one when the installed
+SDK matches, else a small virtualenv of that SDK alone, made once from `requirements/mcp<N>-servers.txt`
+into the tests' cache folder (local wheels; about 10 s), so the suite on either generation starts the
+servers of both.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from echo_tools import EgressPolicy, ToolDef, ToolExecutor, ToolRegistry
+from echo_tools.compat.mcp import GENERATION
 from echo_tools.events import ToolEvent
 from tests import _forkserver
 
@@ -24,7 +31,10 @@ if TYPE_CHECKING:
     from mcp import types
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
+ROOT = Path(__file__).resolve().parents[2]
 CALC = SERVERS / "calc_server.py"
+CALC_V2 = SERVERS / "calc_v2.py"
+CACHE = Path(os.environ.get("ECHO_TOOLS_TEST_CACHE", Path.home() / ".cache" / "echo-tools-tests"))
 PAGED = SERVERS / "paged_server.py"
 START_TIMEOUT_S = 30.0
 
@@ -64,13 +74,61 @@ def everything_config(**extra: Any) -> dict[str, Any]:
     return {"command": str(installed()), "args": ["stdio"], **extra}
 
 
+def generation_of(script: Path) -> int:
+    """The SDK generation a test server script is written for (`*_v2.py`: 2, else 1)."""
+    return 2 if script.stem.endswith("_v2") else 1
+
+
+def server_python(generation: int) -> str:
+    """An interpreter with the MCP SDK of `generation`: this one when the installed SDK is of it, else
+    `ECHO_TEST_MCP<N>_PYTHON`, else a virtualenv of `requirements/mcp<N>-servers.txt` made once in the
+    cache folder (one process makes it while the others wait on its lock)."""
+    python = _server_python(generation)
+    _PYTHONS[python] = generation
+    return python
+
+
+_PYTHONS: dict[str, int] = {sys.executable: GENERATION}  # interpreter -> the SDK generation it has
+
+
+def _server_python(generation: int) -> str:
+    if generation == GENERATION:
+        return sys.executable
+    given = os.environ.get(f"ECHO_TEST_MCP{generation}_PYTHON")
+    if given:
+        return given
+    import fcntl
+    import hashlib
+
+    requirements = ROOT / "requirements" / f"mcp{generation}-servers.txt"
+    digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:10]
+    folder = CACHE / f"mcp{generation}-servers-{digest}"
+    python = folder / "bin" / "python"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".mcp{generation}-servers.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / ".installed").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            base = getattr(sys, "_base_executable", sys.executable)
+            subprocess.run([base, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=300)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "-r", str(requirements)],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
+            (folder / ".installed").write_text("ok\n")
+    return str(python)
+
+
 def stdio_config(script: Path = CALC, **extra: Any) -> dict[str, Any]:
-    """An `mcpServers` entry running `script` over stdio with this interpreter, whose server process is
-    forked from the session's fork server (`tests/_forkserver.py`: the SDK is imported once, not per
-    start); ECHO_TEST_MCP_FORK=0 runs the script directly."""
+    """An `mcpServers` entry running `script` over stdio with an interpreter of its SDK generation, whose
+    server process is forked from that generation's fork server (`tests/_forkserver.py`: the SDK is
+    imported once, not per start); ECHO_TEST_MCP_FORK=0 runs the script directly."""
+    generation = generation_of(script)
     if os.environ.get("ECHO_TEST_MCP_FORK") == "0":
-        return {"command": sys.executable, "args": [str(script)], **extra}
-    python, *args = _forkserver.command(fork_server())
+        return {"command": server_python(generation), "args": [str(script)], **extra}
+    python, *args = _forkserver.command(fork_server(generation), server_python(generation))
     return {"command": python, "args": [*args, str(script)], **extra}
 
 
@@ -79,25 +137,31 @@ def script_of(config: dict[str, Any]) -> Path:
     return Path(config["args"][-1])
 
 
-# what every test server imports: paid once by the fork server instead of once per start
-PRELOADED = ["anyio", "mcp.server.fastmcp", "mcp.server.lowlevel", "mcp.server.stdio", "mcp.types", "uvicorn"]
-_FORK_SERVER: list[str] = []
+# what every test server of a generation imports: paid once by the fork server instead of once per start
+PRELOADED = {
+    1: ["anyio", "mcp.server.fastmcp", "mcp.server.lowlevel", "mcp.server.stdio", "mcp.types", "uvicorn"],
+    2: ["anyio", "mcp.server.mcpserver", "mcp.server.lowlevel", "mcp.server.stdio", "mcp.types", "uvicorn"],
+}
+_FORK_SERVER: dict[int, str] = {}
 _FORK_LOCK = threading.Lock()
 
 
-def fork_server() -> str:
-    """The socket path of this test process's fork server, started at the first call and stopped when
-    the process exits. It runs without PYTHON* variables, as the SDK starts a stdio server (in its
-    default environment): a fork server serves only requests with the start-up settings it has."""
+def fork_server(generation: int = 1) -> str:
+    """The socket path of this test process's fork server for servers of SDK `generation`, started at the
+    first call and stopped when the process exits. It runs without PYTHON* variables, as the SDK starts a
+    stdio server (in its default environment): a fork server serves only requests with the start-up
+    settings it has."""
+    python = server_python(generation)
     with _FORK_LOCK:
-        if not _FORK_SERVER:
+        if generation not in _FORK_SERVER:
             import atexit
             import tempfile
 
             path = os.path.join(tempfile.mkdtemp(prefix="echo-mcp-fork-"), "fork.sock")
-            atexit.register(_forkserver.stop, _forkserver.start(path, PRELOADED, env=_without_startup()))
-            _FORK_SERVER.append(path)
-        return _FORK_SERVER[0]
+            server = _forkserver.start(path, PRELOADED[generation], python, env=_without_startup())
+            atexit.register(_forkserver.stop, server)
+            _FORK_SERVER[generation] = path
+        return _FORK_SERVER[generation]
 
 
 def _without_startup(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -131,10 +195,13 @@ def add_listed_server(registry: ToolRegistry, name: str, config: dict[str, Any])
 
 
 def server_object(script: Path = CALC) -> Any:
-    """The SDK server object (`mcp`, a FastMCP) of a test server script, imported into this process, for
-    `echo_tools.mcp.memory.serve_in_memory`: a protocol peer without a process."""
+    """The SDK server object (`mcp`: a FastMCP, or under 2.x an MCPServer) of a test server script,
+    imported into this process, for `echo_tools.mcp.memory.serve_in_memory`: a protocol peer without a
+    process. Under the SDK 2.x the calc server is its 2.x twin (`calc_v2.py`)."""
     import importlib
 
+    if GENERATION >= 2 and script == CALC:
+        script = CALC_V2
     if str(SERVERS) not in sys.path:
         sys.path.insert(0, str(SERVERS))  # the scripts import their neighbour `_serving`
     return importlib.import_module(script.stem).mcp
@@ -168,15 +235,18 @@ class HttpServer:
         """The SSE transport's endpoint (calc server only)."""
         return f"http://127.0.0.1:{self.port}/sse"
 
-    def start(self) -> HttpServer:
-        command = [sys.executable, str(self.script), "--http", str(self.port)]
+    def start(self, *extra: str) -> HttpServer:
+        """Start it (`extra`: more arguments, `--stateless`); with an interpreter of its SDK generation."""
+        python = server_python(generation_of(self.script))
+        command = [python, str(self.script), "--http", str(self.port), *extra]
         self.process, self.port = start_reporting_port(command, self.script.name)
+        self._extra = extra
         return self
 
     def restart(self) -> HttpServer:
         """Stop (if running) and start again on the same port."""
         self.stop()
-        return self.start()
+        return self.start(*getattr(self, "_extra", ()))
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -192,8 +262,12 @@ def start_reporting_port(
     Raises:
         RuntimeError: it printed something else, or nothing within START_TIMEOUT_S (it is stopped).
     """
-    if os.environ.get("ECHO_TEST_MCP_FORK") != "0" and command[:1] == [sys.executable]:
-        command = [*_forkserver.command(fork_server()), *command[1:]]  # forked: see `stdio_config`
+    generation = _PYTHONS.get(command[0])
+    if os.environ.get("ECHO_TEST_MCP_FORK") != "0" and generation is not None:
+        command = [
+            *_forkserver.command(fork_server(generation), command[0]),
+            *command[1:],
+        ]  # see `stdio_config`
         env = _without_startup(env)  # the fork server's start-up settings: see `fork_server`
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     line = first_line(process, name)

@@ -167,3 +167,27 @@ async def test_the_client_limit_is_enforced_and_slots_come_back() -> None:
     assert broadcaster.client_count == 2
     for client in (second, third):
         broadcaster.remove_client(client)
+
+
+def test_the_viewer_s_streams_without_a_run_take_slots_too(tmp_path: Path) -> None:
+    # issue 35: /ui/api/stream without run_id held no slot (600 held open, threads 4 -> 43)
+    async def scenario(url: str) -> None:
+        limits = httpx.Limits(max_connections=DEFAULT_MAX_CLIENTS + 10)
+        async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+            streams, readers = [], []
+            for _ in range(DEFAULT_MAX_CLIENTS):
+                stream = await client.send(client.build_request("GET", "/ui/api/stream"), stream=True)
+                assert stream.status_code == 200
+                readers.append(stream.aiter_lines())
+                assert (await _read_frame(readers[-1]))["event"] == "ready"
+                streams.append(stream)
+            for path in ("/ui/api/stream", "/tools/events"):
+                refused = await client.send(client.build_request("GET", path), stream=True)
+                assert refused.status_code == 503, path
+                body = json.loads(await refused.aread())
+                assert body["error_type"] == "unavailable" and body["field"] == "max_clients"
+            for stream in streams:
+                await stream.aclose()
+
+    with echo_tools_serve(tmp_path) as (url, _pid):
+        asyncio.run(scenario(url))

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from echo_tools import JsonlEventLog, MCPConnectionError, MemoryEventLog, ToolConfigError, ToolRegistry
+from echo_tools.compat.mcp import http_module
 from tests.echo_tools._mcp_auth_support import SECRET_VALUES, SECRETS, AuthServer, auth_server
 from tests.echo_tools._mcp_support import make_executor, make_registry
 
@@ -210,7 +211,7 @@ def test_a_failing_token_endpoint_names_the_server_and_the_url_but_no_secret(
 
 
 async def test_a_hosts_httpx_auth_is_used_as_is(tmp_path: Path, server: AuthServer) -> None:
-    class HostAuth(httpx.Auth):
+    class HostAuth(http_module().Auth):  # type: ignore[misc]  # httpx.Auth, httpx2.Auth under the SDK 2.x
         def __init__(self) -> None:
             self.requests = 0
 

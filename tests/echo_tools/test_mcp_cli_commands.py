@@ -5,16 +5,17 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from ._cli_support import InProcessCli, assert_one_line_error
+from ._mcp_support import server_python
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 CALC = str(SERVERS / "calc_server.py")
 CONTENT = str(SERVERS / "content_server.py")
+SERVER_PY = server_python(1)  # the servers are written for the SDK 1.x: an interpreter that has it
 
 
 @pytest.fixture
@@ -33,19 +34,19 @@ def stored(home: Path) -> dict[str, dict[str, object]]:
 def test_double_dash_passes_the_rest_as_the_command_even_options_and_options_before_it_apply(
     home: Path, run_cli: InProcessCli
 ) -> None:
-    added = run_cli(home, "mcp", "add", "calc", "--env", "CALC_MODE=x", "--", sys.executable, "-u", CALC)
+    added = run_cli(home, "mcp", "add", "calc", "--env", "CALC_MODE=x", "--", SERVER_PY, "-u", CALC)
     assert added.returncode == 0, added.stderr
     assert "mcp_calc_add" in added.stdout
     listed = run_cli(home, "mcp", "list")
-    assert f"calc  {sys.executable} -u {CALC}" in listed.stdout
+    assert f"calc  {SERVER_PY} -u {CALC}" in listed.stdout
     assert stored(home)["calc"]["env"] == {"CALC_MODE": "x"}
     assert run_cli(home, "invoke", "calc_add", "--input", '{"a": 2, "b": 3}').returncode == 0
 
 
 def test_arg_option_still_works_with_equals_for_dash_values(home: Path, run_cli: InProcessCli) -> None:
-    added = run_cli(home, "mcp", "add", "calc", "--command", sys.executable, "--arg=-u", "--arg", CALC)
+    added = run_cli(home, "mcp", "add", "calc", "--command", SERVER_PY, "--arg=-u", "--arg", CALC)
     assert added.returncode == 0, added.stderr
-    assert f"calc  {sys.executable} -u {CALC}" in run_cli(home, "mcp", "list").stdout
+    assert f"calc  {SERVER_PY} -u {CALC}" in run_cli(home, "mcp", "list").stdout
 
 
 def test_relative_command_is_stored_absolute_bare_name_as_given(
@@ -54,7 +55,7 @@ def test_relative_command_is_stored_absolute_bare_name_as_given(
     project = tmp_path / "project"
     (project / "bin").mkdir(parents=True)
     script = project / "bin" / "py"
-    script.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    script.write_text(f'#!/bin/sh\nexec {SERVER_PY} "$@"\n')
     script.chmod(0o755)
     monkeypatch.chdir(project)
     added = run_cli(home, "mcp", "add", "calc", "--", "bin/py", CALC)
@@ -68,7 +69,7 @@ def test_relative_command_is_stored_absolute_bare_name_as_given(
 
 
 def test_command_given_twice_or_not_at_all_is_a_usage_error(home: Path, run_cli: InProcessCli) -> None:
-    both = run_cli(home, "mcp", "add", "calc", "--command", sys.executable, "--", sys.executable, CALC)
+    both = run_cli(home, "mcp", "add", "calc", "--command", SERVER_PY, "--", SERVER_PY, CALC)
     line = assert_one_line_error(both, code=2)
     assert "--command" in line and "--" in line and CALC in line
     neither = run_cli(home, "mcp", "add", "calc")
@@ -81,8 +82,8 @@ def test_load_adds_every_server_of_a_vscode_config(home: Path, tmp_path: Path, r
         json.dumps(
             {
                 "servers": {
-                    "calc": {"command": sys.executable, "args": [CALC]},
-                    "content": {"type": "stdio", "command": sys.executable, "args": [CONTENT]},
+                    "calc": {"command": SERVER_PY, "args": [CALC]},
+                    "content": {"type": "stdio", "command": SERVER_PY, "args": [CONTENT]},
                 }
             }
         )
@@ -104,7 +105,7 @@ def test_load_of_a_file_without_servers_names_the_field(
 
 
 def test_resources_and_prompts_are_listed(home: Path, run_cli: InProcessCli) -> None:
-    assert run_cli(home, "mcp", "add", "content", "--", sys.executable, CONTENT).returncode == 0
+    assert run_cli(home, "mcp", "add", "content", "--", SERVER_PY, CONTENT).returncode == 0
     resources = run_cli(home, "mcp", "resources", "content")
     assert resources.returncode == 0, resources.stderr
     lines = resources.stdout.splitlines()

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from echo_tools import ToolConfigError
-from tests.echo_tools._mcp_support import SERVERS, make_executor, make_registry, stdio_config
+from tests.echo_tools._mcp_support import SERVERS, make_executor, make_registry, server_python, stdio_config
 
 RENDEZVOUS = SERVERS / "rendezvous_server.py"
 TASKS = SERVERS / "tasks_server.py"
@@ -53,7 +52,7 @@ def test_the_servers_of_a_file_are_listed_at_once(tmp_path: Path) -> None:
     meeting = tmp_path / "meeting"
     meeting.mkdir()
     servers = {
-        name: {"command": sys.executable, "args": [str(RENDEZVOUS), str(meeting), "3", name], "timeout": 30}
+        name: {"command": server_python(1), "args": [str(RENDEZVOUS), str(meeting), "3", name], "timeout": 30}
         for name in ("one", "two", "three")
     }
     registry = make_registry(tmp_path)

@@ -183,14 +183,19 @@ def test_a_request_while_calls_of_two_callers_are_in_flight_is_refused_not_misro
 
 
 def test_sampling_is_counted_in_calls_not_only_tokens(asking):
+    from echo_tools import Budget, BudgetMeter, ToolContext
+
     _, executor, log = asking
     llm = RehearsalLLM()
-    with sampling_llm(llm):  # 100 requests of one token each fit the 200-token budget, not the call count
-        result = executor.invoke_sync("mcp_asking_summarise_times", {"text": "x", "times": 100})
+    meter = BudgetMeter(Budget(max_llm_calls=5))
+    with sampling_llm(llm):  # 10 requests of one token each fit the 200-token budget, not the call count
+        result = executor.invoke_sync(
+            "mcp_asking_summarise_times", {"text": "x", "times": 10}, ToolContext(budget=meter)
+        )
     answer = json.loads(result.output["result"])
-    assert answer["answered"] == 50
-    assert "budget max_llm_calls=50 is exhausted" in answer["error"]
-    assert len(llm.calls) == 50
+    assert answer["answered"] == 5
+    assert "budget max_llm_calls=5 is exhausted" in answer["error"]
+    assert len(llm.calls) == 5
     assert sampled(log)[-1]["limit"] == "budget.max_llm_calls"
 
 

@@ -27,6 +27,7 @@ from tests.echo_tools._mcp_support import (
     make_executor,
     make_registry,
     process_alive,
+    server_python,
     stdio_config,
     tool_listing,
 )
@@ -109,7 +110,7 @@ async def test_a_new_registry_on_the_same_folder_can_call_the_stored_mcp_tools(
     try:
         result = await executor.invoke("calc_add", {"a": 1, "b": 41})
         assert result.output == {"result": 42.0}
-        assert again.mcp_servers["calc"]["command"] == sys.executable
+        assert again.mcp_servers["calc"]["command"] == server_python(1)
     finally:
         await executor.aclose()
 

@@ -6,8 +6,6 @@ other tests are attacks that held."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -17,9 +15,10 @@ from typing import Any
 import pytest
 
 from echo_tools import MemoryEventLog, ToolContext, ToolExecutor, ToolRegistry
+from echo_tools.errors import ScopeRestoreError
 from echo_tools.gate import Budget, BudgetMeter, CallScope, Grants, Principal, Seal
 from echo_tools.gate.scope import KEY_FILE, SECRET_KEY_ENV
-from echo_tools.governance.approvals import ApprovalRecord, SqliteApprovalStore, now_text
+from echo_tools.governance.approvals import ApprovalRecord, SqliteApprovalStore, now_text, seal_record
 from tests.echo_tools._skill_support import local_tool, skill_tool
 
 RAN: list[str] = []
@@ -73,11 +72,6 @@ def _row(tmp_path: Path, approval_id: str) -> dict[str, Any]:
 # -- the seal covers the scope, not the rest of the approval -----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an approval row whose kept scope is removed (scope: null, as rows kept before scopes) runs "
-    "with the unsealed context of the row: the principal that is gone is not asked for",
-)
 def test_an_approval_whose_kept_scope_was_removed_runs_nothing_for_a_principal_that_is_gone(
     tmp_path: Path,
 ) -> None:
@@ -93,11 +87,6 @@ def test_an_approval_whose_kept_scope_was_removed_runs_nothing_for_a_principal_t
     assert decided.status == "void"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an approval row whose kept scope is removed runs with no budget: the budget of the asking "
-    "call (max_calls 5) lives only in the sealed scope, so dropping it lets a skill run all its steps",
-)
 def test_an_approval_whose_kept_scope_was_removed_does_not_run_without_a_budget(
     tmp_path: Path,
 ) -> None:
@@ -122,11 +111,6 @@ def test_an_approval_whose_kept_scope_was_removed_does_not_run_without_a_budget(
     assert len(adds) <= 4, f"{len(adds)} adds ran under a budget of 5 calls"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the digest is outside the seal: a row with digest null skips the definition check, so a "
-    "tool re-registered after the approval was asked runs under it",
-)
 def test_an_approval_whose_digest_was_removed_is_void_for_a_changed_tool(tmp_path: Path) -> None:
     registry, executor, _ = _service(tmp_path, description="Ship an order to the customer.")
     approval_id = executor.invoke_sync("ship", {"order": "D-1"}).metadata["approval_id"]
@@ -149,11 +133,6 @@ def test_an_approval_of_a_changed_tool_is_void(tmp_path: Path) -> None:
     assert result is not None and "changed" in (result.error or "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the seal is not bound to its approval: a sealed scope copied from another approval's row "
-    "verifies, so alice's call runs as principal 'shop' (shop's ceiling, budget and quotas)",
-)
 def test_a_sealed_scope_copied_from_another_approval_is_refused(tmp_path: Path) -> None:
     _, executor, log = _service(tmp_path)
     mine = executor.invoke_sync("ship", {"order": "T-1"}, ToolContext(principal="alice"))
@@ -167,11 +146,6 @@ def test_a_sealed_scope_copied_from_another_approval_is_refused(tmp_path: Path) 
     assert RAN == [] and decided.status == "void"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CallScope.apply prefers the context's user_id to the sealed scope's: a user_id changed in the "
-    "row's (unsealed) context makes the approved call run for another end user (their credentials)",
-)
 def test_the_end_user_of_an_approved_call_is_the_sealed_one(tmp_path: Path) -> None:
     _, executor, log = _service(tmp_path)
     asked = executor.invoke_sync("ship", {"order": "U-1"}, ToolContext(principal="shop", user_id="u1"))
@@ -183,11 +157,6 @@ def test_the_end_user_of_an_approved_call_is_the_sealed_one(tmp_path: Path) -> N
     assert ran != ["u9"], "the approved call ran for end user u9; the sealed scope says u1"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the arguments are outside the seal: args changed in the row after the reviewer approved "
-    "(the decision kept for the asking process) run in place of the approved ones",
-)
 async def test_arguments_changed_after_the_decision_do_not_run(tmp_path: Path) -> None:
     _, executor, _ = _service(tmp_path)
     asked = await executor.invoke("ship", {"order": "A-1"}, ToolContext(principal="shop"))
@@ -208,20 +177,12 @@ async def test_arguments_changed_after_the_decision_do_not_run(tmp_path: Path) -
 # -- the seal's key --------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an empty .scope.key (a reader inside the window between O_EXCL create and write, or a crash "
-    "there) is taken as an HMAC key of zero bytes: anyone can then seal a widened scope",
-)
 def test_an_empty_scope_key_file_is_not_a_key(tmp_path: Path) -> None:
     folder = tmp_path / "store"
     folder.mkdir()
-    (folder / KEY_FILE).write_bytes(b"")  # what another process sees between create and write
-    seal = Seal.in_folder(folder)
-    body = {"principal": "mallory", "ceiling": None, "meter": None}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    forged = hmac.new(b"", text.encode(), hashlib.sha256).hexdigest()
-    assert not seal.verify(body, forged), "a scope sealed with the empty key verifies"
+    (folder / KEY_FILE).write_bytes(b"")  # a damaged key file (a whole key is linked into place)
+    with pytest.raises(ScopeRestoreError, match="holds 0 bytes, not 32"):
+        Seal.in_folder(folder)  # refused: never an HMAC key of zero bytes anyone could seal with
 
 
 def test_the_scope_key_file_is_made_private_and_kept(tmp_path: Path) -> None:
@@ -236,11 +197,6 @@ def test_the_scope_key_file_is_made_private_and_kept(tmp_path: Path) -> None:
     assert not Seal.in_folder(tmp_path).verify(body, first.sign(body))  # another folder, another key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a process without ECHO_TOOLS_SECRET_KEY (an approver's shell) deciding an approval sealed "
-    "by a server that has it calls the seal tampered with and voids the approval for good",
-)
 def test_a_decider_with_another_seal_key_does_not_void_the_approval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,11 +219,6 @@ def test_a_decider_with_another_seal_key_does_not_void_the_approval(
 # -- which decisions run a call ------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wait_for_decision (Governance.carry_out) runs an approved kind='run' approval as a call, "
-    "outside its paused run; decide() refuses to (only kind 'call' runs there)",
-)
 async def test_waiting_on_a_paused_run_s_approval_does_not_run_it_outside_the_run(
     tmp_path: Path,
 ) -> None:
@@ -276,13 +227,13 @@ async def test_waiting_on_a_paused_run_s_approval_does_not_run_it_outside_the_ru
     assert tool is not None
     store = executor.governance.approvals
     scope = CallScope(Principal("shop"), run_id="run_paused").to_record(store.seal)
-    record = store.add(
-        ApprovalRecord(
-            "apr_run_0001", tool.tool_id, tool.name, {"order": "G-1"},
-            {"run_id": "run_paused", "principal": "shop"}, kind="run", owner="shop",
-            digest=tool.digest, scope=scope, expires_at=now_text(600),
-        )
+    asked = ApprovalRecord(
+        "apr_run_0001", tool.tool_id, tool.name, {"order": "G-1"},
+        {"run_id": "run_paused", "principal": "shop"}, kind="run", owner="shop",
+        digest=tool.digest, scope=scope, expires_at=now_text(600),
     )  # fmt: skip  # what a tool approval inside a graph keeps (Governance._record, kind "run")
+    seal_record(asked, store.seal)
+    record = store.add(asked)
     decided, result = executor.decide(record.approval_id, "approve")
     assert result is None and RAN == []  # decide only decides a run's approval: the resume runs it
     carried = await executor.wait_for_decision(record.approval_id, timeout_s=5, poll_s=0.05)
@@ -375,11 +326,6 @@ def test_two_approvals_asked_under_one_budget_share_it(tmp_path: Path) -> None:
 # -- waiting for a decision ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wait_for_decision takes any timeout_s / poll_s: NaN never times out (it waits forever while "
-    "nobody decides) and a negative poll_s is a busy loop of store reads; neither is refused naming the field",
-)
 @pytest.mark.parametrize("given", [{"timeout_s": float("nan")}, {"timeout_s": 1.0, "poll_s": -1.0}])
 async def test_waiting_for_a_decision_refuses_a_timeout_that_never_ends(
     tmp_path: Path, given: dict[str, float]

@@ -36,9 +36,11 @@ def record_run(
     status: str = "completed",
     calls: list[tuple[str | None, str | None, bool]] = (),  # (agent_id, agent_name, failed)
     run_of_events: str | None = None,
+    owner: str | None = None,
 ) -> None:
-    """A recorded run with one invoked and one closing event per call (its events under `run_of_events`)."""
-    history.start_run(run_id, {"source": {}}, workflow_id)
+    """A recorded run with one invoked and one closing event per call (its events under `run_of_events`),
+    started by `owner` (None: the operator)."""
+    history.start_run(run_id, {"source": {}, **({"owner": owner} if owner else {})}, workflow_id)
     for number, (agent_id, agent_name, failed) in enumerate(calls):
         fields = {
             "tool_id": "tool_echo",
@@ -357,7 +359,7 @@ async def test_the_data_routes_need_the_history_action_and_the_page_none(
     from echo_tools.gate import Grants, Principal, hash_key
     from tests.echo_tools.test_gate_routes import declared_actions
 
-    record_run(history, "run_watched")
+    record_run(history, "run_watched", owner="reader")  # a principal reads its own runs only
     principals = {
         hash_key("reader-key-1234"): Principal("reader", Grants(actions=["history"])),
         hash_key("runner-key-1234"): Principal("runner", Grants(actions=["run"])),

@@ -71,6 +71,10 @@ GATED: dict[str, Any] = {
     },
 }
 APPROVED_ECHO = support.local_tool("Approved Echo", "echo", {"text": {"type": "string"}}, approval="always")
+# nobody decides in time: its approvals expire at once (ToolDef.approval_ttl_s)
+HASTY_ECHO = support.local_tool(
+    "Hasty Echo", "echo", {"text": {"type": "string"}}, approval="always", approval_ttl_s=0.001
+)
 HOSTILE_TEXT = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 HOSTILE_AGENT = '<img src=y onerror="window.pwned = 3">Agent'
 
@@ -99,7 +103,7 @@ def hostile_workflow() -> dict[str, Any]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RunHistory]]:
     """A server with the shipped tools, a run history and an API key, on 127.0.0.1 for this module."""
     storage = tmp_path_factory.mktemp("viewer") / "tools"
-    registry = support.make_registry(storage, support.WAITER, APPROVED_ECHO)
+    registry = support.make_registry(storage, support.WAITER, APPROVED_ECHO, HASTY_ECHO)
     registry.discover_local_tools([ROOT / "AgentTools"])
     history = RunHistory(storage)
     executor = ToolExecutor(registry, event_sinks=[history])
@@ -266,6 +270,43 @@ def test_a_runs_tool_call_waiting_for_approval_is_decided_on_the_runs_page(
         "return [...document.querySelectorAll('#timeline details.call summary')].map((e) => e.textContent)"
     )
     assert any("Approved Echo" in text and "completed" in text for text in calls), calls
+
+
+def test_an_expired_approval_of_a_paused_run_shows_as_expired_not_as_a_decision(
+    served: tuple[str, RunHistory], browser: Any
+) -> None:
+    url, history = served
+    source = copy.deepcopy(GATED)
+    source["workflow"].update(workflow_id="wf_hasty", agents=["poster", "end"])
+    source["workflow"]["connections"] = [{"from": "poster", "to": "end"}]
+    source["agents"] = {
+        "poster": {
+            "agent_id": "poster",
+            "name": "Poster",
+            "role": "Poster",
+            "prompt": 'Post: {"text": "too late"}',
+            "tools": ["tool_hasty_echo"],
+            "metadata": {"node_type": "Agent"},
+        },
+        "end": GATED["agents"]["end"],
+    }
+    start_run(url, source, "run_hasty_approval")
+    assert history.run("run_hasty_approval")["status"] == "interrupted"
+    keyed = {"X-API-Key": KEY}
+    (ask,) = httpx.get(f"{url}/workflows/runs/run_hasty_approval", headers=keyed).json()["state"][
+        "__interrupt__"
+    ]
+    record = httpx.get(f"{url}/tools/approvals/{ask['approval_id']}", headers=keyed).json()
+    assert record["status"] == "expired", record
+    open_viewer(browser, url, "#/run/run_hasty_approval")
+
+    expired = '#pauses [data-kind="tool_approval"][data-status="expired"]'
+    wait_for(browser, lambda d: css(d, expired), "the expired approval")
+    assert "expired" in text_of(browser, f"{expired} .badge")
+    assert "no longer decidable" in text_of(browser, expired)
+    assert not css(browser, 'form.pause[data-kind="tool_approval"]')  # nothing to decide
+    listed = httpx.get(f"{url}/tools/approvals", headers=keyed).json()["approvals"]
+    assert ask["approval_id"] not in [a["approval_id"] for a in listed]  # not pending any more
 
 
 def test_hostile_strings_in_tool_inputs_outputs_and_names_render_as_text(

@@ -64,12 +64,6 @@ def _paused_run(registry: ToolRegistry, executor: ToolExecutor, path: Path, thre
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MAX_PENDING bounds only approvals asked outside a graph (Governance._crowded is not asked on "
-    "the graph path): a principal that may only run piles up pending approvals without limit, one paused "
-    "run each",
-)
 def test_approvals_asked_inside_graphs_count_against_the_principal_s_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,12 +70,6 @@ def _gated_mcp_canvas(url: str) -> dict[str, Any]:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="resume_run compiles the stored source before the run's scope is active: in the resume route "
-    "may_store('mcp') is True there, so a principal without the 'mcp' action gets its canvas's URL server "
-    "stored for good (owned by the operator, listed to everyone) by pausing and resuming its run",
-)
 def test_resuming_a_run_does_not_store_the_mcp_server_its_canvas_binds(
     api: str, registry: ToolRegistry, mcp_server: HttpServer
 ) -> None:

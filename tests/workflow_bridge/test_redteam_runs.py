@@ -54,12 +54,6 @@ def _edit_run(history: RunHistory, run_id: str, change: Any) -> None:
         db.execute("UPDATE runs SET source = ? WHERE run_id = ?", (json.dumps(stored), run_id))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run whose record keeps no scope (recorded before scopes were kept, or its 'scope' removed) "
-    "resumes under current_scope(), which in the resume route is None: no ceiling and no budget at all, "
-    "so alice (permissions []) gets the code executor by resuming her own run",
-)
 def test_a_run_recorded_without_a_scope_resumes_with_its_owner_s_ceiling(
     server: tuple[str, RunHistory],
 ) -> None:
@@ -72,11 +66,6 @@ def test_a_run_recorded_without_a_scope_resumes_with_its_owner_s_ceiling(
     assert calls[0].error_type == "permission_denied"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run's owner is kept outside the seal ('owner' in the run's source): changed in the row, it "
-    "lets another principal resume (and read) the run; the sealed scope's principal is not compared",
-)
 def test_a_run_s_owner_changed_in_its_record_does_not_hand_the_run_over(
     server: tuple[str, RunHistory],
 ) -> None:

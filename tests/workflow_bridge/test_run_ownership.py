@@ -98,8 +98,8 @@ def test_another_principal_cannot_reuse_resume_or_read_a_paused_run(server: str)
 
     reused = _run(server, MALLORY, "run_alice")  # the attack: replace alice's paused run with another
     assert isinstance(reused, httpx.Response) and reused.status_code == 409, reused
-    assert (reused.json()["error_type"], reused.json()["field"]) == ("conflict", "body.run_id")
-    assert "'run_alice'" in reused.json()["message"]
+    assert (reused.json()["error_type"], reused.json()["field"]) == ("owned", "body.run_id")
+    assert "'run_alice'" in reused.json()["message"] and "'alice'" in reused.json()["message"]
 
     with httpx.Client(base_url=server, timeout=300) as http:
         taken = http.post("/workflows/runs/run_alice/resume", json={"decision": "approve"}, headers=MALLORY)
